@@ -1,0 +1,296 @@
+"""Data preparation: AG News (hub, local CSV or a labelled synthetic stand-in) -> tokenizer -> ids.
+
+Run once per study by the `prepare_data` rule; every training run reads its outputs:
+
+    python -c "from compile_study.data import prepare; prepare(cfg, 'resources/data')"
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from compile_study.io import write_json_atomic, write_npy_atomic
+
+CLASSES = ("World", "Sports", "Business", "Sci/Tech")
+SPECIAL_TOKENS = ("[PAD]", "[UNK]")  # id 0 = padding (model.PAD_ID), id 1 = unknown
+# sha256 of the original AG News CSV files (checked, and named in the facts when they match)
+KNOWN_SHA256 = {
+    "train.csv": "76a0a2d2f92b286371fe4d4044640910a04a803fdd2538e0f3f29a5c6f6b672e",
+    "test.csv": "521465c2428ed7f02f8d6db6ffdd4b5447c1c701962353eb2c40d548c3c85699",
+}
+
+
+class DataError(ValueError):
+    """Bad or missing input data; the message names the file and what is wrong."""
+
+
+@dataclass
+class Corpus:
+    """Raw texts and 0-based labels for the train and eval splits, plus provenance."""
+
+    train_texts: list[str]
+    train_labels: list[int]
+    eval_texts: list[str]
+    eval_labels: list[int]
+    source: str  # hf | csv | synthetic
+    description: str  # what the paper calls the data, e.g. "AG News test split (7,600 rows)"
+    notes: list[str]
+    input_sha256: dict[str, str]
+
+
+# ---------------------------------------------------------------- sources
+
+
+def hub_reachable(host: str = "huggingface.co", timeout_s: float = 3.0) -> bool:
+    """A TCP connect with a short timeout: `datasets` itself retries for ~25 s offline."""
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+        return False
+    try:
+        with socket.create_connection((host, 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def load_hf(name: str, cache_dir: str | os.PathLike) -> Corpus:
+    """AG News from the Hugging Face hub (`text`, `label` 0-3; train 120,000 / test 7,600)."""
+    import datasets  # imported here: only the hub source needs it
+
+    ds = datasets.load_dataset(name, cache_dir=str(cache_dir))
+    train, test = ds["train"], ds["test"]
+    return Corpus(
+        train_texts=list(train["text"]),
+        train_labels=[int(x) for x in train["label"]],
+        eval_texts=list(test["text"]),
+        eval_labels=[int(x) for x in test["label"]],
+        source="hf",
+        description=f"AG News (hub dataset {name}: {len(train):,} train / {len(test):,} test rows)",
+        notes=[f"loaded from the Hugging Face hub ({name}); eval = the official test split"],
+        input_sha256={},
+    )
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_ag_news_csv(path: str | os.PathLike) -> tuple[list[str], list[int]]:
+    """Parse AG News' original CSV: no header, fields class index (1-4), title, description.
+
+    Returns texts (title + " " + description, as the hub's `text` column) and 0-based labels.
+    """
+    path = Path(path)
+    texts, labels = [], []
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            for lineno, row in enumerate(csv.reader(f, strict=True), start=1):
+                if len(row) != 3:
+                    raise DataError(f"{path}: line {lineno}: expected 3 fields (class index, title, description), got {len(row)}")
+                if row[0] not in ("1", "2", "3", "4"):
+                    raise DataError(f"{path}: line {lineno}: class index {row[0]!r} is not one of 1, 2, 3, 4")
+                # AG News escapes newlines inside fields as a literal backslash
+                texts.append(f"{row[1]} {row[2]}".replace("\\", " ").strip())
+                labels.append(int(row[0]) - 1)
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not valid UTF-8 (byte offset {e.start})") from None
+    except csv.Error as e:
+        raise DataError(f"{path}: malformed CSV: {e}") from None
+    if not texts:
+        raise DataError(f"{path}: file is empty")
+    return texts, labels
+
+
+def split_indices(labels: list[int], eval_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Deterministic stratified split: the same eval_fraction of every class goes to eval."""
+    rng = np.random.default_rng(seed)
+    labels_arr = np.asarray(labels)
+    train_idx, eval_idx = [], []
+    for c in np.unique(labels_arr):
+        idx = rng.permutation(np.flatnonzero(labels_arr == c))
+        n_eval = int(round(len(idx) * eval_fraction))
+        eval_idx.append(idx[:n_eval])
+        train_idx.append(idx[n_eval:])
+    return np.sort(np.concatenate(train_idx)), np.sort(np.concatenate(eval_idx))
+
+
+def load_csv(csv_dir: str | os.PathLike, eval_fraction: float, seed: int) -> Corpus:
+    """AG News from a directory in the original layout (train.csv and test.csv, or test.csv alone)."""
+    csv_dir = Path(csv_dir)
+    test_path, train_path = csv_dir / "test.csv", csv_dir / "train.csv"
+    if not test_path.is_file():
+        raise DataError(f"{csv_dir}: no test.csv (AG News CSV layout: train.csv and/or test.csv)")
+    sha = {p.name: sha256_file(p) for p in (train_path, test_path) if p.is_file()}
+    known = all(KNOWN_SHA256.get(name) == digest for name, digest in sha.items())
+    test_texts, test_labels = read_ag_news_csv(test_path)
+    name = "AG News" if known else "AG-News-format CSV (unrecognised sha256)"
+    if train_path.is_file():
+        train_texts, train_labels = read_ag_news_csv(train_path)
+        desc = f"{name} ({len(train_texts):,} train / {len(test_texts):,} test rows, local CSV)"
+        notes = [f"read from {csv_dir}; eval = test.csv"]
+        return Corpus(train_texts, train_labels, test_texts, test_labels, "csv", desc, notes, sha)
+    tr, ev = split_indices(test_labels, eval_fraction, seed)
+    desc = (
+        f"{name} test split ({len(test_texts):,} rows), split {len(tr):,} train / {len(ev):,} eval"
+        if known
+        else f"{name} ({len(test_texts):,} rows), split {len(tr):,} train / {len(ev):,} eval"
+    )
+    notes = [
+        f"read from {csv_dir}: only test.csv present, so it was split deterministically "
+        f"(stratified by class, seed {seed}) into {1 - eval_fraction:.0%} train / {eval_fraction:.0%} eval"
+    ]
+    pick = lambda xs, idx: [xs[i] for i in idx]  # noqa: E731
+    return Corpus(
+        pick(test_texts, tr), pick(test_labels, tr), pick(test_texts, ev), pick(test_labels, ev), "csv", desc, notes, sha
+    )
+
+
+# Per-class topic words; the shared filler makes classes separable but not trivially so.
+_SYNTH_TOPICS = (
+    "minister election government troops peace talks united nations capital president border protest",
+    "team season coach league match goal championship player score victory cup final",
+    "shares profit market stocks company quarterly investors oil prices economy bank deal",
+    "software internet computer space nasa research microsoft online technology scientists chip web",
+)
+_SYNTH_FILLER = "the a of to in and on for with said after new at by from as its over two first year reuters ap".split()
+
+
+def make_synthetic(n_rows: int, eval_fraction: float, seed: int) -> Corpus:
+    """A labelled 4-class stand-in with a news-like length spread (NOT AG News).
+
+    Word counts are log-normal around AG News' median of ~38 words (p90 ~60, long tail to ~200).
+    """
+    rng = np.random.default_rng(seed)
+    topics = [t.split() for t in _SYNTH_TOPICS]
+    labels = rng.integers(0, 4, n_rows).tolist()
+    n_words = np.clip(rng.lognormal(mean=np.log(38), sigma=0.35, size=n_rows), 6, 200).astype(int)
+    texts = []
+    for label, n in zip(labels, n_words):
+        topical = rng.random(n) < 0.3
+        words = [rng.choice(topics[label]) if t else rng.choice(_SYNTH_FILLER) for t in topical]
+        texts.append(" ".join(words))
+    tr, ev = split_indices(labels, eval_fraction, seed)
+    pick = lambda xs, idx: [xs[i] for i in idx]  # noqa: E731
+    return Corpus(
+        pick(texts, tr), pick(labels, tr), pick(texts, ev), pick(labels, ev), "synthetic",
+        f"SYNTHETIC 4-class stand-in, not AG News ({n_rows:,} generated rows, {len(tr):,} train / {len(ev):,} eval)",
+        [f"generated (seed {seed}) because no real data was used; lengths mimic a news-like spread"],
+        {},
+    )
+
+
+def load_corpus(data_cfg: dict, cache_dir: str | os.PathLike) -> Corpus:
+    """Dispatch on `data.source`; `auto` tries hub -> CSV directory -> synthetic and says why."""
+    source, seed, frac = data_cfg["source"], data_cfg["seed"], data_cfg["eval_fraction"]
+    if source == "hf":
+        return load_hf(data_cfg["hf_name"], cache_dir)
+    if source == "csv":
+        return load_csv(data_cfg["csv_dir"], frac, seed)
+    if source == "synthetic":
+        return make_synthetic(data_cfg["synthetic_rows"], frac, seed)
+    tried = []
+    if hub_reachable(timeout_s=data_cfg["hf_timeout_s"]):
+        try:
+            return _with_notes(load_hf(data_cfg["hf_name"], cache_dir), tried)
+        except Exception as e:  # any hub failure falls over to the next source, with the reason kept
+            tried.append(f"hub {data_cfg['hf_name']}: {type(e).__name__}: {str(e)[:200]}")
+    else:
+        tried.append(f"hub {data_cfg['hf_name']}: unreachable within {data_cfg['hf_timeout_s']} s (or offline mode set)")
+    csv_dir = data_cfg.get("csv_dir")
+    if csv_dir and Path(csv_dir, "test.csv").is_file():
+        return _with_notes(load_csv(csv_dir, frac, seed), tried)
+    tried.append(f"csv: no test.csv in {csv_dir!r}")
+    return _with_notes(make_synthetic(data_cfg["synthetic_rows"], frac, seed), tried)
+
+
+def _with_notes(corpus: Corpus, tried: list[str]) -> Corpus:
+    corpus.notes = [f"source auto: skipped {t}" for t in tried] + corpus.notes
+    return corpus
+
+
+# ---------------------------------------------------------------- tokenizer + encoding
+
+
+def train_tokenizer(texts: list[str], vocab_size: int):
+    """A WordPiece tokenizer (lower-cased, accents stripped) trained on the train split only."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
+def encode(tok, texts: list[str], max_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """-> ids [N, max_len] int32 (0-padded, truncated), lengths [N] after truncation, full lengths [N]."""
+    encs = tok.encode_batch(texts)
+    full = np.array([len(e.ids) for e in encs], dtype=np.int32)
+    ids = np.zeros((len(texts), max_len), dtype=np.int32)
+    for i, e in enumerate(encs):
+        row = e.ids[:max_len] or [SPECIAL_TOKENS.index("[UNK]")]  # never an all-pad row
+        ids[i, : len(row)] = row
+    lengths = np.minimum(np.maximum(full, 1), max_len).astype(np.int32)
+    return ids, lengths, full
+
+
+def prepare(data_cfg: dict, max_len: int, out_dir: str | os.PathLike, cache_dir: str | os.PathLike) -> dict:
+    """Load, tokenize and write `{split}_ids.npy`, `{split}_lengths.npy`, `{split}_labels.npy`,
+    `tokenizer.json` and `facts.json` into out_dir; returns the facts."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    corpus = load_corpus(data_cfg, cache_dir)
+    if data_cfg.get("max_train_rows"):
+        n = data_cfg["max_train_rows"]
+        corpus.train_texts, corpus.train_labels = corpus.train_texts[:n], corpus.train_labels[:n]
+        corpus.notes.append(f"train split capped at the first {n:,} rows (data.max_train_rows)")
+    tok = train_tokenizer(corpus.train_texts, data_cfg["vocab_size"])
+    tok_path = out / "tokenizer.json"
+    tok.save(str(tok_path) + ".tmp")
+    os.replace(str(tok_path) + ".tmp", tok_path)
+    facts = {
+        "source": corpus.source,
+        "description": corpus.description,
+        "notes": corpus.notes,
+        "input_sha256": corpus.input_sha256,
+        "classes": list(CLASSES),
+        "vocab_size": tok.get_vocab_size(),
+        "max_len": max_len,
+        "splits": {},
+    }
+    for split, texts, labels in (
+        ("train", corpus.train_texts, corpus.train_labels),
+        ("eval", corpus.eval_texts, corpus.eval_labels),
+    ):
+        ids, lengths, full = encode(tok, texts, max_len)
+        write_npy_atomic(out / f"{split}_ids.npy", ids)
+        write_npy_atomic(out / f"{split}_lengths.npy", lengths)
+        write_npy_atomic(out / f"{split}_labels.npy", np.asarray(labels, dtype=np.int64))
+        facts["splits"][split] = {
+            "rows": len(texts),
+            "class_counts": {CLASSES[c]: int(n) for c, n in zip(*np.unique(labels, return_counts=True))},
+            "token_length_percentiles": {f"p{q}": float(np.percentile(full, q)) for q in (50, 90, 99)}
+            | {"max": int(full.max())},
+            "truncated_fraction": float((full > max_len).mean()),
+            "pad_fraction_at_max_len": float(1 - lengths.sum() / (len(texts) * max_len)),
+        }
+    write_json_atomic(out / "facts.json", facts)
+    return facts
+
+
+def load_split(data_dir: str | os.PathLike, split: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """-> ids [N, max_len], lengths [N], labels [N] as written by `prepare`."""
+    d = Path(data_dir)
+    return tuple(np.load(d / f"{split}_{part}.npy") for part in ("ids", "lengths", "labels"))

@@ -1,0 +1,69 @@
+"""The environment a record was measured in: hardware, versions, code revision."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+
+import torch
+
+
+def _run(cmd: list[str]) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=True)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_state() -> dict:
+    commit = _run(["git", "rev-parse", "HEAD"])
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"]) if commit else None
+    return {"git_commit": commit or "unknown", "git_dirty": bool(status) if commit else None}
+
+
+def collect(device: torch.device) -> dict:
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    env = {
+        "device_type": device.type,
+        "device_name": cpu_model(),
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "torch_threads": torch.get_num_threads(),
+        "executable": sys.executable,
+        **git_state(),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        env |= {
+            "device_name": props.name,
+            "gpu_memory_gib": round(props.total_memory / 2**30, 1),
+            "gpu_sm_count": props.multi_processor_count,
+            "driver": _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", f"--id={device.index or 0}"]),
+            "cudnn": torch.backends.cudnn.version(),
+        }
+    return env

@@ -1,0 +1,12 @@
+rule prepare_data:
+    output:
+        DATA_FILES,
+    log:
+        "logs/prepare_data.log",
+    params:
+        data=config["data"],
+        max_len=config["model"]["max_len"],
+        out_dir=DATA_DIR,
+        cache_dir="resources/hf_cache",
+    script:
+        "../scripts/prepare_data.py"

@@ -1,0 +1,18 @@
+rule paper:
+    """Fill the Jinja2 template with the summary, the figure and the data/environment facts."""
+    input:
+        template="paper/templates/paper.md.j2",
+        summary=f"results/{DEVICE}/summary.csv",
+        environment=f"results/{DEVICE}/environment.json",
+        facts=f"{DATA_DIR}/facts.json",
+        figure="paper/figures/speedup.png",
+    output:
+        "paper/paper.md",
+    log:
+        f"logs/{DEVICE}/paper.log",
+    params:
+        config=config,
+        grid=GRID,
+        device=DEVICE,
+    script:
+        "../scripts/render_paper.py"

@@ -1,0 +1,27 @@
+wildcard_constraints:
+    compile_mode="eager|default|reduce-overhead|max-autotune",
+    precision="fp32|tf32|bf16",
+    shape_regime="static",
+    batch_size=r"\d+",
+    repeat=r"\d+",
+
+
+rule train_run:
+    """One configuration, one process, one JSON record (a failure is a record too)."""
+    input:
+        DATA_FILES,
+    output:
+        RUN_RECORD,
+    log:
+        RUN_RECORD.replace("results/", "logs/").replace(".json", ".log"),
+    params:
+        run=run_params,
+        model=config["model"],
+        data_dir=DATA_DIR,
+        device=DEVICE,
+    threads: workflow.cores
+    resources:
+        # timed runs never overlap: the limit is set in profiles/default/config.yaml
+        timed_run=1,
+    script:
+        "../scripts/train_run.py"

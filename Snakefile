@@ -8,6 +8,10 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
+# Used with --sdm apptainer (containers/compile-study.def says how to build it).
+container: "containers/compile-study.sif"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/runs.smk"

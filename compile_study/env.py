@@ -30,9 +30,12 @@ def cpu_model() -> str:
 
 
 def git_state() -> dict:
+    """The code revision; where the tree was copied without .git, STUDY_GIT_COMMIT names it."""
     commit = _run(["git", "rev-parse", "HEAD"])
-    status = _run(["git", "status", "--porcelain", "--untracked-files=no"]) if commit else None
-    return {"git_commit": commit or "unknown", "git_dirty": bool(status) if commit else None}
+    if commit is None:
+        return {"git_commit": os.environ.get("STUDY_GIT_COMMIT", "unknown"), "git_dirty": None}
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"])
+    return {"git_commit": commit, "git_dirty": bool(status)}
 
 
 def collect(device: torch.device) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-!|<>~$&%^])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]#!|<>~$&%^])")
 _TEX_SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
     "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
@@ -64,7 +64,8 @@ def results_rows(summary: pd.DataFrame) -> list[dict]:
                 "eager_ms": fmt(r["eager_step_ms"]),
                 "speedup": "—" if failed or r["compile_mode"] == "eager" else fmt(r["speedup"], 2, "×"),
                 "speedup_ci": "—" if failed or r["compile_mode"] == "eager" else ci,
-                "compile_s": "—" if r["compile_mode"] == "eager" or failed else fmt(r["compile_s"], 1),
+                "cold_compile_s": "—" if r["compile_mode"] == "eager" or failed else fmt(r["cold_compile_s"], 1),
+                "warm_compile_s": "—" if r["compile_mode"] == "eager" or failed else fmt(r["warm_compile_s"], 1),
                 "epoch1_s": fmt(r["epoch1_s"], 1),
                 "epoch2_s": fmt(r["epoch2_s"], 1),
                 "samples_per_s": fmt(r["samples_per_s"], 0),

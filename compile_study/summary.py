@@ -42,6 +42,7 @@ def load_records(paths: Iterable[str | Path]) -> pd.DataFrame:
         cfg, env, metrics = rec["config"], rec["env"], rec.get("metrics") or {}
         row = {k: cfg[k] for k in ("compile_mode", "batch_size", "shape_regime", "precision", "repeat")}
         row |= {"device_type": env["device_type"], "status": rec["status"], "error": rec.get("error")}
+        row["inductor_cache"] = env.get("inductor_cache")  # cold | warm
         row |= {k: env.get(k) for k in ENV_KEYS}
         row |= {k: metrics.get(k) for k in SCALAR_METRICS}
         rows.append(row)
@@ -76,6 +77,9 @@ def summarize(records: pd.DataFrame) -> pd.DataFrame:
         row["error"] = None if failed.empty else failed.error.iloc[0]
         for m in SCALAR_METRICS:
             row[m] = ok[m].median() if len(ok) else np.nan
+        for state in ("cold", "warm"):  # compile latency with an empty vs a populated Inductor cache
+            sel = ok[ok.inductor_cache == state]
+            row[f"{state}_compile_s"] = sel.compile_s.median() if len(sel) else np.nan
         row["steady_step_ms_min"] = ok.steady_step_ms.min() if len(ok) else np.nan
         row["steady_step_ms_max"] = ok.steady_step_ms.max() if len(ok) else np.nan
         out.append(row)

@@ -12,6 +12,7 @@ compilation), epoch 2, the timed steady-state block, eval accuracy with the unco
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import resource
 import statistics
@@ -193,9 +194,19 @@ def classify_failure(exc: BaseException) -> str:
     return "error"
 
 
-def run_and_record(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device: str | None = None) -> dict:
+def model_config_for(data_dir: str | Path, model_params: dict) -> ModelConfig:
+    """The configured model sized to the vocabulary the tokenizer actually learned."""
+    facts = json.loads((Path(data_dir) / "facts.json").read_text())
+    return ModelConfig(vocab_size=facts["vocab_size"], **model_params)
+
+
+def run_and_record(
+    model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device: str | None = None, threads: int | None = None
+) -> dict:
     """Measure one configuration; a failure becomes the record's status, never an exception."""
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if threads:
+        torch.set_num_threads(threads)
     record = {
         "schema_version": RECORD_SCHEMA_VERSION,
         "config": asdict(cfg) | {"model": model_cfg.to_dict()},

@@ -1,5 +1,6 @@
 # Helpers shared by the rules: config validation, the device's grid, file names.
 import itertools
+import os
 
 from snakemake.utils import validate
 
@@ -24,8 +25,10 @@ DATA_FILES = [
     for split in ("train", "eval")
     for part in ("ids", "lengths", "labels")
 ] + [f"{DATA_DIR}/tokenizer.json", f"{DATA_DIR}/facts.json"]
-RUNS_DIR = f"results/{DEVICE}/runs"
-RUN_RECORD = RUNS_DIR + "/{shape_regime}/{precision}/{compile_mode}/bs{batch_size}/r{repeat}.json"
+PAPER_TEMPLATE = os.path.join(workflow.basedir, "paper", "templates", "paper.md.j2")
+RUN_RECORD = (
+    f"results/{DEVICE}/runs/{{shape_regime}}/{{precision}}/{{compile_mode}}/bs{{batch_size}}/r{{repeat}}.json"
+)
 
 
 def grid_configs():
@@ -51,6 +54,19 @@ def grid_configs():
 
 def run_records(wildcards=None):
     return [RUN_RECORD.format(**c) for c in grid_configs()]
+
+
+def cold_run_record(wildcards):
+    """Repeats after the first wait for it: they reuse the Inductor cache it populated (warm)."""
+    if int(wildcards.repeat) == 0:
+        return []
+    return RUN_RECORD.format(**{**dict(wildcards.items()), "repeat": 0})
+
+
+def inductor_cache_dir(wildcards):
+    return "resources/inductor_cache/{}/{shape_regime}-{precision}-{compile_mode}-bs{batch_size}".format(
+        DEVICE, **dict(wildcards.items())
+    )
 
 
 def run_params(wildcards):

@@ -6,7 +6,6 @@ rule prepare_data:
     params:
         data=config["data"],
         max_len=config["model"]["max_len"],
-        out_dir=DATA_DIR,
         cache_dir="resources/hf_cache",
     script:
         "../scripts/prepare_data.py"

@@ -1,7 +1,7 @@
 rule paper:
     """Fill the Jinja2 template with the summary, the figure and the data/environment facts."""
     input:
-        template="paper/templates/paper.md.j2",
+        template=PAPER_TEMPLATE,
         summary=f"results/{DEVICE}/summary.csv",
         environment=f"results/{DEVICE}/environment.json",
         facts=f"{DATA_DIR}/facts.json",

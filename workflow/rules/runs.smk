@@ -9,7 +9,8 @@ wildcard_constraints:
 rule train_run:
     """One configuration, one process, one JSON record (a failure is a record too)."""
     input:
-        DATA_FILES,
+        data=DATA_FILES,
+        cold_run=cold_run_record,
     output:
         RUN_RECORD,
     log:
@@ -17,8 +18,8 @@ rule train_run:
     params:
         run=run_params,
         model=config["model"],
-        data_dir=DATA_DIR,
         device=DEVICE,
+        cache_dir=inductor_cache_dir,
     threads: workflow.cores
     resources:
         # timed runs never overlap: the limit is set in profiles/default/config.yaml

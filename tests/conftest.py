@@ -1,0 +1,37 @@
+"""Shared fixtures: small prepared data sets and one Inductor cache for the whole test session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+AG_NEWS_DIR = REPO.parent / "shared" / "data" / "ag_news"  # the real test split, when present
+
+
+def pytest_configure(config):
+    # One Inductor cache per test session: the CPU compiles of the same tiny graph are paid once.
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(config.rootpath) / ".pytest_cache" / "inductor"))
+    os.environ["HF_HUB_OFFLINE"] = "1"  # never wait on the unreachable hub
+
+
+def data_cfg(**overrides) -> dict:
+    cfg = dict(
+        source="synthetic", csv_dir=None, hf_name="fancyzhx/ag_news", hf_timeout_s=1, eval_fraction=0.1,
+        vocab_size=300, synthetic_rows=400, max_train_rows=None, seed=0,
+    )
+    return cfg | overrides
+
+
+TINY_MODEL = dict(n_layers=2, n_heads=2, d_model=32, d_ff=64, dropout=0.0, max_len=32)
+
+
+@pytest.fixture(scope="session")
+def synthetic_data(tmp_path_factory) -> Path:
+    from compile_study.data import prepare
+
+    out = tmp_path_factory.mktemp("data")
+    prepare(data_cfg(), TINY_MODEL["max_len"], out, out / "hf")
+    return out

@@ -1,0 +1,103 @@
+import time
+
+import numpy as np
+import pytest
+
+from compile_study import data
+from compile_study.data import DataError, load_corpus, prepare, read_ag_news_csv, split_indices
+
+from .conftest import AG_NEWS_DIR, data_cfg
+
+
+def write(tmp_path, text: str | bytes, name="test.csv"):
+    p = tmp_path / name
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return p
+
+
+def test_csv_parser_reads_ag_news_layout(tmp_path):
+    p = write(tmp_path, '"3","Oil up","Prices rose\\again."\n"1","Talks","Peace, at last"\n')
+    texts, labels = read_ag_news_csv(p)
+    assert texts == ["Oil up Prices rose again.", "Talks Peace, at last"]
+    assert labels == [2, 0]  # 1-based class index -> 0-based label
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('"1","only two"\n', "line 1: expected 3 fields"),
+        ('"1","a","b"\n"5","c","d"\n', "line 2: class index '5'"),
+        (b'"1","caf\xe9","x"\n', "not valid UTF-8"),
+        ("", "file is empty"),
+    ],
+)
+def test_csv_parser_names_file_and_problem(tmp_path, content, message):
+    p = write(tmp_path, content)
+    with pytest.raises(DataError, match=message) as err:
+        read_ag_news_csv(p)
+    assert str(p) in str(err.value)
+
+
+def test_split_is_deterministic_stratified_and_disjoint():
+    labels = [i % 4 for i in range(400)]
+    tr1, ev1 = split_indices(labels, 0.1, seed=3)
+    tr2, ev2 = split_indices(labels, 0.1, seed=3)
+    assert np.array_equal(tr1, tr2) and np.array_equal(ev1, ev2)
+    assert not set(tr1) & set(ev1) and len(tr1) + len(ev1) == 400
+    assert np.bincount(np.asarray(labels)[ev1]).tolist() == [10, 10, 10, 10]
+
+
+def test_synthetic_is_labelled_as_such_and_news_like():
+    c = data.make_synthetic(2000, 0.1, seed=0)
+    assert c.source == "synthetic" and "not AG News" in c.description
+    words = np.array([len(t.split()) for t in c.train_texts])
+    assert 30 <= np.median(words) <= 45 and np.percentile(words, 99) > 70
+    assert set(c.train_labels) == {0, 1, 2, 3}
+
+
+def test_auto_falls_over_quickly_to_csv_then_synthetic(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    write(tmp_path, "".join(f'"{1 + i % 4}","title {i}","words {i}"\n' for i in range(40)))
+    t0 = time.perf_counter()
+    c = load_corpus(data_cfg(source="auto", csv_dir=str(tmp_path)), tmp_path / "hf")
+    assert c.source == "csv" and any("skipped hub" in n for n in c.notes)
+    assert "only test.csv present" in c.notes[-1]
+    c = load_corpus(data_cfg(source="auto", csv_dir=str(tmp_path / "missing")), tmp_path / "hf")
+    assert c.source == "synthetic" and any("no test.csv" in n for n in c.notes)
+    assert time.perf_counter() - t0 < 10
+
+
+def test_hub_check_honours_offline_mode(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    t0 = time.perf_counter()
+    assert data.hub_reachable(timeout_s=30) is False
+    assert time.perf_counter() - t0 < 1
+
+
+@pytest.mark.skipif(not (AG_NEWS_DIR / "test.csv").is_file(), reason="shared AG News test split not present")
+def test_real_ag_news_test_split_is_recognised(tmp_path):
+    c = data.load_csv(AG_NEWS_DIR, 0.1, seed=0)
+    assert c.description.startswith("AG News test split (7,600 rows)")
+    assert c.input_sha256["test.csv"] == data.KNOWN_SHA256["test.csv"]
+    assert len(c.train_texts) == 6840 and len(c.eval_texts) == 760
+
+
+def test_tokenizer_round_trip():
+    texts = ["Stocks rally as oil prices fall", "The team won the cup final"] * 50
+    tok = data.train_tokenizer(texts, vocab_size=200)
+    enc = tok.encode("Stocks rally as the team won")
+    assert tok.decode(enc.ids) == "stocks rally as the team won"
+    assert tok.token_to_id("[PAD]") == 0 and tok.token_to_id("[UNK]") == 1
+
+
+def test_prepare_writes_ids_lengths_labels_and_facts(synthetic_data):
+    from compile_study.data import load_split
+    import json
+
+    facts = json.loads((synthetic_data / "facts.json").read_text())
+    ids, lengths, labels = load_split(synthetic_data, "train")
+    assert ids.shape == (facts["splits"]["train"]["rows"], facts["max_len"])
+    assert (lengths == (ids != 0).sum(1)).all()  # true lengths match the non-pad tokens
+    assert set(np.unique(labels)) <= {0, 1, 2, 3}
+    assert facts["source"] == "synthetic" and facts["splits"]["eval"]["rows"] == 40
+    assert 0 < facts["splits"]["train"]["pad_fraction_at_max_len"] < 1

@@ -161,8 +161,9 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
         "padded_tokens_per_s": tokens_per_batch * cfg.timed_steps / block_s,
         "real_tokens_per_s": real_tokens / block_s,
         "warmup_step_s": warmup_step_s,
-        # compile time = the warm-up steps' excess over as many steady-state steps
-        "compile_s": max(0.0, sum(warmup_step_s) - warmup * steady_ms / 1e3),
+        # the warm-up steps' excess over as many steady-state steps: compilation (compiled runs)
+        # plus one-off CUDA/cuBLAS initialisation (every run); the summary subtracts eager's
+        "warmup_excess_s": max(0.0, sum(warmup_step_s) - warmup * steady_ms / 1e3),
         "first_step_s": warmup_step_s[0],
         "epoch_steps": n_batches,
         "epoch1_s": epoch1_s,

@@ -12,7 +12,6 @@ rule paper:
         f"logs/{DEVICE}/paper.log",
     params:
         config=config,
-        grid=GRID,
         device=DEVICE,
     script:
         "../scripts/render_paper.py"

@@ -1,0 +1,46 @@
+"""Regenerate summary, figure and paper from stored run records, without rerunning anything.
+
+    python -m compile_study.rebuild reference/h200-2026-11-30-quick
+
+The directory holds `config.yaml` (the study's merged config), `facts.json` (the data facts) and
+`runs/**/*.json` (the records); summary.csv, environment.json, figures/ and paper.md are written
+beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import yaml
+
+from compile_study.stages import figure_stage, paper_stage, summary_stage
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "paper" / "templates" / "paper.md.j2"
+
+
+def rebuild(directory: str | Path, template: str | Path = TEMPLATE) -> Path:
+    d = Path(directory)
+    records = sorted(d.glob("runs/**/*.json"))
+    if not records:
+        raise SystemExit(f"{d}: no run records under runs/")
+    config = yaml.safe_load((d / "config.yaml").read_text())
+    device = json.loads(records[0].read_text())["env"]["device_type"]
+    summary_stage(records, d / "summary.csv", d / "environment.json")
+    (d / "figures").mkdir(exist_ok=True)
+    figures = [d / "figures" / "speedup.png", d / "figures" / "speedup.pdf"]
+    figure_stage(d / "summary.csv", d / "environment.json", figures)
+    paper_stage(template, d / "summary.csv", d / "environment.json", d / "facts.json", figures[0], d / "paper.md",
+                config, device)
+    return d / "paper.md"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("directory", help="a directory with config.yaml, facts.json and runs/**/*.json")
+    print(rebuild(parser.parse_args().directory))
+
+
+if __name__ == "__main__":
+    main()

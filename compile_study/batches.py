@@ -1,11 +1,78 @@
-"""Turning encoded splits into device-resident batches, built once before any timing."""
+"""Turning encoded splits into device-resident batches (built once, before any timing).
+
+Shape regimes (the `shape_regime` wildcard):
+- `static`: every batch padded to max_len: one shape.
+- `dynamic`, `dynamic-true`, `dynamic-false`, `dynamic-marked`: random batches, each padded only to
+  its own longest sequence; the suffix says how it is compiled (see `compile_kwargs`).
+- `bucketed-<e1>-<e2>-...`: sequences grouped by the smallest bucket edge >= their length, each
+  batch padded to its edge, batches shuffled across buckets, every example seen once per epoch
+  (a bucket's last partial batch is filled with one-token rows whose label is ignored).
+
+Random and static batches drop the split's last partial batch, which would be another shape.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-SHAPE_REGIMES = ("static",)
+DYNAMIC_REGIMES = ("dynamic", "dynamic-true", "dynamic-false", "dynamic-marked")
+IGNORE_LABEL = -100  # F.cross_entropy's default ignore_index: filler rows add no loss
+FILLER_TOKEN = 1  # [UNK]; a filler row is never all padding (that would make attention NaN)
+
+
+@dataclass
+class Batch:
+    ids: torch.Tensor  # [B, L] int64, 0 = padding
+    labels: torch.Tensor  # [B] int64, IGNORE_LABEL for filler rows
+    real_tokens: int  # non-pad tokens of real rows
+    real_rows: int
+
+
+def bucket_edges(shape_regime: str) -> list[int]:
+    """'bucketed-32-64-128' -> [32, 64, 128]."""
+    return [int(e) for e in shape_regime.split("-")[1:]]
+
+
+def reference_regime(shape_regime: str) -> str:
+    """The eager run a compiled run is compared with: eager does not care how dynamic is set."""
+    return "dynamic" if shape_regime in DYNAMIC_REGIMES else shape_regime
+
+
+def compile_kwargs(shape_regime: str) -> dict:
+    """torch.compile's `dynamic` per regime; buckets keep static, specialised graphs."""
+    return {
+        "dynamic-true": {"dynamic": True},
+        "dynamic-false": {"dynamic": False},
+    }.get(shape_regime, {"dynamic": False} if shape_regime.startswith("bucketed") else {"dynamic": None})
+
+
+def validate_regime(shape_regime: str, max_len: int) -> None:
+    if shape_regime == "static" or shape_regime in DYNAMIC_REGIMES:
+        return
+    if not shape_regime.startswith("bucketed-"):
+        raise ValueError(f"shape_regime {shape_regime!r} is not static, one of {DYNAMIC_REGIMES}, or bucketed-<edges>")
+    edges = bucket_edges(shape_regime)
+    if edges != sorted(set(edges)) or edges[-1] != max_len or edges[0] < 1:
+        raise ValueError(f"bucket edges {edges} must be strictly increasing, >= 1, and end at max_len={max_len}")
+
+
+def _to_batch(ids, labels, rows, width, device) -> Batch:
+    x = torch.from_numpy(np.ascontiguousarray(ids[rows, :width]).astype(np.int64)).to(device)
+    y = torch.from_numpy(labels[rows].astype(np.int64)).to(device)
+    return Batch(x, y, int((x != 0).sum()), len(rows))
+
+
+def bucket_batches(lengths: np.ndarray, edges: list[int], batch_size: int, rng) -> list[tuple[np.ndarray, int]]:
+    """The bucketing sampler: -> [(row indices, padded width)], every row exactly once."""
+    which = np.searchsorted(edges, lengths)  # smallest edge >= length
+    plan = []
+    for b, edge in enumerate(edges):
+        rows = rng.permutation(np.flatnonzero(which == b))
+        plan += [(rows[i : i + batch_size], edge) for i in range(0, len(rows), batch_size)]
+    return [plan[i] for i in rng.permutation(len(plan))]
 
 
 def make_batches(
@@ -14,28 +81,52 @@ def make_batches(
     labels: np.ndarray,  # [N]
     batch_size: int,
     shape_regime: str,
-    seed: int,
+    seed: int | None,
     device: torch.device,
     max_batches: int | None = None,
     drop_last: bool = True,
-) -> list[tuple[torch.Tensor, torch.Tensor, int]]:
-    """-> [(ids [B, L] int64, labels [B] int64, real_tokens)], shuffled with `seed`.
-
-    static: every batch padded to max_len, so every step has the same shape. The last partial
-    batch is dropped for training (it would be a second shape).
-    """
-    if shape_regime not in SHAPE_REGIMES:
-        raise ValueError(f"shape_regime {shape_regime!r} is not one of {SHAPE_REGIMES}")
-    order = np.random.default_rng(seed).permutation(len(labels)) if seed is not None else np.arange(len(labels))
-    n = len(order) // batch_size if drop_last else -(-len(order) // batch_size)
+) -> list[Batch]:
+    """-> the epoch's batches in order (seeded), already on `device`."""
+    max_len = ids.shape[1]
+    validate_regime(shape_regime, max_len)
+    rng = np.random.default_rng(seed)
+    if shape_regime.startswith("bucketed"):
+        batches = []
+        for rows, edge in bucket_batches(lengths, bucket_edges(shape_regime), batch_size, rng):
+            b = _to_batch(ids, labels, rows, edge, device)
+            if len(rows) < batch_size:  # fill to the batch size: one shape per bucket
+                n = batch_size - len(rows)
+                filler_ids = torch.zeros(n, edge, dtype=torch.int64, device=device)
+                filler_ids[:, 0] = FILLER_TOKEN
+                filler_labels = torch.full((n,), IGNORE_LABEL, dtype=torch.int64, device=device)
+                b = Batch(torch.cat([b.ids, filler_ids]), torch.cat([b.labels, filler_labels]), b.real_tokens, b.real_rows)
+            batches.append(b)
+    else:
+        order = rng.permutation(len(labels)) if seed is not None else np.arange(len(labels))
+        n = len(order) // batch_size if drop_last else -(-len(order) // batch_size)
+        batches = []
+        for b in range(n):
+            rows = order[b * batch_size : (b + 1) * batch_size]
+            width = max_len if shape_regime == "static" else int(lengths[rows].max())
+            batches.append(_to_batch(ids, labels, rows, width, device))
     if max_batches is not None:
-        n = min(n, max_batches)
-    if n == 0:
-        raise ValueError(f"batch_size {batch_size} is larger than the split ({len(order)} rows)")
-    batches = []
-    for b in range(n):
-        idx = order[b * batch_size : (b + 1) * batch_size]
-        x = torch.from_numpy(ids[idx].astype(np.int64)).to(device)
-        y = torch.from_numpy(labels[idx].astype(np.int64)).to(device)
-        batches.append((x, y, int(lengths[idx].sum())))
+        batches = batches[:max_batches]
+    if not batches:
+        raise ValueError(f"batch_size {batch_size} is larger than the split ({len(labels)} rows)")
     return batches
+
+
+def padding_fraction(batches: list[Batch]) -> float:
+    """Share of the computed token positions that are padding (filler rows included)."""
+    computed = sum(b.ids.numel() for b in batches)
+    return 1 - sum(b.real_tokens for b in batches) / computed
+
+
+def mark_dynamic_lengths(batches: list[Batch]) -> None:
+    """For `dynamic-marked`: declare the sequence dim dynamic with the data's own min/max."""
+    widths = [b.ids.shape[1] for b in batches]
+    lo, hi = max(2, min(widths)), max(widths)  # Dynamo specialises sizes 0 and 1
+    if lo >= hi:
+        return  # one width only: nothing to mark
+    for b in batches:
+        torch._dynamo.mark_dynamic(b.ids, 1, min=lo, max=hi)

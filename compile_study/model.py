@@ -93,3 +93,18 @@ class TextClassifier(nn.Module):
 
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def train_flops(cfg: ModelConfig, batch_size: int, seq_len: int) -> float:
+    """Matmul FLOPs of one training step on a [batch_size, seq_len] batch (padding included).
+
+    Per layer and token: qkv (3 d^2) + output projection (d^2) + feed-forward (2 d d_ff)
+    multiply-adds; attention adds QK^T and AV, 2 L d multiply-adds per token. The head adds
+    d * n_classes per sequence. One multiply-add = 2 FLOPs; backward = 2x forward, so a training
+    step = 3x forward. Embedding lookups, norms, softmax and the optimizer are not counted.
+    """
+    tokens = batch_size * seq_len
+    d = cfg.d_model
+    per_layer_macs = tokens * (4 * d * d + 2 * d * cfg.d_ff) + tokens * 2 * seq_len * d
+    forward = 2 * (cfg.n_layers * per_layer_macs + batch_size * d * cfg.n_classes)
+    return 3.0 * forward

@@ -1,0 +1,74 @@
+"""What the compiler did during a run: graphs, recompilations and their reasons, CUDA-graph recordings.
+
+`counters["recompiles"]` is never incremented by Dynamo, so it is not used. Graphs come from
+`counters["stats"]["unique_graphs"]`; reasons from `get_compilation_metrics()`; compile events
+(Dynamo frames, lazily compiled backwards, CUDA-graph recordings) from Dynamo's compile callbacks,
+which also time them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import torch
+from torch._dynamo.callback import CallbackArgs, CallbackTrigger, callback_handler
+from torch._dynamo.utils import counters, get_compilation_metrics
+
+
+def unique_graphs() -> int:
+    return int(counters["stats"]["unique_graphs"])
+
+
+class CompileWatch:
+    """Counts compile events between `start()` and `report()`; `graph_steps` marks steps that compiled."""
+
+    def __init__(self) -> None:
+        self.events: Counter[str] = Counter()
+        self.seconds: Counter[str] = Counter()
+        self._open: dict[str, float] = {}
+        self.graph_steps: list[int] = []
+        self.fallback_steps = 0  # steps that ran eagerly because the recompile limit was hit
+
+    def _on_start(self, args: CallbackArgs) -> None:
+        self._open[args.callback_trigger.name] = time.perf_counter()
+
+    def _on_end(self, args: CallbackArgs) -> None:
+        name = args.callback_trigger.name
+        self.events[name] += 1
+        self.seconds[name] += time.perf_counter() - self._open.pop(name, time.perf_counter())
+
+    def start(self) -> "CompileWatch":
+        torch._dynamo.utils.clear_compilation_metrics()
+        self._graphs0 = unique_graphs()
+        self._last = self._graphs0
+        callback_handler.register_start_callback(self._on_start)
+        callback_handler.register_end_callback(self._on_end)
+        return self
+
+    def after_step(self, step_index: int) -> None:
+        """Cheap (a dict lookup, no device sync): notes the step if it produced a new graph."""
+        now = unique_graphs()
+        if now != self._last:
+            self.graph_steps.append(step_index)
+            self._last = now
+
+    def report(self) -> dict:
+        callback_handler.remove_start_callback(self._on_start)
+        callback_handler.remove_end_callback(self._on_end)
+        metrics = list(get_compilation_metrics())
+        reasons = Counter(m.recompile_reason.split(": ", 1)[-1] for m in metrics if m.recompile_reason)
+        graphs = unique_graphs() - self._graphs0
+        return {
+            "graphs_compiled": graphs,
+            "recompiles": max(0, graphs - 1),
+            "recompile_reasons": [f"{n}× {r}" for r, n in reasons.most_common(5)],
+            "recompile_limit": torch._dynamo.config.recompile_limit,
+            "recompile_limit_hit": self.fallback_steps > 0,
+            "eager_fallback_steps": self.fallback_steps,
+            "graph_steps": self.graph_steps,
+            "dynamo_frames_compiled": self.events[CallbackTrigger.DYNAMO.name],
+            "lazy_backward_compiles": self.events[CallbackTrigger.LAZY_BACKWARD.name],
+            "cudagraph_recordings": self.events[CallbackTrigger.CUDAGRAPH_RECORDING.name],
+            "compile_events_s": sum(self.seconds.values()),
+        }

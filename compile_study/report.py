@@ -30,6 +30,10 @@ def tex_escape(value) -> str:
     return "".join(_TEX_SPECIAL.get(c, c) for c in " ".join(str(value).split()))
 
 
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def fmt(value, digits: int = 2, suffix: str = "") -> str:
     """A number for the paper; missing values print as an em dash."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
@@ -43,36 +47,85 @@ def failure_cell(row) -> str:
     return f"{label} at batch {int(row['batch_size'])}"
 
 
-def results_rows(summary: pd.DataFrame) -> list[dict]:
-    """The results table: one row per configuration, formatted (escaping happens in the template)."""
+def failed(row) -> bool:
+    return row["status"] not in ("ok", "partial")
+
+
+def speedup_cells(r) -> dict:
+    if failed(r) or r["compile_mode"] == "eager":
+        return {"speedup": "—", "ci": "—", "verdict": "—" if failed(r) else "A/A"}
+    ci = f"[{fmt(r['speedup_ci_low'])}, {fmt(r['speedup_ci_high'])}]" if _finite(r["speedup_ci_low"]) else "n < 2"
+    return {"speedup": fmt(r["speedup"], 2, "×"), "ci": ci, "verdict": r["verdict"]}
+
+
+def break_even(r) -> str:
+    v = r["break_even_steps"]
+    if r["compile_mode"] == "eager" or failed(r) or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return "never" if math.isinf(v) else fmt(v, 0)
+
+
+def mode_rows(summary: pd.DataFrame) -> list[dict]:
+    """The static-shape table: one row per precision, batch size and compile mode."""
     rows = []
-    for _, r in summary.sort_values(["shape_regime", "precision", "batch_size", "compile_mode"]).iterrows():
-        failed = r["status"] not in ("ok", "partial")
-        ci = (
-            f"[{fmt(r['speedup_ci_low'])}, {fmt(r['speedup_ci_high'])}]"
-            if math.isfinite(r["speedup_ci_low"])
-            else "n < 2"
-        )
-        rows.append(
-            {
-                "shape_regime": r["shape_regime"],
-                "precision": r["precision"],
-                "batch_size": int(r["batch_size"]),
-                "compile_mode": r["compile_mode"],
-                "n": f"{int(r['n_ok'])}/{int(r['n'])}",
-                "step_ms": failure_cell(r) if failed else fmt(r["steady_step_ms"]),
-                "eager_ms": fmt(r["eager_step_ms"]),
-                "speedup": "—" if failed or r["compile_mode"] == "eager" else fmt(r["speedup"], 2, "×"),
-                "speedup_ci": "—" if failed or r["compile_mode"] == "eager" else ci,
-                "cold_compile_s": "—" if r["compile_mode"] == "eager" or failed else fmt(r["cold_compile_s"], 1),
-                "warm_compile_s": "—" if r["compile_mode"] == "eager" or failed else fmt(r["warm_compile_s"], 1),
-                "epoch1_s": fmt(r["epoch1_s"], 1),
-                "epoch2_s": fmt(r["epoch2_s"], 1),
-                "samples_per_s": fmt(r["samples_per_s"], 0),
-                "eval_accuracy": fmt(100 * r["eval_accuracy"], 1, "%") if not failed else "—",
-                "peak_mem_mib": fmt(r["peak_memory_bytes"] / 2**20, 0) if not failed else "—",
-            }
-        )
+    static = summary[summary.shape_regime == "static"]
+    for _, r in static.sort_values(["precision", "batch_size", "compile_mode"]).iterrows():
+        compiled = r["compile_mode"] != "eager"
+        rows.append({
+            "precision": r["precision"], "batch_size": int(r["batch_size"]), "compile_mode": r["compile_mode"],
+            "n": f"{int(r['n_ok'])}/{int(r['n'])}",
+            "step_ms": failure_cell(r) if failed(r) else fmt(r["steady_step_ms"]),
+            "eager_ms": fmt(r["reference_step_ms"]),
+            **speedup_cells(r),
+            "cold_compile_s": fmt(r["cold_compile_s"], 1) if compiled else "—",
+            "warm_compile_s": fmt(r["warm_compile_s"], 1) if compiled else "—",
+            "break_even": break_even(r),
+            "memory_ratio": fmt(r["memory_ratio"], 2) if compiled and not failed(r) else "—",
+            "mfu": fmt(100 * r["mfu"], 1, "%") if not failed(r) else "—",
+            "eval_accuracy": fmt(100 * r["eval_accuracy"], 1, "%") if not failed(r) else "—",
+        })
+    return rows
+
+
+def noise_rows(summary: pd.DataFrame) -> list[dict]:
+    """Per cell: the A/A control and how much step times move between repeats."""
+    rows = []
+    for (regime, precision, bs), g in summary.groupby(["reference_regime", "precision", "batch_size"]):
+        eager = g[g.compile_mode == "eager"]
+        if eager.empty:
+            continue
+        e = eager.iloc[0]
+        compiled = g[(g.compile_mode != "eager") & (g.shape_regime == regime)]
+        rows.append({
+            "regime": regime, "precision": precision, "batch_size": int(bs), "n": int(e["n_ok"]),
+            "aa_ratio": fmt(e["aa_ratio"], 3),
+            "aa_band": fmt(100 * (e["aa_band"] - 1), 1, "%") if _finite(e["aa_band"]) else "—",
+            "eager_cv": fmt(100 * e["step_cv_across_repeats"], 1, "%"),
+            "compiled_cv": fmt(100 * compiled.step_cv_across_repeats.max(), 1, "%") if len(compiled) else "—",
+        })
+    return rows
+
+
+def regime_rows(summary: pd.DataFrame) -> list[dict]:
+    """The shape-regime table, at the batch sizes where more than the static regime ran."""
+    sizes = summary[summary.shape_regime != "static"].batch_size.unique()
+    rows = []
+    sel = summary[summary.batch_size.isin(sizes)]
+    for _, r in sel.sort_values(["batch_size", "compile_mode", "shape_regime"]).iterrows():
+        compiled = r["compile_mode"] != "eager"
+        ok = not failed(r)
+        fallback = int(r["eager_fallback_steps"]) if ok and _finite(r["eager_fallback_steps"]) else 0
+        rows.append({
+            "batch_size": int(r["batch_size"]), "compile_mode": r["compile_mode"], "shape_regime": r["shape_regime"],
+            "tokens_per_s": fmt(r["real_tokens_per_s"], 0) if ok else failure_cell(r),
+            **speedup_cells(r),
+            "cold_compile_s": fmt(r["cold_compile_s"], 1) if compiled and ok else "—",
+            "graphs": fmt(r["graphs_compiled"], 0) if compiled and ok else "—",
+            "limit": (f"hit: {fallback} eager steps" if r["recompile_limit_hit"] else "no") if compiled and ok else "—",
+            "cudagraphs": fmt(r["cudagraph_recordings"], 0) if compiled and ok else "—",
+            "padding": fmt(100 * r["padding_fraction"], 1, "%") if ok else "—",
+            "epoch1_s": fmt(r["epoch1_s"], 1), "epoch2_s": fmt(r["epoch2_s"], 2),
+        })
     return rows
 
 
@@ -90,13 +143,21 @@ def make_environment(loader_dir: str | Path) -> jinja2.Environment:
 def render(template_path: str | Path, summary: pd.DataFrame, environment: dict, facts: dict, context: dict) -> str:
     template_path = Path(template_path)
     tpl = make_environment(template_path.parent).get_template(template_path.name)
-    best = summary[(summary.compile_mode != "eager") & (summary.status == "ok")].dropna(subset=["speedup"])
-    best_row = best.loc[best.speedup.idxmax()].to_dict() if len(best) else None
+    ok = summary[(summary.compile_mode != "eager") & (summary.status == "ok")].dropna(subset=["speedup"])
+    best = ok.loc[ok.speedup.idxmax()].to_dict() if len(ok) else None
+    failures = [
+        {"config": f"{r.compile_mode}, {r.shape_regime}, {r.precision}, batch {int(r.batch_size)}", "cell": failure_cell(r),
+         "error": r.error}
+        for _, r in summary[summary.status.isin(["oom", "compile_error", "nan", "error", "partial"])].iterrows()
+    ]
     return tpl.render(
-        rows=results_rows(summary),
+        mode_rows=mode_rows(summary),
+        noise_rows=noise_rows(summary),
+        regime_rows=regime_rows(summary),
+        failures=failures,
         env=environment,
         facts=facts,
-        best=best_row,
+        best=best,
         n_configs=len(summary),
         **context,
     )

@@ -13,28 +13,41 @@ from pathlib import Path
 
 import pandas as pd
 
-from compile_study.figures import speedup_vs_batch_size
+from compile_study import figures
 from compile_study.io import write_json_atomic, write_text_atomic
 from compile_study.report import render
-from compile_study.summary import environment, load_records, summarize
+from compile_study.summary import add_mfu, environment, load_records, summarize
 
 
-def summary_stage(record_paths: Iterable[str | Path], summary_out: str | Path, environment_out: str | Path) -> pd.DataFrame:
+def summary_stage(
+    record_paths: Iterable[str | Path], peak_path: str | Path, summary_out: str | Path, environment_out: str | Path
+) -> pd.DataFrame:
     records = load_records(record_paths)
-    summary = summarize(records)
+    summary = add_mfu(summarize(records), json.loads(Path(peak_path).read_text())["peaks"])
     write_text_atomic(summary_out, summary.to_csv(index=False))
-    write_json_atomic(environment_out, environment(records))
+    peaks = json.loads(Path(peak_path).read_text())["peaks"]
+    write_json_atomic(environment_out, environment(records) | {"peak_tflops": {p: v["tflops"] for p, v in peaks.items()}})
     return summary
 
 
 def _device_title(env: dict) -> str:
     name = env["device_name"] if isinstance(env["device_name"], str) else ", ".join(env["device_name"])
-    return f"torch.compile training speedup on {name} (torch {env['torch']})"
+    return f"torch.compile training on {name} (torch {env['torch']})"
 
 
-def figure_stage(summary_path: str | Path, environment_path: str | Path, outputs: list[str | Path]) -> None:
-    env = json.loads(Path(environment_path).read_text())
-    speedup_vs_batch_size(pd.read_csv(summary_path), _device_title(env), [str(p) for p in outputs])
+def figure_stage(
+    summary_path: str | Path, environment_path: str | Path, record_paths: Iterable[str | Path], out_dir: str | Path
+) -> list[Path]:
+    """All figures into out_dir as <name>.png and <name>.pdf."""
+    summary = pd.read_csv(summary_path)
+    title = _device_title(json.loads(Path(environment_path).read_text()))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figures.speedup_vs_batch_size(summary, title, out / "speedup")
+    figures.regimes(summary, title, out / "regimes")
+    figures.buckets(summary, title, out / "buckets")
+    figures.timeline(list(record_paths), title, out / "timeline")
+    return [out / f"{name}.{ext}" for name in figures.FIGURES for ext in ("png", "pdf")]
 
 
 def paper_stage(
@@ -42,7 +55,7 @@ def paper_stage(
     summary_path: str | Path,
     environment_path: str | Path,
     facts_path: str | Path,
-    figure_path: str | Path,
+    figure_dir: str | Path,
     out: str | Path,
     config: dict,
     device: str,
@@ -54,9 +67,9 @@ def paper_stage(
         json.loads(Path(facts_path).read_text()),
         dict(
             config=config,
-            grid=config["grids"][device],
+            grids=config["grids"][device],
             device=device,
-            figure=os.path.relpath(figure_path, os.path.dirname(os.path.abspath(out))),
+            figures=os.path.relpath(figure_dir, os.path.dirname(os.path.abspath(out))),
         ),
     )
     write_text_atomic(out, text)

@@ -1,6 +1,12 @@
-"""Run records -> one row per configuration, with the speedup over eager and its uncertainty.
+"""Run records -> one row per configuration: speedups with intervals, A/A control, compile cost, memory.
 
     python -c "from compile_study.summary import *; summarize(load_records(paths))"
+
+Speedup: every run times its subject (eager or compiled) interleaved with an eager reference in
+the same process; the run's ratio reference/subject is its speedup, and for an eager subject it is
+the A/A control. Per configuration: the median over repeats and a 95% bootstrap interval
+(scipy.stats.bootstrap). A speedup whose interval overlaps the A/A spread of its cell is labelled
+"no measurable difference".
 """
 
 from __future__ import annotations
@@ -13,23 +19,17 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-# A configuration apart from the compile mode; speedups compare modes within one of these.
-CELL = ["device_type", "shape_regime", "precision", "batch_size"]
-CONFIG = CELL + ["compile_mode"]
+from compile_study.batches import reference_regime
+
+# A cell: a configuration apart from the compile mode; regimes that differ only in how they are
+# compiled (dynamic-*) share the eager runs of `dynamic`.
+CELL = ["device_type", "reference_regime", "precision", "batch_size"]
+CONFIG = ["device_type", "shape_regime", "precision", "batch_size", "compile_mode"]
 SCALAR_METRICS = [
-    "steady_step_ms",
-    "block_mean_step_ms",
-    "samples_per_s",
-    "real_tokens_per_s",
-    "warmup_excess_s",
-    "first_step_s",
-    "epoch_steps",
-    "epoch1_s",
-    "epoch2_s",
-    "final_loss",
-    "eval_accuracy",
-    "peak_memory_bytes",
-    "graphs_compiled",
+    "steady_step_ms", "block_mean_step_ms", "reference_step_ms", "in_process_speedup", "samples_per_s",
+    "real_tokens_per_s", "padding_fraction", "distinct_shapes", "achieved_tflops", "warmup_excess_s",
+    "first_step_s", "epoch_steps", "epoch1_s", "epoch2_s", "final_loss", "eval_accuracy", "peak_memory_bytes",
+    "graphs_compiled", "recompiles", "eager_fallback_steps", "cudagraph_recordings", "compile_events_s",
 ]
 ENV_KEYS = ["device_name", "torch", "triton", "cuda", "driver", "python", "cpu_model", "cpu_cores", "git_commit", "git_dirty"]
 
@@ -42,76 +42,112 @@ def load_records(paths: Iterable[str | Path]) -> pd.DataFrame:
         cfg, env, metrics = rec["config"], rec["env"], rec.get("metrics") or {}
         row = {k: cfg[k] for k in ("compile_mode", "batch_size", "shape_regime", "precision", "repeat")}
         row |= {"device_type": env["device_type"], "status": rec["status"], "error": rec.get("error")}
-        row["inductor_cache"] = env.get("inductor_cache")  # cold | warm
+        row |= {"reference_regime": reference_regime(cfg["shape_regime"]), "inductor_cache": env.get("inductor_cache")}
         row |= {k: env.get(k) for k in ENV_KEYS}
         row |= {k: metrics.get(k) for k in SCALAR_METRICS}
+        row["recompile_limit_hit"] = metrics.get("recompile_limit_hit")
+        row["step_cv"] = np.std(metrics["step_times_ms"]) / np.mean(metrics["step_times_ms"]) if metrics else np.nan
         rows.append(row)
     if not rows:
         raise ValueError("no run records to summarise")
     return pd.DataFrame(rows)
 
 
-def ratio_of_medians_ci(reference: np.ndarray, compiled: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
-    """Bootstrap CI of median(reference) / median(compiled) over independent repeats (NaN if n < 2)."""
-    if len(reference) < 2 or len(compiled) < 2:
-        return float("nan"), float("nan")
-
-    def ratio(a, b, axis=-1):
-        return np.median(a, axis=axis) / np.median(b, axis=axis)
-
-    res = stats.bootstrap(
-        (reference, compiled), ratio, confidence_level=confidence, n_resamples=2000,
-        method="percentile", vectorized=True, random_state=0,
-    )
+def median_ci(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the median over independent repeats (NaN if n < 2)."""
+    values = np.asarray(values, float)
+    if len(values) < 2 or np.ptp(values) == 0:
+        return (float(values[0]), float(values[0])) if len(values) >= 2 else (np.nan, np.nan)
+    res = stats.bootstrap((values,), np.median, confidence_level=confidence, n_resamples=2000,
+                          method="percentile", random_state=0)
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def aa_spread(aa_ratios: np.ndarray) -> float:
+    """Half-width of the A/A band as a factor: the band is [1/m, m], m >= 1, from the eager ratios and their CI."""
+    if len(aa_ratios) == 0:
+        return np.nan
+    lo, hi = median_ci(aa_ratios)
+    candidates = [r for r in [*aa_ratios, lo, hi] if np.isfinite(r) and r > 0]
+    return float(max(max(r, 1 / r) for r in candidates))
+
+
+def verdict(low: float, high: float, point: float, band: float) -> str:
+    """faster / slower / no measurable difference, against the A/A band [1/band, band]."""
+    if not np.isfinite(point) or not np.isfinite(band):
+        return "—"
+    low, high = (point, point) if not np.isfinite(low) else (low, high)
+    if low > band:
+        return "faster"
+    if high < 1 / band:
+        return "slower"
+    return "no measurable difference"
+
+
 def summarize(records: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration: repeats, status, medians of the metrics, speedup over eager (+95% CI)."""
+    """Per configuration: repeats, status, medians, speedup (+CI, A/A verdict), compile cost, memory."""
     out = []
     for key, g in records.groupby(CONFIG, sort=True):
         ok = g[g.status == "ok"]
-        row = dict(zip(CONFIG, key)) | {"n": len(g), "n_ok": len(ok)}
+        row = dict(zip(CONFIG, key)) | {"reference_regime": g.reference_regime.iloc[0], "n": len(g), "n_ok": len(ok)}
         failed = g[g.status != "ok"]
         row["status"] = "ok" if failed.empty else ("partial" if len(ok) else failed.status.iloc[0])
         row["error"] = None if failed.empty else failed.error.iloc[0]
         for m in SCALAR_METRICS:
             row[m] = ok[m].median() if len(ok) else np.nan
-        for state in ("cold", "warm"):  # warm-up excess with an empty vs a populated Inductor cache
+        row["recompile_limit_hit"] = bool(ok.recompile_limit_hit.any()) if len(ok) else False
+        row["step_cv_within_run"] = ok.step_cv.median() if len(ok) else np.nan
+        # across repeats: how much the per-process median step time moves
+        row["step_cv_across_repeats"] = ok.steady_step_ms.std() / ok.steady_step_ms.mean() if len(ok) > 1 else np.nan
+        row["speedup"] = ok.in_process_speedup.median() if len(ok) else np.nan
+        row["speedup_ci_low"], row["speedup_ci_high"] = median_ci(ok.in_process_speedup) if len(ok) else (np.nan,) * 2
+        for state in ("cold", "warm"):  # epoch 1 - epoch 2: compilation, recompilations, CUDA-graph recording
             sel = ok[ok.inductor_cache == state]
-            row[f"{state}_warmup_excess_s"] = sel.warmup_excess_s.median() if len(sel) else np.nan
-        row["steady_step_ms_min"] = ok.steady_step_ms.min() if len(ok) else np.nan
-        row["steady_step_ms_max"] = ok.steady_step_ms.max() if len(ok) else np.nan
+            row[f"{state}_epoch1_overhead_s"] = (sel.epoch1_s - sel.epoch2_s).median() if len(sel) else np.nan
         out.append(row)
     summary = pd.DataFrame(out)
-    eager = records[(records.compile_mode == "eager") & (records.status == "ok")]
-    speedup, low, high, eager_ms = [], [], [], []
+    return _against_eager(summary, records)
+
+
+def _against_eager(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
+    """Columns that compare each configuration with the eager runs of its cell."""
+    eager_ok = records[(records.compile_mode == "eager") & (records.status == "ok")]
+    eager = {k: g for k, g in eager_ok.groupby(CELL)}
+    cols = {c: [] for c in ("eager_step_ms", "aa_ratio", "aa_band", "verdict", "cross_process_speedup",
+                            "cold_compile_s", "warm_compile_s", "break_even_steps", "memory_ratio")}
     for _, row in summary.iterrows():
-        sel = (eager[CELL] == row[CELL].values).all(axis=1)
-        ref = eager[sel].steady_step_ms.to_numpy(float)
-        comp = records[
-            (records[CONFIG] == row[CONFIG].values).all(axis=1) & (records.status == "ok")
-        ].steady_step_ms.to_numpy(float)
-        eager_ms.append(np.median(ref) if len(ref) else np.nan)
-        if len(ref) and len(comp):
-            speedup.append(np.median(ref) / np.median(comp))
-            lo, hi = ratio_of_medians_ci(ref, comp)
-        else:
-            speedup.append(np.nan)
-            lo = hi = np.nan
-        low.append(lo)
-        high.append(hi)
-    summary["eager_step_ms"] = eager_ms
-    # compile latency = the compiled run's warm-up excess beyond eager's (CUDA init etc. cancel out)
-    eager_excess = summary[summary.compile_mode == "eager"].set_index(CELL).warmup_excess_s
-    base = summary.set_index(CELL).index.map(lambda k: eager_excess.get(k, np.nan)).to_numpy(float)
-    for state in ("cold", "warm"):
-        summary[f"{state}_compile_s"] = np.where(
-            summary.compile_mode == "eager", np.nan, summary[f"{state}_warmup_excess_s"] - base
+        e = eager.get(tuple(row[c] for c in CELL))
+        if e is None:
+            for c in cols:
+                cols[c].append(np.nan if c != "verdict" else "—")
+            continue
+        band = aa_spread(e.in_process_speedup.to_numpy(float))
+        eager_step = e.steady_step_ms.median()
+        eager_overhead = (e.epoch1_s - e.epoch2_s).median()
+        compiled = row.compile_mode != "eager"
+        cols["eager_step_ms"].append(eager_step)
+        cols["aa_ratio"].append(e.in_process_speedup.median())
+        cols["aa_band"].append(band)
+        cols["verdict"].append(verdict(row.speedup_ci_low, row.speedup_ci_high, row.speedup, band) if compiled else "A/A")
+        cols["cross_process_speedup"].append(eager_step / row.steady_step_ms)
+        cold = row.cold_epoch1_overhead_s - eager_overhead if compiled else np.nan
+        cols["cold_compile_s"].append(cold)
+        cols["warm_compile_s"].append(row.warm_epoch1_overhead_s - eager_overhead if compiled else np.nan)
+        saved_s = (row.reference_step_ms - row.steady_step_ms) / 1e3  # per step, same process
+        cols["break_even_steps"].append(
+            (np.inf if saved_s <= 0 else max(cold, 0) / saved_s) if compiled and np.isfinite(cold) else np.nan
         )
-    summary["speedup"] = speedup
-    summary["speedup_ci_low"] = low
-    summary["speedup_ci_high"] = high
+        cols["memory_ratio"].append(e.peak_memory_bytes.median() / row.peak_memory_bytes)
+    for c, v in cols.items():
+        summary[c] = v
+    return summary
+
+
+def add_mfu(summary: pd.DataFrame, peaks: dict) -> pd.DataFrame:
+    """MFU = achieved TFLOP/s / the measured peak of the run's precision (peak.json)."""
+    peak = summary.precision.map(lambda p: peaks.get(p, {}).get("tflops", np.nan))
+    summary["peak_tflops"] = peak
+    summary["mfu"] = summary.achieved_tflops / peak
     return summary
 
 

@@ -22,7 +22,8 @@ def tiny_model_cfg(data_dir) -> ModelConfig:
 
 def tiny_run(**kw) -> RunConfig:
     return RunConfig(**({"compile_mode": "eager", "batch_size": 8, "shape_regime": "static", "precision": "fp32",
-                         "repeat": 0, "warmup_steps": 2, "timed_steps": 5, "max_epoch_steps": 4} | kw))
+                         "repeat": 0, "warmup_steps": 2, "timed_steps": 5, "interleave_chunk": 2,
+                         "max_epoch_steps": 4} | kw))
 
 
 def test_record_schema_of_an_eager_run(synthetic_data):
@@ -33,9 +34,12 @@ def test_record_schema_of_an_eager_run(synthetic_data):
         assert key in rec["env"]
     m = rec["metrics"]
     assert len(m["step_times_ms"]) == 5 and m["steady_step_ms"] == pytest.approx(np.median(m["step_times_ms"]))
-    assert len(m["warmup_step_s"]) == 2 and m["epoch_steps"] == 4
+    assert len(m["reference_step_times_ms"]) == 5  # the interleaved eager reference (here: an A/A control)
+    assert m["in_process_speedup"] == pytest.approx(m["reference_step_ms"] / m["steady_step_ms"])
+    assert len(m["warmup_step_s"]) == 2 and m["epoch_steps"] == 4 and len(m["epoch1_step_ms"]) == 4
     assert m["epoch1_s"] > 0 and m["epoch2_s"] > 0 and 0 <= m["eval_accuracy"] <= 1
-    assert m["graphs_compiled"] == 0 and m["peak_memory_bytes"] > 0
+    assert m["graphs_compiled"] == 0 and m["peak_memory_bytes"] > 0 and m["achieved_tflops"] > 0
+    assert rec["env"]["dynamo_recompile_limit"] == 8 and rec["env"]["float32_matmul_precision"] == "highest"
     json.dumps(rec)  # serialisable as it stands
 
 
@@ -43,8 +47,8 @@ def test_static_batches_have_one_shape_and_count_real_tokens(synthetic_data):
     ids, lengths, labels = load_split(synthetic_data, "train")
     batches = make_batches(ids, lengths, labels, 16, "static", 0, CPU)
     assert len(batches) == len(labels) // 16
-    assert {tuple(b[0].shape) for b in batches} == {(16, TINY_MODEL["max_len"])}
-    assert all(b[2] == int((b[0] != 0).sum()) for b in batches)
+    assert {tuple(b.ids.shape) for b in batches} == {(16, TINY_MODEL["max_len"])}
+    assert all(b.real_tokens == int((b.ids != 0).sum()) and b.real_rows == 16 for b in batches)
 
 
 @pytest.mark.parametrize(

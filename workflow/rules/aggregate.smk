@@ -1,7 +1,23 @@
+rule measure_peak:
+    """The device's matmul peak per precision (MFU's denominator), timed alone like a run."""
+    output:
+        f"results/{DEVICE}/peak.json",
+    log:
+        f"logs/{DEVICE}/measure_peak.log",
+    params:
+        device=DEVICE,
+    threads: workflow.cores
+    resources:
+        timed_run=1,
+    script:
+        "../scripts/measure_peak.py"
+
+
 rule summarize:
     """All run records -> per-configuration table with speedups over eager."""
     input:
-        run_records,
+        records=run_records,
+        peak=f"results/{DEVICE}/peak.json",
     output:
         summary=f"results/{DEVICE}/summary.csv",
         environment=f"results/{DEVICE}/environment.json",

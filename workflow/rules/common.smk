@@ -1,8 +1,9 @@
 # Helpers shared by the rules: config validation, the device's grid, file names.
-import itertools
 import os
 
 from snakemake.utils import validate
+
+from compile_study import grid
 
 
 validate(config, schema="../schemas/config.schema.yaml")
@@ -18,7 +19,6 @@ def resolve_device():
 
 
 DEVICE = resolve_device()
-GRID = config["grids"][DEVICE]
 DATA_DIR = "resources/data"
 DATA_FILES = [
     f"{DATA_DIR}/{split}_{part}.npy"
@@ -31,29 +31,15 @@ RUN_RECORD = (
 )
 
 
-def grid_configs():
-    """Every (compile_mode, batch_size, shape_regime, precision, repeat) of the device's grid."""
-    autotune_bs = GRID.get("max_autotune_batch_sizes")
-    for mode, bs, regime, precision, repeat in itertools.product(
-        GRID["compile_mode"],
-        GRID["batch_size"],
-        GRID["shape_regime"],
-        GRID["precision"],
-        range(GRID["repeats"]),
-    ):
-        if mode == "max-autotune" and autotune_bs is not None and bs not in autotune_bs:
-            continue
-        yield dict(
-            compile_mode=mode,
-            batch_size=bs,
-            shape_regime=regime,
-            precision=precision,
-            repeat=repeat,
-        )
+RUNS = grid.expand(config["grids"][DEVICE])  # run key -> its sub-grid's step settings
+
+
+def record_path(key):
+    return RUN_RECORD.format(**dict(zip(grid.RUN_KEYS, key)))
 
 
 def run_records(wildcards=None):
-    return [RUN_RECORD.format(**c) for c in grid_configs()]
+    return [record_path(key) for key in RUNS]
 
 
 def cold_run_record(wildcards):
@@ -70,16 +56,13 @@ def inductor_cache_dir(wildcards):
 
 
 def run_params(wildcards):
-    """The RunConfig fields of one job: its wildcards plus the grid's step counts."""
-    return dict(
-        compile_mode=wildcards.compile_mode,
-        batch_size=int(wildcards.batch_size),
-        shape_regime=wildcards.shape_regime,
-        precision=wildcards.precision,
-        repeat=int(wildcards.repeat),
-        warmup_steps=GRID["warmup_steps"],
-        timed_steps=GRID["timed_steps"],
-        max_epoch_steps=GRID["max_epoch_steps"],
-        lr=config["train"]["lr"],
-        seed=config["train"]["seed"],
+    """The RunConfig fields of one job: its wildcards plus its sub-grid's step settings."""
+    key = (
+        wildcards.compile_mode,
+        int(wildcards.batch_size),
+        wildcards.shape_regime,
+        wildcards.precision,
+        int(wildcards.repeat),
     )
+    steps = {k: v for k, v in RUNS[key].items() if k != "sub_grid"}
+    return dict(zip(grid.RUN_KEYS, key)) | steps | config["train"]

@@ -1,12 +1,15 @@
-rule figure_speedup:
-    """Speedup over eager vs batch size, one line per compile mode (plotting only: no GPU work)."""
+rule figures:
+    """Speedup, shape regimes, bucket sweep and step timeline (plotting only: never reruns a GPU job)."""
     input:
         summary=f"results/{DEVICE}/summary.csv",
         environment=f"results/{DEVICE}/environment.json",
+        records=run_records,
     output:
-        png="paper/figures/speedup.png",
-        pdf="paper/figures/speedup.pdf",
+        multiext("paper/figures/speedup", ".png", ".pdf"),
+        multiext("paper/figures/regimes", ".png", ".pdf"),
+        multiext("paper/figures/buckets", ".png", ".pdf"),
+        multiext("paper/figures/timeline", ".png", ".pdf"),
     log:
-        f"logs/{DEVICE}/figure_speedup.log",
+        f"logs/{DEVICE}/figures.log",
     script:
-        "../scripts/figure_speedup.py"
+        "../scripts/figures.py"

@@ -5,7 +5,7 @@ rule paper:
         summary=f"results/{DEVICE}/summary.csv",
         environment=f"results/{DEVICE}/environment.json",
         facts=f"{DATA_DIR}/facts.json",
-        figure="paper/figures/speedup.png",
+        figures=rules.figures.output,
     output:
         "paper/paper.md",
     log:

@@ -1,7 +1,7 @@
 wildcard_constraints:
     compile_mode="eager|default|reduce-overhead|max-autotune",
     precision="fp32|tf32|bf16",
-    shape_regime="static",
+    shape_regime=r"static|dynamic(-true|-false|-marked)?|bucketed(-\d+)+",
     batch_size=r"\d+",
     repeat=r"\d+",
 

@@ -4,4 +4,5 @@ from compile_study.logs import redirect_output
 from compile_study.stages import summary_stage
 
 redirect_output(snakemake.log[0])
-print(summary_stage(snakemake.input, snakemake.output.summary, snakemake.output.environment).to_string())
+out = snakemake.output
+print(summary_stage(snakemake.input.records, snakemake.input.peak, out.summary, out.environment).to_string())

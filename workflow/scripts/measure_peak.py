@@ -1,0 +1,19 @@
+"""Snakemake shim for rule measure_peak (snakemake --cores all results/cpu/peak.json)."""
+
+from compile_study.isolation import bound_threads
+from compile_study.logs import redirect_output
+
+redirect_output(snakemake.log[0])
+bound_threads(snakemake.threads)  # before torch is imported
+
+import torch  # noqa: E402
+
+from compile_study.env import collect  # noqa: E402
+from compile_study.io import write_json_atomic  # noqa: E402
+from compile_study.peak import measure_peak  # noqa: E402
+
+device = torch.device(snakemake.params.device)
+torch.set_num_threads(snakemake.threads)
+peak = {"peaks": measure_peak(device), "env": collect(device)}
+print(peak["peaks"])
+write_json_atomic(snakemake.output[0], peak)

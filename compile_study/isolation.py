@@ -2,6 +2,7 @@
 
 - CPU threads, Inductor's compile workers included, are bounded to the job's `threads`, so that
   one job's compilation cannot slow another job's timed block.
+- On a host with several GPUs each timed job holds one GPU's lock (`claim_gpu`).
 - The Inductor/Triton cache is per configuration: repeat 0 starts from an empty cache (a cold
   compile, as a first-time user pays it); later repeats find it populated (a warm compile).
 """
@@ -10,7 +11,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import time
 from pathlib import Path
+
+from filelock import FileLock, Timeout  # a dependency of torch
 
 
 def bound_threads(threads: int) -> None:
@@ -28,3 +33,34 @@ def use_inductor_cache(cache_dir: str | os.PathLike, fresh: bool) -> str:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
     os.environ["TRITON_CACHE_DIR"] = str(cache / "triton")
     return state
+
+
+def count_gpus() -> int:
+    """GPUs on the host, from nvidia-smi (torch is not imported yet; 0 without NVIDIA tools)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in out.splitlines())
+
+
+def claim_gpu(lock_dir: str | os.PathLike) -> FileLock | None:
+    """On a host with several GPUs, hold one GPU's lock for this process and make it the only visible one.
+
+    Snakemake's `timed_run` resource bounds how many timed jobs run at once (one per GPU) but does
+    not say which GPU a job gets; the locks do, so two timed runs never share a device.
+    """
+    n = count_gpus()
+    if n <= 1 or "CUDA_VISIBLE_DEVICES" in os.environ:
+        return None
+    Path(lock_dir).mkdir(parents=True, exist_ok=True)
+    while True:
+        for i in range(n):
+            lock = FileLock(Path(lock_dir) / f"gpu{i}.lock")
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                continue
+            os.environ["CUDA_VISIBLE_DEVICES"] = str(i)
+            return lock
+        time.sleep(1.0)  # all busy: more timed jobs than GPUs were allowed to start

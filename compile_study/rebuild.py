@@ -3,7 +3,7 @@
     python -m compile_study.rebuild reference/h200-2026-11-30-quick
 
 The directory holds `config.yaml` (the study's merged config), `facts.json` (the data facts),
-`peak.json` (the measured matmul peaks) and `runs/**/*.json` (the records); summary.csv, environment.json, figures/ and paper.md are written
+`peak.json` (the measured matmul peaks), `runs/**/*.json` (the records) and `parity/**/*.json`; summary.csv, environment.json, figures/ and paper.md are written
 beside them.
 """
 
@@ -27,9 +27,10 @@ def rebuild(directory: str | Path, template: str | Path = TEMPLATE) -> Path:
         raise SystemExit(f"{d}: no run records under runs/")
     config = yaml.safe_load((d / "config.yaml").read_text())
     device = json.loads(records[0].read_text())["env"]["device_type"]
-    summary_stage(records, d / "peak.json", d / "summary.csv", d / "environment.json")
+    parity = sorted(d.glob("parity/**/*.json"))
+    summary_stage(records, d / "peak.json", parity, d / "summary.csv", d / "parity.csv", d / "environment.json")
     figure_stage(d / "summary.csv", d / "environment.json", records, d / "figures")
-    paper_stage(template, d / "summary.csv", d / "environment.json", d / "facts.json", d / "figures", d / "paper.md",
+    paper_stage(template, d / "summary.csv", d / "parity.csv", d / "environment.json", d / "facts.json", d / "figures", d / "paper.md",
                 config, device)
     return d / "paper.md"
 

@@ -140,7 +140,21 @@ def make_environment(loader_dir: str | Path) -> jinja2.Environment:
     return env
 
 
-def render(template_path: str | Path, summary: pd.DataFrame, environment: dict, facts: dict, context: dict) -> str:
+def parity_rows(parity: pd.DataFrame) -> list[dict]:
+    return [
+        {
+            "compile_mode": r.compile_mode, "precision": r.precision, "batch_size": int(r.batch_size),
+            "loss_steps": int(r.loss_steps), "train_steps": int(r.train_steps),
+            "rel": f"{r.max_rel_loss_diff:.1e}", "rtol": f"{r.loss_rtol:.0e}", "loss_ok": "pass" if r.loss_ok else "FAIL",
+            "eager_acc": fmt(100 * r.eager_accuracy, 1, "%"), "compiled_acc": fmt(100 * r.compiled_accuracy, 1, "%"),
+            "delta": fmt(r.accuracy_delta_points, 1), "acc_ok": "pass" if r.accuracy_ok else "FAIL",
+        }
+        for r in parity.sort_values(["precision", "compile_mode"]).itertuples()
+    ]
+
+
+def render(template_path: str | Path, summary: pd.DataFrame, parity: pd.DataFrame, environment: dict, facts: dict,
+           context: dict) -> str:
     template_path = Path(template_path)
     tpl = make_environment(template_path.parent).get_template(template_path.name)
     ok = summary[(summary.compile_mode != "eager") & (summary.status == "ok")].dropna(subset=["speedup"])
@@ -154,6 +168,7 @@ def render(template_path: str | Path, summary: pd.DataFrame, environment: dict, 
         mode_rows=mode_rows(summary),
         noise_rows=noise_rows(summary),
         regime_rows=regime_rows(summary),
+        parity_rows=parity_rows(parity) if len(parity) else [],
         failures=failures,
         env=environment,
         facts=facts,

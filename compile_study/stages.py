@@ -19,12 +19,23 @@ from compile_study.report import render
 from compile_study.summary import add_mfu, environment, load_records, summarize
 
 
+def parity_table(parity_paths: Iterable[str | Path]) -> pd.DataFrame:
+    rows = [json.loads(Path(p).read_text()) for p in parity_paths]
+    return pd.DataFrame([{k: v for k, v in r.items() if not k.endswith("_losses")} for r in rows])
+
+
 def summary_stage(
-    record_paths: Iterable[str | Path], peak_path: str | Path, summary_out: str | Path, environment_out: str | Path
+    record_paths: Iterable[str | Path],
+    peak_path: str | Path,
+    parity_paths: Iterable[str | Path],
+    summary_out: str | Path,
+    parity_out: str | Path,
+    environment_out: str | Path,
 ) -> pd.DataFrame:
     records = load_records(record_paths)
     summary = add_mfu(summarize(records), json.loads(Path(peak_path).read_text())["peaks"])
     write_text_atomic(summary_out, summary.to_csv(index=False))
+    write_text_atomic(parity_out, parity_table(parity_paths).to_csv(index=False))
     peaks = json.loads(Path(peak_path).read_text())["peaks"]
     write_json_atomic(environment_out, environment(records) | {"peak_tflops": {p: v["tflops"] for p, v in peaks.items()}})
     return summary
@@ -53,6 +64,7 @@ def figure_stage(
 def paper_stage(
     template: str | Path,
     summary_path: str | Path,
+    parity_path: str | Path,
     environment_path: str | Path,
     facts_path: str | Path,
     figure_dir: str | Path,
@@ -63,6 +75,7 @@ def paper_stage(
     text = render(
         template,
         pd.read_csv(summary_path),
+        pd.read_csv(parity_path),
         json.loads(Path(environment_path).read_text()),
         json.loads(Path(facts_path).read_text()),
         dict(

@@ -1,6 +1,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from compile_study import report
@@ -83,11 +84,16 @@ def test_paper_holds_the_summary_numbers_and_failed_cells(records):
     grids = [{"name": "modes", "compile_mode": ["eager"], "batch_size": [64], "shape_regime": ["static"],
               "precision": ["bf16"], "repeats": 3, "warmup_steps": 5, "timed_steps": 100, "interleave_chunk": 10,
               "recompile_limit": 8, "max_epoch_steps": None}]
-    text = report.render(REPO / "paper" / "templates" / "paper.md.j2", summary, env, facts,
+    parity = pd.DataFrame([{"compile_mode": "default", "precision": "bf16", "batch_size": 64, "loss_steps": 20,
+                            "train_steps": 106, "max_rel_loss_diff": 0.004, "loss_rtol": 0.05, "loss_ok": True,
+                            "eager_accuracy": 0.81, "compiled_accuracy": 0.795, "accuracy_delta_points": -1.5,
+                            "accuracy_ok": False}])
+    text = report.render(REPO / "paper" / "templates" / "paper.md.j2", summary, parity, env, facts,
                          dict(config=config, grids=grids, device="cuda", figures="figures"))
     assert "| bf16 | 64 | default | 3/3 | 8.00 | 10.00 | 1.25× | [1.23, 1.27] | faster | 12.5 | 4.5 | 6,250 | 2.00 | 12.5% |" in text
     assert "| bf16 | 64 | reduce-overhead | 3/3 | 10.00 | 10.00 | 1.00× |" in text and "no measurable difference" in text
     assert "OOM at batch 4096" in text
+    assert "| default | bf16 | 64 | 20 | 4.0e-03 | 5e-02 | pass | 106 | 81.0% | 79.5% | -1.5 | FAIL |" in text
     assert "GPU\\_X \\& co" in text and "GPU_X & co" not in text  # escaped for Markdown
     assert "AG News test split (7,600 rows)" in text and "A GPU run" in text
 

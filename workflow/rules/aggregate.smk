@@ -18,8 +18,10 @@ rule summarize:
     input:
         records=run_records,
         peak=f"results/{DEVICE}/peak.json",
+        parity=parity_records,
     output:
         summary=f"results/{DEVICE}/summary.csv",
+        parity=f"results/{DEVICE}/parity.csv",
         environment=f"results/{DEVICE}/environment.json",
     log:
         f"logs/{DEVICE}/summarize.log",

@@ -42,6 +42,15 @@ def run_records(wildcards=None):
     return [record_path(key) for key in RUNS]
 
 
+PARITY_RECORD = f"results/{DEVICE}/parity/{{precision}}/{{compile_mode}}.json"
+
+
+def parity_records(wildcards=None):
+    """One parity check per compiled mode and precision that the device's grid runs."""
+    pairs = {(key[3], key[0]) for key in RUNS if key[0] != "eager"}
+    return [PARITY_RECORD.format(precision=p, compile_mode=m) for p, m in sorted(pairs)]
+
+
 def cold_run_record(wildcards):
     """Repeats after the first wait for it: they reuse the Inductor cache it populated (warm)."""
     if int(wildcards.repeat) == 0:

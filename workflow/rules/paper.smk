@@ -3,6 +3,7 @@ rule paper:
     input:
         template=PAPER_TEMPLATE,
         summary=f"results/{DEVICE}/summary.csv",
+        parity=f"results/{DEVICE}/parity.csv",
         environment=f"results/{DEVICE}/environment.json",
         facts=f"{DATA_DIR}/facts.json",
         figures=rules.figures.output,

@@ -26,3 +26,22 @@ rule train_run:
         timed_run=1,
     script:
         "../scripts/train_run.py"
+
+
+rule parity:
+    """Eager vs compiled with dropout off and the same seed: losses and final accuracy."""
+    input:
+        data=DATA_FILES,
+    output:
+        PARITY_RECORD,
+    log:
+        PARITY_RECORD.replace("results/", "logs/").replace(".json", ".log"),
+    params:
+        model=config["model"],
+        settings=config["parity"][DEVICE],
+        device=DEVICE,
+    threads: workflow.cores
+    resources:
+        timed_run=1,
+    script:
+        "../scripts/parity.py"

@@ -1,10 +1,11 @@
 """Snakemake shim for rule measure_peak (snakemake --cores all results/cpu/peak.json)."""
 
-from compile_study.isolation import bound_threads
+from compile_study.isolation import bound_threads, claim_gpu
 from compile_study.logs import redirect_output
 
 redirect_output(snakemake.log[0])
 bound_threads(snakemake.threads)  # before torch is imported
+gpu_lock = claim_gpu("resources/locks")  # held until the process ends
 
 import torch  # noqa: E402
 

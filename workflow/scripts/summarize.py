@@ -5,4 +5,5 @@ from compile_study.stages import summary_stage
 
 redirect_output(snakemake.log[0])
 out = snakemake.output
-print(summary_stage(snakemake.input.records, snakemake.input.peak, out.summary, out.environment).to_string())
+inp = snakemake.input
+print(summary_stage(inp.records, inp.peak, inp.parity, out.summary, out.parity, out.environment).to_string())

@@ -5,11 +5,12 @@
 
 import os
 
-from compile_study.isolation import bound_threads, use_inductor_cache
+from compile_study.isolation import bound_threads, claim_gpu, use_inductor_cache
 from compile_study.logs import redirect_output
 
 redirect_output(snakemake.log[0])
 bound_threads(snakemake.threads)  # before torch is imported
+gpu_lock = claim_gpu("resources/locks")  # held until the process ends
 cache_state = use_inductor_cache(snakemake.params.cache_dir, fresh=snakemake.params.run["repeat"] == 0)
 
 from compile_study.io import write_json_atomic  # noqa: E402

@@ -1,0 +1,70 @@
+"""Independent check of the study's step timer (a benchmark to run on the device, not a test).
+
+    python benchmarks/timer_check.py resources/data results/cuda/timer_check.json
+
+Times the same training step three ways: the study's harness (`compile_study.timing.time_steps`:
+one CUDA event pair per step, one synchronisation per block), `torch.utils.benchmark.Timer`
+(blocked_autorange, synchronised), and on CUDA `triton.testing.do_bench` (median of event-timed
+calls; it also clears the L2 cache before each call). The harness passes when it is within 3% of
+torch.utils.benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+import torch
+from torch.utils.benchmark import Timer
+
+from compile_study.batches import make_batches
+from compile_study.data import load_split
+from compile_study.io import write_json_atomic
+from compile_study.train import RunConfig, compile_model, make_step, model_config_for, new_model, set_precision
+from compile_study.timing import time_steps
+
+MODEL = {"n_layers": 4, "n_heads": 4, "d_model": 256, "d_ff": 1024, "dropout": 0.1, "max_len": 128}
+
+
+def check(data_dir: str, mode: str, batch_size: int, precision: str, device: torch.device) -> dict:
+    torch._dynamo.reset()
+    set_precision(precision)
+    cfg = model_config_for(data_dir, MODEL)
+    run = RunConfig(mode, batch_size, "static", precision, 0)
+    model, optimizer = new_model(cfg, run, device)
+    step = make_step(compile_model(model, mode), optimizer, precision, device)
+    batch = make_batches(*load_split(data_dir, "train"), batch_size, "static", 0, device, max_batches=1)[0]
+    for _ in range(20):  # warm-up, compilation included
+        step(batch)
+    ms, wall = time_steps(lambda i: step(batch), 200, device)
+    harness = statistics.median(ms)
+    timer = Timer("step(batch)", globals={"step": step, "batch": batch}).blocked_autorange(min_run_time=3.0)
+    out = {"compile_mode": mode, "batch_size": batch_size, "precision": precision,
+           "harness_median_ms": harness, "harness_block_mean_ms": 1e3 * wall / 200,
+           "timer_median_ms": 1e3 * timer.median, "timer_runs": len(timer.times)}
+    if device.type == "cuda":
+        import triton.testing
+
+        out["do_bench_median_ms"] = triton.testing.do_bench(lambda: step(batch), warmup=25, rep=200, return_mode="median")
+    out["harness_vs_timer"] = harness / out["timer_median_ms"]
+    out["within_3pct"] = abs(out["harness_vs_timer"] - 1) <= 0.03
+    return out
+
+
+def main(data_dir: str, out_path: str) -> None:
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    cases = [("eager", 64), ("default", 64), ("eager", 256), ("default", 256), ("reduce-overhead", 64)]
+    if device.type == "cpu":
+        cases = [("eager", 16), ("default", 16)]
+    results = [check(data_dir, mode, bs, "bf16" if device.type == "cuda" else "fp32", device) for mode, bs in cases]
+    write_json_atomic(out_path, {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+                                 "torch": torch.__version__, "results": results})
+    print(f"{'mode':16} {'batch':>5} {'harness':>9} {'block':>9} {'Timer':>9} {'do_bench':>9} {'ratio':>7}")
+    for r in results:
+        print(f"{r['compile_mode']:16} {r['batch_size']:5d} {r['harness_median_ms']:9.3f} {r['harness_block_mean_ms']:9.3f} "
+              f"{r['timer_median_ms']:9.3f} {r.get('do_bench_median_ms', float('nan')):9.3f} {r['harness_vs_timer']:7.3f}")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])

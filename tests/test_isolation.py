@@ -1,0 +1,37 @@
+import os
+
+from compile_study import isolation
+
+
+def test_inductor_cache_is_cold_when_fresh_and_warm_when_reused(tmp_path, monkeypatch):
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    cache = tmp_path / "cache"
+    assert isolation.use_inductor_cache(cache, fresh=True) == "cold"
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(cache.resolve())
+    (cache / "fxgraph").mkdir()
+    assert isolation.use_inductor_cache(cache, fresh=False) == "warm"
+    assert isolation.use_inductor_cache(cache, fresh=True) == "cold" and not any(cache.iterdir())
+
+
+def test_two_timed_jobs_never_share_a_gpu(tmp_path, monkeypatch):
+    monkeypatch.setattr(isolation, "count_gpus", lambda: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    first = isolation.claim_gpu(tmp_path)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    second = isolation.claim_gpu(tmp_path)  # gpu0 is held: the next job gets gpu1
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+    first.release()
+    second.release()
+
+
+def test_single_gpu_or_cpu_hosts_claim_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(isolation, "count_gpus", lambda: 1)
+    assert isolation.claim_gpu(tmp_path) is None
+
+
+def test_threads_are_bounded_before_torch_starts(monkeypatch):
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS"):
+        monkeypatch.setenv(var, "unset")  # restored after the test
+    isolation.bound_threads(3)
+    assert os.environ["OMP_NUM_THREADS"] == os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "3"

@@ -77,6 +77,7 @@ def mode_rows(summary: pd.DataFrame) -> list[dict]:
             "step_ms": failure_cell(r) if failed(r) else fmt(r["steady_step_ms"]),
             "eager_ms": fmt(r["reference_step_ms"]),
             **speedup_cells(r),
+            "cross_process": fmt(r["cross_process_speedup"], 2, "×") if compiled and not failed(r) else "—",
             "cold_compile_s": fmt(r["cold_compile_s"], 1) if compiled else "—",
             "warm_compile_s": fmt(r["warm_compile_s"], 1) if compiled else "—",
             "break_even": break_even(r),

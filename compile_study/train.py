@@ -243,7 +243,8 @@ def classify_failure(exc: BaseException) -> str:
     if isinstance(exc, FloatingPointError):
         return "nan"
     module = type(exc).__module__
-    if "torch._dynamo" in module or "torch._inductor" in module:
+    # Dynamo, Inductor, and the symbolic-shape machinery (e.g. ConstraintViolationError from mark_dynamic)
+    if module.startswith(("torch._dynamo", "torch._inductor", "torch.fx.experimental")):
         return "compile_error"
     return "error"
 
@@ -285,8 +286,9 @@ def run_and_record(
         record["metrics"] = measure(model_cfg, cfg, data_dir, dev)
     except Exception as exc:  # recorded as this configuration's outcome; the study goes on
         record["status"] = classify_failure(exc)
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        record["error"] = f"{type(exc).__name__}: {first_line}"[:500]
+        # the first lines carry the cause (a violated guard, an OOM size); the rest is advice
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()][:3]
+        record["error"] = f"{type(exc).__name__}: {' / '.join(lines)}"[:600]
         record["traceback"] = traceback.format_exc(limit=8)
     record["env"] |= compiler_settings(dev)
     if not math.isfinite(record["metrics"].get("steady_step_ms", 0.0)):

@@ -90,7 +90,7 @@ def test_paper_holds_the_summary_numbers_and_failed_cells(records):
                             "accuracy_ok": False}])
     text = report.render(REPO / "paper" / "templates" / "paper.md.j2", summary, parity, env, facts,
                          dict(config=config, grids=grids, device="cuda", figures="figures"))
-    assert "| bf16 | 64 | default | 3/3 | 8.00 | 10.00 | 1.25× | [1.23, 1.27] | faster | 12.5 | 4.5 | 6,250 | 2.00 | 12.5% |" in text
+    assert "| bf16 | 64 | default | 3/3 | 8.00 | 10.00 | 1.25× | [1.23, 1.27] | faster | 1.25× | 12.5 | 4.5 | 6,250 | 2.00 | 12.5% |" in text
     assert "| bf16 | 64 | reduce-overhead | 3/3 | 10.00 | 10.00 | 1.00× |" in text and "no measurable difference" in text
     assert "OOM at batch 4096" in text
     assert "| default | bf16 | 64 | 20 | 4.0e-03 | 5e-02 | pass | 106 | 81.0% | 79.5% | -1.5 | FAIL |" in text

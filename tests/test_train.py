@@ -57,6 +57,8 @@ def test_static_batches_have_one_shape_and_count_real_tokens(synthetic_data):
         (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), "oom"),
         (FloatingPointError("non-finite loss at step 3"), "nan"),
         (RuntimeError("something else"), "error"),
+        (__import__("torch.fx.experimental.symbolic_shapes", fromlist=["x"]).ConstraintViolationError(
+            "Constraints violated (L['ids'].size()[1])!"), "compile_error"),
     ],
 )
 def test_a_failure_becomes_the_record_status(synthetic_data, monkeypatch, exc, status):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import os
 import socket
@@ -90,23 +91,29 @@ def read_ag_news_csv(path: str | os.PathLike) -> tuple[list[str], list[int]]:
     """Parse AG News' original CSV: no header, fields class index (1-4), title, description.
 
     Returns texts (title + " " + description, as the hub's `text` column) and 0-based labels.
+    Any malformed row is an error naming the file and line: nothing is skipped silently.
     """
     path = Path(path)
-    texts, labels = [], []
+    raw = path.read_bytes()
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            for lineno, row in enumerate(csv.reader(f, strict=True), start=1):
-                if len(row) != 3:
-                    raise DataError(f"{path}: line {lineno}: expected 3 fields (class index, title, description), got {len(row)}")
-                if row[0] not in ("1", "2", "3", "4"):
-                    raise DataError(f"{path}: line {lineno}: class index {row[0]!r} is not one of 1, 2, 3, 4")
-                # AG News escapes newlines inside fields as a literal backslash
-                texts.append(f"{row[1]} {row[2]}".replace("\\", " ").strip())
-                labels.append(int(row[0]) - 1)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not valid UTF-8 (byte offset {e.start})") from None
+        line = raw[: e.start].count(b"\n") + 1
+        raise DataError(f"{path}: line {line}: not valid UTF-8 (byte {raw[e.start]:#04x} at offset {e.start})") from None
+    texts, labels = [], []
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        for row in reader:
+            lineno = reader.line_num
+            if len(row) != 3:
+                raise DataError(f"{path}: line {lineno}: expected 3 fields (class index, title, description), got {len(row)}")
+            if row[0] not in ("1", "2", "3", "4"):
+                raise DataError(f"{path}: line {lineno}: class index {row[0]!r} is not one of 1, 2, 3, 4")
+            # AG News escapes newlines inside fields as a literal backslash
+            texts.append(f"{row[1]} {row[2]}".replace("\\", " ").strip())
+            labels.append(int(row[0]) - 1)
     except csv.Error as e:
-        raise DataError(f"{path}: malformed CSV: {e}") from None
+        raise DataError(f"{path}: line {reader.line_num}: malformed CSV ({e}); is the file truncated?") from None
     if not texts:
         raise DataError(f"{path}: file is empty")
     return texts, labels
@@ -125,14 +132,25 @@ def split_indices(labels: list[int], eval_fraction: float, seed: int) -> tuple[n
     return np.sort(np.concatenate(train_idx)), np.sort(np.concatenate(eval_idx))
 
 
-def load_csv(csv_dir: str | os.PathLike, eval_fraction: float, seed: int) -> Corpus:
-    """AG News from a directory in the original layout (train.csv and test.csv, or test.csv alone)."""
+def load_csv(csv_dir: str | os.PathLike, eval_fraction: float, seed: int, verify_sha256: bool = True) -> Corpus:
+    """AG News from a directory in the original layout (train.csv and test.csv, or test.csv alone).
+
+    With verify_sha256 (the default) a train.csv or test.csv that is not byte-identical to AG News'
+    is an error; without it such a file is used and labelled as an unrecognised copy.
+    """
     csv_dir = Path(csv_dir)
     test_path, train_path = csv_dir / "test.csv", csv_dir / "train.csv"
     if not test_path.is_file():
         raise DataError(f"{csv_dir}: no test.csv (AG News CSV layout: train.csv and/or test.csv)")
     sha = {p.name: sha256_file(p) for p in (train_path, test_path) if p.is_file()}
     known = all(KNOWN_SHA256.get(name) == digest for name, digest in sha.items())
+    for name, digest in sha.items():
+        if verify_sha256 and digest != KNOWN_SHA256[name]:
+            raise DataError(
+                f"{csv_dir / name}: sha256 {digest[:16]}… does not match AG News' {name} "
+                f"({KNOWN_SHA256[name][:16]}…); a modified or truncated copy? "
+                "Set data.verify_sha256: false to use it anyway"
+            )
     test_texts, test_labels = read_ag_news_csv(test_path)
     name = "AG News" if known else "AG-News-format CSV (unrecognised sha256)"
     if train_path.is_file():
@@ -195,8 +213,9 @@ def load_corpus(data_cfg: dict, cache_dir: str | os.PathLike) -> Corpus:
     source, seed, frac = data_cfg["source"], data_cfg["seed"], data_cfg["eval_fraction"]
     if source == "hf":
         return load_hf(data_cfg["hf_name"], cache_dir)
+    verify = data_cfg.get("verify_sha256", True)
     if source == "csv":
-        return load_csv(data_cfg["csv_dir"], frac, seed)
+        return load_csv(data_cfg["csv_dir"], frac, seed, verify)
     if source == "synthetic":
         return make_synthetic(data_cfg["synthetic_rows"], frac, seed)
     tried = []
@@ -209,7 +228,7 @@ def load_corpus(data_cfg: dict, cache_dir: str | os.PathLike) -> Corpus:
         tried.append(f"hub {data_cfg['hf_name']}: unreachable within {data_cfg['hf_timeout_s']} s (or offline mode set)")
     csv_dir = data_cfg.get("csv_dir")
     if csv_dir and Path(csv_dir, "test.csv").is_file():
-        return _with_notes(load_csv(csv_dir, frac, seed), tried)
+        return _with_notes(load_csv(csv_dir, frac, seed, verify), tried)
     tried.append(f"csv: no test.csv in {csv_dir!r}")
     return _with_notes(make_synthetic(data_cfg["synthetic_rows"], frac, seed), tried)
 

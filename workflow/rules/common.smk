@@ -1,12 +1,10 @@
 # Helpers shared by the rules: config validation, the device's grid, file names.
 import os
+import sys
 
 from snakemake.utils import validate
 
-from compile_study import grid
-
-
-validate(config, schema="../schemas/config.schema.yaml")
+from compile_study import config_check, grid
 
 
 def resolve_device():
@@ -18,7 +16,15 @@ def resolve_device():
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+# Bad config fails here, before any job, with one readable message and no traceback.
+_errors = config_check.schema_errors(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
+if _errors:
+    sys.exit(config_check.format_errors(_errors))
+validate(config, schema="../schemas/config.schema.yaml")  # fills in the defaults
 DEVICE = resolve_device()
+_errors = config_check.semantic_errors(config, devices=[DEVICE])  # the grid about to run
+if _errors:
+    sys.exit(config_check.format_errors(_errors))
 DATA_DIR = "resources/data"
 DATA_FILES = [
     f"{DATA_DIR}/{split}_{part}.npy"

@@ -1,0 +1,93 @@
+"""A failed configuration is a result, not a crash; a killed study resumes with the same command."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from .conftest import REPO, TINY_MODEL
+
+# Loaded by every Python process of the test's study (via PYTHONPATH): makes two configurations fail
+# the way a real out-of-memory error and a real compiler error would.
+INJECT = '''
+import torch, torch._dynamo.exc
+from compile_study import train
+
+_measure = train.measure
+
+def measure(model_cfg, cfg, data_dir, device):
+    if cfg.batch_size == 32:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (injected by the test)")
+    if cfg.batch_size == 16:
+        raise torch._dynamo.exc.InternalTorchDynamoError("injected compiler failure")
+    return _measure(model_cfg, cfg, data_dir, device)
+
+train.measure = measure
+'''
+
+
+def tiny_study(tmp_path: Path, batch_sizes: list[int], repeats: int = 1) -> list[str]:
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["data"] |= {"source": "synthetic", "synthetic_rows": 400, "vocab_size": 300}
+    cfg["model"] |= TINY_MODEL
+    cfg["device"] = "cpu"
+    cfg["grids"]["cpu"] = [{"name": "tiny", "compile_mode": ["eager"], "batch_size": batch_sizes,
+                            "shape_regime": ["static"], "precision": ["fp32"], "repeats": repeats,
+                            "warmup_steps": 2, "timed_steps": 4, "interleave_chunk": 2, "max_epoch_steps": 3}]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+            "--workflow-profile", str(REPO / "profiles" / "default"), "--cores", "2"]
+
+
+def test_failed_configurations_are_recorded_and_the_study_completes(tmp_path):
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(INJECT)
+    cmd = tiny_study(tmp_path, [8, 16, 32])
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(inject), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+
+    rec = {bs: json.loads((tmp_path / f"results/cpu/runs/static/fp32/eager/bs{bs}/r0.json").read_text()) for bs in (8, 16, 32)}
+    assert rec[8]["status"] == "ok" and rec[8]["metrics"]["steady_step_ms"] > 0
+    assert rec[32]["status"] == "oom" and "out of memory" in rec[32]["error"]
+    assert rec[16]["status"] == "compile_error" and "injected compiler failure" in rec[16]["error"]
+    summary = pd.read_csv(tmp_path / "results/cpu/summary.csv").set_index("batch_size")
+    assert summary.loc[32, "status"] == "oom" and summary.loc[8, "status"] == "ok"
+    paper = (tmp_path / "paper/paper.md").read_text()
+    assert "OOM at batch 32" in paper and "compile error at batch 16" in paper
+    assert f"| fp32 | 8 | eager | 1/1 | {rec[8]['metrics']['steady_step_ms']:,.2f} |" in paper
+
+
+def test_a_killed_study_resumes_with_every_earlier_record_intact(tmp_path):
+    cmd = tiny_study(tmp_path, [8, 16, 24, 32], repeats=2)
+    runs = tmp_path / "results/cpu/runs"
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and len(list(runs.rglob("r*.json"))) < 3:
+        time.sleep(0.1)
+    time.sleep(1.0)  # now a run is in the middle of its work
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole study: Snakemake and the job it was running
+    proc.wait()
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in runs.rglob("r*.json")}
+    assert 3 <= len(before) < 8, "the kill should land in the middle of the study"
+
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)  # the same command
+    assert res.returncode == 0, res.stderr[-3000:]
+    after = sorted(runs.rglob("r*.json"))
+    assert len(after) == 8
+    for p, (content, mtime) in before.items():  # nothing measured before the kill was lost or redone
+        assert p.read_bytes() == content and p.stat().st_mtime_ns == mtime
+    for p in after:
+        assert json.loads(p.read_text())["status"] == "ok"  # no truncated record
+    assert not list(tmp_path.rglob(".*.tmp"))  # no partial file left anywhere
+    assert (tmp_path / "paper/paper.md").is_file()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import os
 import socket
 from dataclasses import dataclass

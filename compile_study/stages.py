@@ -18,7 +18,6 @@ from compile_study.io import write_json_atomic, write_text_atomic
 from compile_study.report import render
 from compile_study.summary import add_mfu, environment, load_records, summarize
 
-
 PARITY_COLUMNS = [
     "compile_mode", "precision", "batch_size", "loss_steps", "train_steps", "max_rel_loss_diff", "loss_rtol",
     "loss_ok", "eager_accuracy", "compiled_accuracy", "accuracy_delta_points", "accuracy_ok",

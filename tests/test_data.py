@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from compile_study import data
-from compile_study.data import DataError, load_corpus, prepare, read_ag_news_csv, split_indices
+from compile_study.data import DataError, load_corpus, read_ag_news_csv, split_indices
 
 from .conftest import AG_NEWS_DIR, data_cfg
 
@@ -91,8 +91,9 @@ def test_tokenizer_round_trip():
 
 
 def test_prepare_writes_ids_lengths_labels_and_facts(synthetic_data):
-    from compile_study.data import load_split
     import json
+
+    from compile_study.data import load_split
 
     facts = json.loads((synthetic_data / "facts.json").read_text())
     ids, lengths, labels = load_split(synthetic_data, "train")

@@ -4,11 +4,11 @@ rule measure_peak:
         f"results/{DEVICE}/peak.json",
     log:
         f"logs/{DEVICE}/measure_peak.log",
-    params:
-        device=DEVICE,
     threads: workflow.cores
     resources:
         timed_run=1,
+    params:
+        device=DEVICE,
     script:
         "../scripts/measure_peak.py"
 

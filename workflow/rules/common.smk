@@ -17,12 +17,16 @@ def resolve_device():
 
 
 # Bad config fails here, before any job, with one readable message and no traceback.
-_errors = config_check.schema_errors(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
+_errors = config_check.schema_errors(
+    config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
+)
 if _errors:
     sys.exit(config_check.format_errors(_errors))
 validate(config, schema="../schemas/config.schema.yaml")  # fills in the defaults
 DEVICE = resolve_device()
-_errors = config_check.semantic_errors(config, devices=[DEVICE])  # the grid about to run
+_errors = config_check.semantic_errors(
+    config, devices=[DEVICE]
+)  # the grid about to run
 if _errors:
     sys.exit(config_check.format_errors(_errors))
 DATA_DIR = "resources/data"
@@ -32,9 +36,7 @@ DATA_FILES = [
     for part in ("ids", "lengths", "labels")
 ] + [f"{DATA_DIR}/tokenizer.json", f"{DATA_DIR}/facts.json"]
 PAPER_TEMPLATE = os.path.join(workflow.basedir, "paper", "templates", "paper.md.j2")
-RUN_RECORD = (
-    f"results/{DEVICE}/runs/{{shape_regime}}/{{precision}}/{{compile_mode}}/bs{{batch_size}}/r{{repeat}}.json"
-)
+RUN_RECORD = f"results/{DEVICE}/runs/{{shape_regime}}/{{precision}}/{{compile_mode}}/bs{{batch_size}}/r{{repeat}}.json"
 
 
 RUNS = grid.expand(config["grids"][DEVICE])  # run key -> its sub-grid's step settings

@@ -15,15 +15,15 @@ rule train_run:
         RUN_RECORD,
     log:
         RUN_RECORD.replace("results/", "logs/").replace(".json", ".log"),
+    threads: workflow.cores
+    resources:
+        # timed runs never overlap: the limit is set in profiles/default/config.yaml
+        timed_run=1,
     params:
         run=run_params,
         model=config["model"],
         device=DEVICE,
         cache_dir=inductor_cache_dir,
-    threads: workflow.cores
-    resources:
-        # timed runs never overlap: the limit is set in profiles/default/config.yaml
-        timed_run=1,
     script:
         "../scripts/train_run.py"
 
@@ -36,12 +36,12 @@ rule parity:
         PARITY_RECORD,
     log:
         PARITY_RECORD.replace("results/", "logs/").replace(".json", ".log"),
+    threads: workflow.cores
+    resources:
+        timed_run=1,
     params:
         model=config["model"],
         settings=config["parity"][DEVICE],
         device=DEVICE,
-    threads: workflow.cores
-    resources:
-        timed_run=1,
     script:
         "../scripts/parity.py"

@@ -156,17 +156,24 @@ def run_epochs(step, batches: list[Batch], warmup: int, device, watch: CompileWa
     }
 
 
-def interleaved_block(steps: dict, batches: list[Batch], n: int, chunk: int, device, losses: list) -> dict:
+def interleaved_block(steps: dict, batches: list[Batch], n: int, chunk: int, device, losses: dict) -> dict:
     """n steps of each named step function, alternating in chunks over the same batches."""
     times = {name: [] for name in steps}
     walls = dict.fromkeys(steps, 0.0)
     for start in range(0, n, chunk):
         k = min(chunk, n - start)
         for name, step in steps.items():
-            ms, wall = time_steps(lambda i: losses.append(step(batches[(start + i) % len(batches)])), k, device)
+            ms, wall = time_steps(lambda i: losses[name].append(step(batches[(start + i) % len(batches)])), k, device)
             times[name] += ms
             walls[name] += wall
     return {"times": times, "walls": walls}
+
+
+def check_finite(losses: list[torch.Tensor], who: str) -> torch.Tensor:
+    values = torch.stack(losses).float().cpu()
+    if not torch.isfinite(values).all():
+        raise FloatingPointError(f"non-finite loss of the {who} at step {int((~torch.isfinite(values)).nonzero()[0])}")
+    return values
 
 
 def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device: torch.device) -> dict:
@@ -187,8 +194,8 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
     step = make_step(compiled, optimizer, cfg.precision, device, eager_model=model, watch=watch)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    losses: list[torch.Tensor] = []
-    epochs = run_epochs(step, batches, min(cfg.warmup_steps, len(batches)), device, watch, losses)
+    losses: dict[str, list[torch.Tensor]] = {"subject": [], "reference": []}
+    epochs = run_epochs(step, batches, min(cfg.warmup_steps, len(batches)), device, watch, losses["subject"])
     peak = peak_memory_bytes(device)  # the subject alone: the reference model does not exist yet
 
     ref_model, ref_optimizer = new_model(model_cfg, cfg, device)
@@ -199,9 +206,8 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
                               cfg.interleave_chunk, device, losses)
     compile_report = watch.report()  # after the block: eager fallbacks there count too
 
-    loss_values = torch.stack(losses).float().cpu()
-    if not torch.isfinite(loss_values).all():
-        raise FloatingPointError(f"non-finite loss at step {int((~torch.isfinite(loss_values)).nonzero()[0])}")
+    loss_values = check_finite(losses["subject"], "measured model")
+    check_finite(losses["reference"], "eager reference")
     step_ms, ref_ms = block["times"]["subject"], block["times"]["reference"]
     wall = block["walls"]["subject"]
     timed = [batches[i % len(batches)] for i in range(cfg.timed_steps)]

@@ -107,3 +107,32 @@ def test_escaping_neutralises_hostile_strings(hostile):
     for ch, esc in [("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"), ("_", r"\_")]:
         assert tex.count(esc) == hostile.count(ch)
     assert r"\textbackslash{}" in tex or "\\" not in hostile
+
+
+def test_hostile_strings_cannot_break_the_rendered_paper(tmp_path):
+    hostile = "GPU_|x| & 100% $5 #1 {a} \\b ^c ~d <script>\n# injected heading"
+    paths = [record(tmp_path, "eager", 64, 0, 10.0), record(tmp_path, "default", 64, 0, 8.0)]
+    paths += [record(tmp_path, "default", 128, 0, None, status="oom", error=f"OutOfMemoryError: {hostile}")]
+    for p in paths:
+        rec = json.loads(p.read_text())
+        rec["env"]["device_name"] = hostile
+        p.write_text(json.dumps(rec))
+    summary = add_mfu(summarize(load_records(paths)), {"bf16": {"tflops": 800.0}})
+    facts = {"description": hostile, "source": "csv", "notes": [hostile], "vocab_size": 100, "max_len": 128,
+             "splits": {s: {"rows": 10, "pad_fraction_at_max_len": 0.5,
+                            "token_length_percentiles": {"p50": 1, "p90": 2, "p99": 3, "max": 4}} for s in ("train", "eval")}}
+    env = {"device_name": hostile, "torch": "2.11", "triton": "3.6", "cuda": "13.0", "driver": hostile, "python": "3.12",
+           "cpu_model": hostile, "cpu_cores": "16", "git_commit": hostile, "git_dirty": "False", "n_records": 3,
+           "statuses": {"ok": 2, "oom": 1}, "peak_tflops": {"bf16": 800.0}}
+    grids = [{"name": hostile, "compile_mode": ["eager"], "batch_size": [64], "shape_regime": ["static"],
+              "precision": ["bf16"], "repeats": 1, "warmup_steps": 5, "timed_steps": 50, "interleave_chunk": 10,
+              "recompile_limit": 8, "max_epoch_steps": None}]
+    config = {"model": {"n_layers": 4, "n_heads": 4, "d_model": 256, "d_ff": 1024, "dropout": 0.1, "max_len": 128},
+              "train": {"lr": 3e-4}}
+    text = report.render(REPO / "paper" / "templates" / "paper.md.j2", summary, pd.DataFrame(), env, facts,
+                         dict(config=config, grids=grids, device="cuda", figures="figures"))
+    assert "<script>" not in text and "\n# injected heading" not in text
+    assert "GPU\\_\\|x\\| \\& 100\\% \\$5 \\#1 \\{a\\} \\\\b \\^c \\~d \\<script\\>" in text
+    for line in text.splitlines():  # every table row keeps its column count
+        if line.startswith("| bf16 | 64 |"):
+            assert line.replace("\\|", "").count("|") == 17

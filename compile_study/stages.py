@@ -39,10 +39,10 @@ def summary_stage(
     environment_out: str | Path,
 ) -> pd.DataFrame:
     records = load_records(record_paths)
-    summary = add_mfu(summarize(records), json.loads(Path(peak_path).read_text())["peaks"])
+    peaks = json.loads(Path(peak_path).read_text())["peaks"]
+    summary = add_mfu(summarize(records), peaks)
     write_text_atomic(summary_out, summary.to_csv(index=False))
     write_text_atomic(parity_out, parity_table(parity_paths).to_csv(index=False))
-    peaks = json.loads(Path(peak_path).read_text())["peaks"]
     write_json_atomic(environment_out, environment(records) | {"peak_tflops": {p: v["tflops"] for p, v in peaks.items()}})
     return summary
 

@@ -1,9 +1,11 @@
-"""What the compiler did during a run: graphs, recompilations and their reasons, CUDA-graph recordings.
+"""What the compiler did during a run: graphs, recompilations and their reasons, graph breaks, generated
+kernels, CUDA-graph recordings.
 
 `counters["recompiles"]` is never incremented by Dynamo, so it is not used. Graphs come from
 `counters["stats"]["unique_graphs"]`; reasons from `get_compilation_metrics()`; compile events
 (Dynamo frames, lazily compiled backwards, CUDA-graph recordings) from Dynamo's compile callbacks,
-which also time them.
+which also time them. Graph breaks from `counters["graph_break"]` (reason -> count); kernels Inductor
+generated from `torch._inductor.metrics.generated_kernel_count` (zero when every graph came from the cache).
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ from torch._dynamo.utils import counters, get_compilation_metrics
 
 def unique_graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
+
+
+def generated_kernels() -> int:
+    from torch._inductor import metrics
+
+    return int(metrics.generated_kernel_count)
 
 
 class CompileWatch:
@@ -41,6 +49,8 @@ class CompileWatch:
     def start(self) -> "CompileWatch":
         torch._dynamo.utils.clear_compilation_metrics()
         self._graphs0 = unique_graphs()
+        self._breaks0 = Counter(counters["graph_break"])
+        self._kernels0 = generated_kernels()
         self._last = self._graphs0
         callback_handler.register_start_callback(self._on_start)
         callback_handler.register_end_callback(self._on_end)
@@ -59,6 +69,7 @@ class CompileWatch:
         metrics = list(get_compilation_metrics())
         reasons = Counter(m.recompile_reason.split(": ", 1)[-1] for m in metrics if m.recompile_reason)
         graphs = unique_graphs() - self._graphs0
+        breaks = Counter(counters["graph_break"]) - self._breaks0
         return {
             "graphs_compiled": graphs,
             "recompiles": max(0, graphs - 1),
@@ -71,4 +82,7 @@ class CompileWatch:
             "lazy_backward_compiles": self.events[CallbackTrigger.LAZY_BACKWARD.name],
             "cudagraph_recordings": self.events[CallbackTrigger.CUDAGRAPH_RECORDING.name],
             "compile_events_s": sum(self.seconds.values()),
+            "graph_breaks": sum(breaks.values()),
+            "graph_break_reasons": [f"{n}× {r.splitlines()[0]}" for r, n in breaks.most_common(5)],
+            "generated_kernels": generated_kernels() - self._kernels0,
         }

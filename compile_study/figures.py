@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
 
-FIGURES = ("speedup", "regimes", "buckets", "timeline")  # each saved as .png and .pdf
+FIGURES = ("speedup", "regimes", "buckets", "timeline", "kernels")  # each saved as .png and .pdf
 
 
 def _save(fig, title: str, stem: Path) -> None:
@@ -32,7 +32,7 @@ def _empty(ax, what: str) -> None:
 
 def speedup_vs_batch_size(summary: pd.DataFrame, title: str, stem: Path) -> None:
     """Static shapes: one panel per precision, one line per compile mode, 95% CI bars, A/A band shaded."""
-    static = summary[summary.shape_regime == "static"]
+    static = summary[(summary.shape_regime == "static") & (summary.compile_scope == "module")]
     precisions = sorted(static.precision.unique()) or ["fp32"]
     fig, axes = plt.subplots(1, len(precisions), figsize=(max(6.0, 4.8 * len(precisions)), 4.0), squeeze=False)
     for ax, precision in zip(axes[0], precisions):
@@ -58,6 +58,7 @@ def speedup_vs_batch_size(summary: pd.DataFrame, title: str, stem: Path) -> None
 
 def regimes(summary: pd.DataFrame, title: str, stem: Path) -> None:
     """Real (non-pad) tokens/s per shape regime, one group per compile mode, one panel per batch size."""
+    summary = summary[summary.compile_scope == "module"]
     sizes = sorted(summary[summary.shape_regime != "static"].batch_size.unique())
     fig, axes = plt.subplots(1, max(1, len(sizes)), figsize=(max(6.0, 5.5 * len(sizes)), 4.2), squeeze=False)
     if not sizes:
@@ -74,7 +75,8 @@ def regimes(summary: pd.DataFrame, title: str, stem: Path) -> None:
 
 def buckets(summary: pd.DataFrame, title: str, stem: Path) -> None:
     """Bucket sweep: padding waste vs real tokens/s, each point labelled with its graph count."""
-    sel = summary[summary.shape_regime.str.startswith("bucketed") & (summary.status == "ok")]
+    sel = summary[summary.shape_regime.str.startswith("bucketed") & (summary.status == "ok")
+                  & (summary.compile_scope == "module")]
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     if sel.empty:
         _empty(ax, "bucket sets")
@@ -95,7 +97,8 @@ def buckets(summary: pd.DataFrame, title: str, stem: Path) -> None:
 def timeline(record_paths: list[str | Path], title: str, stem: Path) -> None:
     """Epoch-1 step times vs step index for each regime (repeat 0 of one batch size), new graphs marked."""
     recs = [json.loads(Path(p).read_text()) for p in record_paths]
-    recs = [r for r in recs if r["status"] == "ok" and r["config"]["repeat"] == 0 and r["config"]["compile_mode"] != "eager"]
+    recs = [r for r in recs if r["status"] == "ok" and r["config"]["repeat"] == 0 and r["config"]["compile_mode"] != "eager"
+            and r["config"].get("compile_scope", "module") == "module"]
     fig, ax = plt.subplots(figsize=(8, 4.2))
     if not recs:
         _empty(ax, "compiled runs")
@@ -117,4 +120,38 @@ def timeline(record_paths: list[str | Path], title: str, stem: Path) -> None:
                title=f"compile mode {mode}, batch size {bs}; × = step that compiled a new graph")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, ncol=2)
+    _save(fig, title, stem)
+
+
+def kernels(summary: pd.DataFrame, title: str, stem: Path) -> None:
+    """Profiler: kernels launched per training step (CPU: top-level aten ops) and device idle share, per mode."""
+    static = summary[(summary.shape_regime == "static") & (summary.compile_scope == "module")
+                     & summary.profile_kernels_per_step.notna()]
+    precisions = sorted(static.precision.unique())
+    fig, axes = plt.subplots(2, max(1, len(precisions)), figsize=(max(6.0, 4.8 * len(precisions)), 7.0), squeeze=False)
+    if static.empty:
+        for ax in axes.flat:
+            _empty(ax, "profiled run")
+        _save(fig, title, stem)
+        return
+    kind = static.kernel_kind.dropna().iloc[0] if static.kernel_kind.notna().any() else "kernels"
+    for col, precision in enumerate(precisions):
+        panel = static[static.precision == precision].sort_values("batch_size")
+        for mode, g in panel.groupby("compile_mode"):
+            axes[0, col].plot(g.batch_size, g.profile_kernels_per_step, marker="o", label=mode)
+            if g.profile_idle_fraction.notna().any():
+                axes[1, col].plot(g.batch_size, 100 * g.profile_idle_fraction, marker="o", label=mode)
+        for row, ylabel in enumerate((f"{kind} per step", "device idle (% of step wall time)")):
+            ax = axes[row, col]
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted(panel.batch_size.unique()))
+            ax.xaxis.set_major_formatter(ScalarFormatter())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set(xlabel="batch size", ylabel=ylabel, title=f"static shapes, {precision}")
+            ax.grid(alpha=0.3)
+            if ax.lines:
+                ax.legend(fontsize=7)
+            elif row == 1:
+                _empty(ax, "device idle measurement (CPU run)")
+        axes[0, col].set_ylim(bottom=0)
     _save(fig, title, stem)

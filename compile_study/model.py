@@ -26,10 +26,16 @@ class ModelConfig:
     d_ff: int = 1024
     dropout: float = 0.1
     n_classes: int = 4
+    # "mean": masked mean as arithmetic (no data-dependent shapes: compiles as one graph);
+    # "nonzero": the same mean gathered through torch.nonzero, whose output shape depends on the data,
+    # so Dynamo breaks the graph there (the study's deliberate graph-break variant)
+    pooling: str = "mean"
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
             raise ValueError(f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}")
+        if self.pooling not in ("mean", "nonzero"):
+            raise ValueError(f"pooling {self.pooling!r} is not 'mean' or 'nonzero'")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -86,9 +92,13 @@ class TextClassifier(nn.Module):
         for layer in self.layers:
             x = layer(x, attn_bias)
         x = self.norm(x)
-        # masked mean over real tokens; no data-dependent shapes, so fullgraph compiles
         w = keep.to(x.dtype)[..., None]  # [B, L, 1]
-        pooled = (x * w).sum(1) / w.sum(1).clamp_min(1.0)  # [B, D]
+        if self.cfg.pooling == "nonzero":
+            rows, cols = keep.nonzero(as_tuple=True)  # data-dependent length: a graph break
+            summed = torch.zeros_like(x[:, 0]).index_add_(0, rows, x[rows, cols])  # [B, D]
+        else:
+            summed = (x * w).sum(1)  # [B, D]; no data-dependent shapes, so fullgraph compiles
+        pooled = summed / w.sum(1).clamp_min(1.0)  # masked mean over real tokens
         return self.head(pooled)
 
     def n_params(self) -> int:

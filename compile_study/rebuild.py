@@ -3,8 +3,9 @@
     python -m compile_study.rebuild reference/h200-2026-11-30-quick
 
 The directory holds `config.yaml` (the study's merged config), `facts.json` (the data facts),
-`peak.json` (the measured matmul peaks), `runs/**/*.json` (the records) and `parity/**/*.json`; summary.csv, environment.json, figures/ and paper.md are written
-beside them.
+`runs/**/*.json` (the records) and, where the study produced them, `peak.json` (the measured matmul
+peaks), `parity/**/*.json` and `claims/mlp.json`; summary.csv, parity.csv, claims.csv, environment.json,
+figures/ and paper.md are written beside them.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ def rebuild(directory: str | Path, template: str | Path = TEMPLATE) -> Path:
     config = yaml.safe_load((d / "config.yaml").read_text())
     device = json.loads(records[0].read_text())["env"]["device_type"]
     parity = sorted(d.glob("parity/**/*.json"))
-    summary_stage(records, d / "peak.json", parity, d / "summary.csv", d / "parity.csv", d / "environment.json")
+    summary_stage(records, d / "peak.json", parity, d / "claims" / "mlp.json", d / "facts.json", d / "summary.csv",
+                  d / "parity.csv", d / "environment.json", d / "claims.csv")
     figure_stage(d / "summary.csv", d / "environment.json", records, d / "figures")
-    paper_stage(template, d / "summary.csv", d / "parity.csv", d / "environment.json", d / "facts.json", d / "figures", d / "paper.md",
-                config, device)
+    paper_stage(template, d / "summary.csv", d / "parity.csv", d / "environment.json", d / "facts.json", d / "figures",
+                d / "paper.md", config, device, d / "claims.csv")
     return d / "paper.md"
 
 

@@ -6,6 +6,7 @@ Every string that reaches the paper goes through `md_escape` (Markdown) or `tex_
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -68,7 +69,7 @@ def break_even(r) -> str:
 def mode_rows(summary: pd.DataFrame) -> list[dict]:
     """The static-shape table: one row per precision, batch size and compile mode."""
     rows = []
-    static = summary[summary.shape_regime == "static"]
+    static = summary[(summary.shape_regime == "static") & (summary.compile_scope == "module")]
     for _, r in static.sort_values(["precision", "batch_size", "compile_mode"]).iterrows():
         compiled = r["compile_mode"] != "eager"
         rows.append({
@@ -84,7 +85,75 @@ def mode_rows(summary: pd.DataFrame) -> list[dict]:
             "memory_ratio": fmt(r["memory_ratio"], 2) if compiled and not failed(r) else "—",
             "mfu": fmt(100 * r["mfu"], 1, "%") if not failed(r) else "—",
             "eval_accuracy": fmt(100 * r["eval_accuracy"], 1, "%") if not failed(r) else "—",
+            "inference": fmt(r["inference_speedup"], 2, "×") if compiled and not failed(r) else "—",
+            "inference_ms": fmt(r["inference_step_ms"], 2) if not failed(r) else "—",
         })
+    return rows
+
+
+def scope_rows(summary: pd.DataFrame) -> list[dict]:
+    """What is compiled: per batch size and precision where more than the module scope ran."""
+    keys = summary[summary.compile_scope != "module"][["precision", "batch_size"]].drop_duplicates()
+    rows = []
+    for _, k in keys.sort_values(["precision", "batch_size"]).iterrows():
+        sel = summary[(summary.precision == k.precision) & (summary.batch_size == k.batch_size)
+                      & (summary.shape_regime == "static") & summary.compile_mode.isin(["eager", "default"])]
+        order = {s: i for i, s in enumerate(("module", "forward", "backward", "step", "graph-break"))}
+        for _, r in sel.sort_values("compile_scope", key=lambda c: c.map(order)).sort_values(
+                "compile_mode", kind="stable", key=lambda c: c != "eager").iterrows():
+            ok, compiled = not failed(r), r["compile_mode"] != "eager"
+            rows.append({
+                "precision": r["precision"], "batch_size": int(r["batch_size"]),
+                "what": "eager (reference)" if not compiled else r["compile_scope"],
+                "step_ms": fmt(r["steady_step_ms"]) if ok else failure_cell(r),
+                **speedup_cells(r),
+                "graphs": fmt(r["graphs_compiled"], 0) if compiled and ok else "—",
+                "breaks": fmt(r["graph_breaks"], 0) if compiled and ok else "—",
+                "kernels": fmt(r["generated_kernels"], 0) if compiled and ok and _finite(r["generated_kernels"]) else "—",
+                "forward_ms": fmt(r["forward_ms"]), "backward_ms": fmt(r["backward_ms"]),
+                "optimizer_ms": fmt(r["optimizer_ms"]),
+                "phase_speedups": " / ".join(fmt(r[f"{p}_speedup"], 2, "×") for p in ("forward", "backward", "optimizer"))
+                if compiled and ok else "—",
+                "cold_compile_s": fmt(r["cold_compile_s"], 1) if compiled and ok else "—",
+            })
+    return rows
+
+
+def profile_rows(summary: pd.DataFrame) -> list[dict]:
+    """Profiler evidence for the static, module-scope configurations: kernels, idle time, top kernel."""
+    rows = []
+    sel = summary[(summary.shape_regime == "static") & (summary.compile_scope == "module") & (summary.status != "oom")]
+    for _, r in sel.sort_values(["precision", "batch_size", "compile_mode"]).iterrows():
+        if not _finite(r["profile_kernels_per_step"]):
+            continue
+        top = json.loads(r["profile_top_kernels"]) if isinstance(r["profile_top_kernels"], str) else []
+        rows.append({
+            "precision": r["precision"], "batch_size": int(r["batch_size"]), "compile_mode": r["compile_mode"],
+            "kernels": fmt(r["profile_kernels_per_step"], 0),
+            "eager_kernels": fmt(r["reference_profile_kernels_per_step"], 0),
+            "idle": fmt(100 * r["profile_idle_fraction"], 0, "%") if _finite(r["profile_idle_fraction"]) else "—",
+            "eager_idle": fmt(100 * r["reference_profile_idle_fraction"], 0, "%")
+            if _finite(r["reference_profile_idle_fraction"]) else "—",
+            "cpu_ms": fmt(r["profile_cpu_ms_per_step"], 2),
+            "busy_ms": fmt(r["profile_device_busy_ms_per_step"], 2),
+            "triton": fmt(r["profile_triton_kernels_distinct"], 0),
+            "top": f"{top[0]['name'][:60]} ({100 * top[0]['share']:.0f}%)" if top else "—",
+        })
+    return rows
+
+
+def top_kernel_rows(summary: pd.DataFrame, batch_sizes: tuple[int, ...]) -> list[dict]:
+    """The top 5 kernels of eager, default and reduce-overhead at the given batch sizes (static, module)."""
+    rows = []
+    sel = summary[(summary.shape_regime == "static") & (summary.compile_scope == "module")
+                  & summary.batch_size.isin(batch_sizes) & summary.compile_mode.isin(["eager", "default", "reduce-overhead"])]
+    for _, r in sel.sort_values(["precision", "batch_size", "compile_mode"]).iterrows():
+        top = json.loads(r["profile_top_kernels"]) if isinstance(r["profile_top_kernels"], str) else []
+        for rank, k in enumerate(top, 1):
+            rows.append({"precision": r["precision"], "batch_size": int(r["batch_size"]),
+                         "compile_mode": r["compile_mode"], "rank": rank, "name": k["name"][:90],
+                         "calls": fmt(k["calls_per_step"], 0), "ms": fmt(k["ms_per_step"], 3),
+                         "share": fmt(100 * k["share"], 1, "%")})
     return rows
 
 
@@ -111,7 +180,7 @@ def regime_rows(summary: pd.DataFrame) -> list[dict]:
     """The shape-regime table, at the batch sizes where more than the static regime ran."""
     sizes = summary[summary.shape_regime != "static"].batch_size.unique()
     rows = []
-    sel = summary[summary.batch_size.isin(sizes)]
+    sel = summary[summary.batch_size.isin(sizes) & (summary.compile_scope == "module")]
     for _, r in sel.sort_values(["batch_size", "compile_mode", "shape_regime"]).iterrows():
         compiled = r["compile_mode"] != "eager"
         ok = not failed(r)
@@ -155,13 +224,14 @@ def parity_rows(parity: pd.DataFrame) -> list[dict]:
 
 
 def render(template_path: str | Path, summary: pd.DataFrame, parity: pd.DataFrame, environment: dict, facts: dict,
-           context: dict) -> str:
+           context: dict, claims: pd.DataFrame | None = None) -> str:
     template_path = Path(template_path)
     tpl = make_environment(template_path.parent).get_template(template_path.name)
     ok = summary[(summary.compile_mode != "eager") & (summary.status == "ok")].dropna(subset=["speedup"])
     best = ok.loc[ok.speedup.idxmax()].to_dict() if len(ok) else None
     failures = [
-        {"config": f"{r.compile_mode}, {r.shape_regime}, {r.precision}, batch {int(r.batch_size)}", "cell": failure_cell(r),
+        {"config": f"{r.compile_mode}, {r.compile_scope}, {r.shape_regime}, {r.precision}, batch {int(r.batch_size)}",
+         "cell": failure_cell(r),
          "error": r.error}
         for _, r in summary[summary.status.isin(["oom", "compile_error", "nan", "error", "partial"])].iterrows()
     ]
@@ -169,8 +239,15 @@ def render(template_path: str | Path, summary: pd.DataFrame, parity: pd.DataFram
         mode_rows=mode_rows(summary),
         noise_rows=noise_rows(summary),
         regime_rows=regime_rows(summary),
+        scope_rows=scope_rows(summary),
+        profile_rows=profile_rows(summary),
+        top_kernel_rows=top_kernel_rows(summary, (32, 512)),
+        claim_rows=[] if claims is None else claims.to_dict("records"),
         parity_rows=parity_rows(parity) if len(parity) else [],
         failures=failures,
+        evidence_errors=[{"config": f"{r.compile_mode}, {r.compile_scope}, {r.shape_regime}, {r.precision}, batch "
+                                    f"{int(r.batch_size)}", "error": r.evidence_errors}
+                         for _, r in summary[summary.evidence_errors.notna()].iterrows()],
         env=environment,
         facts=facts,
         best=best,

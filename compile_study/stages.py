@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from compile_study import figures
+from compile_study.claims import claims_table
 from compile_study.io import write_json_atomic, write_text_atomic
 from compile_study.report import render
 from compile_study.summary import add_mfu, environment, load_records, summarize
@@ -32,17 +33,24 @@ def parity_table(parity_paths: Iterable[str | Path]) -> pd.DataFrame:
 
 def summary_stage(
     record_paths: Iterable[str | Path],
-    peak_path: str | Path,
+    peak_path: str | Path | None,
     parity_paths: Iterable[str | Path],
+    mlp_path: str | Path | None,
+    facts_path: str | Path,
     summary_out: str | Path,
     parity_out: str | Path,
     environment_out: str | Path,
+    claims_out: str | Path,
 ) -> pd.DataFrame:
+    """Records -> summary.csv, parity.csv, environment.json and claims.csv (peak and MLP results are optional:
+    stored studies from before they existed have none)."""
     records = load_records(record_paths)
-    peaks = json.loads(Path(peak_path).read_text())["peaks"]
+    peaks = json.loads(Path(peak_path).read_text())["peaks"] if peak_path and Path(peak_path).is_file() else {}
     summary = add_mfu(summarize(records), peaks)
+    mlp = json.loads(Path(mlp_path).read_text()) if mlp_path and Path(mlp_path).is_file() else None
     write_text_atomic(summary_out, summary.to_csv(index=False))
     write_text_atomic(parity_out, parity_table(parity_paths).to_csv(index=False))
+    write_text_atomic(claims_out, claims_table(summary, mlp, json.loads(Path(facts_path).read_text())).to_csv(index=False))
     write_json_atomic(environment_out, environment(records) | {"peak_tflops": {p: v["tflops"] for p, v in peaks.items()}})
     return summary
 
@@ -64,6 +72,7 @@ def figure_stage(
     figures.regimes(summary, title, out / "regimes")
     figures.buckets(summary, title, out / "buckets")
     figures.timeline(list(record_paths), title, out / "timeline")
+    figures.kernels(summary, title, out / "kernels")
     return [out / f"{name}.{ext}" for name in figures.FIGURES for ext in ("png", "pdf")]
 
 
@@ -77,7 +86,9 @@ def paper_stage(
     out: str | Path,
     config: dict,
     device: str,
+    claims_path: str | Path | None = None,
 ) -> None:
+    claims = pd.read_csv(claims_path) if claims_path and Path(claims_path).is_file() else None
     text = render(
         template,
         pd.read_csv(summary_path),
@@ -90,5 +101,6 @@ def paper_stage(
             device=device,
             figures=os.path.relpath(figure_dir, os.path.dirname(os.path.abspath(out))),
         ),
+        claims,
     )
     write_text_atomic(out, text)

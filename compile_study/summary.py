@@ -24,13 +24,19 @@ from compile_study.batches import reference_regime
 # A cell: a configuration apart from the compile mode; regimes that differ only in how they are
 # compiled (dynamic-*) share the eager runs of `dynamic`.
 CELL = ["device_type", "reference_regime", "precision", "batch_size"]
-CONFIG = ["device_type", "shape_regime", "precision", "batch_size", "compile_mode"]
+CONFIG = ["device_type", "shape_regime", "precision", "batch_size", "compile_mode", "compile_scope"]
 SCALAR_METRICS = [
     "steady_step_ms", "block_mean_step_ms", "reference_step_ms", "in_process_speedup", "samples_per_s",
     "real_tokens_per_s", "padding_fraction", "distinct_shapes", "achieved_tflops", "warmup_excess_s",
     "first_step_s", "epoch_steps", "epoch1_s", "epoch2_s", "final_loss", "eval_accuracy", "peak_memory_bytes",
     "graphs_compiled", "recompiles", "eager_fallback_steps", "cudagraph_recordings", "compile_events_s",
+    "graph_breaks", "generated_kernels", "inference_step_ms", "inference_reference_step_ms", "inference_speedup",
+    "inference_warmup_s", "forward_ms", "backward_ms", "optimizer_ms", "reference_forward_ms", "reference_backward_ms",
+    "reference_optimizer_ms",
 ]
+# torch.profiler numbers per step (profiling.py), for the subject (`profile_*`) and the eager reference
+PROFILE_METRICS = ["kernels_per_step", "idle_fraction", "cpu_ms_per_step", "device_busy_ms_per_step", "wall_ms_per_step",
+                   "triton_kernels_distinct", "distinct_kernels"]
 ENV_KEYS = ["device_name", "torch", "triton", "cuda", "driver", "python", "cpu_model", "cpu_cores", "git_commit", "git_dirty"]
 
 
@@ -41,10 +47,18 @@ def load_records(paths: Iterable[str | Path]) -> pd.DataFrame:
         rec = json.loads(Path(path).read_text())
         cfg, env, metrics = rec["config"], rec["env"], rec.get("metrics") or {}
         row = {k: cfg[k] for k in ("compile_mode", "batch_size", "shape_regime", "precision", "repeat")}
+        row["compile_scope"] = cfg.get("compile_scope", "module")  # records before scopes existed: module
         row |= {"device_type": env["device_type"], "status": rec["status"], "error": rec.get("error")}
         row |= {"reference_regime": reference_regime(cfg["shape_regime"]), "inductor_cache": env.get("inductor_cache")}
         row |= {k: env.get(k) for k in ENV_KEYS}
         row |= {k: metrics.get(k) for k in SCALAR_METRICS}
+        for side in ("profile", "reference_profile"):
+            prof = metrics.get(side) or {}
+            row |= {f"{side}_{k}": prof.get(k) for k in PROFILE_METRICS}
+            row[f"{side}_top_kernels"] = json.dumps(prof.get("top_kernels") or [])
+        row["kernel_kind"] = (metrics.get("profile") or {}).get("kernel_kind")
+        row["evidence_errors"] = "; ".join(f"{k}: {v}" for k, v in (metrics.get("evidence_errors") or {}).items()) or None
+        row["graph_break_reasons"] = "; ".join(metrics.get("graph_break_reasons") or []) or None
         row["recompile_limit_hit"] = metrics.get("recompile_limit_hit")
         row["step_cv"] = np.std(metrics["step_times_ms"]) / np.mean(metrics["step_times_ms"]) if metrics else np.nan
         rows.append(row)
@@ -93,14 +107,24 @@ def summarize(records: pd.DataFrame) -> pd.DataFrame:
         failed = g[g.status != "ok"]
         row["status"] = "ok" if failed.empty else ("partial" if len(ok) else failed.status.iloc[0])
         row["error"] = None if failed.empty else failed.error.iloc[0]
-        for m in SCALAR_METRICS:
-            row[m] = ok[m].median() if len(ok) else np.nan
+        numeric = SCALAR_METRICS + [f"{side}_{k}" for side in ("profile", "reference_profile") for k in PROFILE_METRICS]
+        for m in numeric:
+            values = pd.to_numeric(ok[m], errors="coerce")
+            row[m] = values.median() if values.notna().any() else np.nan
+        first = ok.iloc[0] if len(ok) else None  # text fields: the first successful repeat's
+        for m in ("profile_top_kernels", "reference_profile_top_kernels", "kernel_kind", "graph_break_reasons"):
+            row[m] = first[m] if first is not None else None
+        row["evidence_errors"] = "; ".join(sorted({e for e in g.evidence_errors if isinstance(e, str)})) or None
         row["recompile_limit_hit"] = bool(ok.recompile_limit_hit.any()) if len(ok) else False
         row["step_cv_within_run"] = ok.step_cv.median() if len(ok) else np.nan
         # across repeats: how much the per-process median step time moves
         row["step_cv_across_repeats"] = ok.steady_step_ms.std() / ok.steady_step_ms.mean() if len(ok) > 1 else np.nan
         row["speedup"] = ok.in_process_speedup.median() if len(ok) else np.nan
         row["speedup_ci_low"], row["speedup_ci_high"] = median_ci(ok.in_process_speedup) if len(ok) else (np.nan,) * 2
+        inf = pd.to_numeric(ok.inference_speedup, errors="coerce").dropna()
+        row["inference_speedup_ci_low"], row["inference_speedup_ci_high"] = median_ci(inf) if len(inf) else (np.nan,) * 2
+        for phase in ("forward", "backward", "optimizer"):  # per phase, eager reference / subject, same process
+            row[f"{phase}_speedup"] = row[f"reference_{phase}_ms"] / row[f"{phase}_ms"]
         for state in ("cold", "warm"):  # epoch 1 - epoch 2: compilation, recompilations, CUDA-graph recording
             sel = ok[ok.inductor_cache == state]
             row[f"{state}_epoch1_overhead_s"] = (sel.epoch1_s - sel.epoch2_s).median() if len(sel) else np.nan

@@ -2,7 +2,7 @@
 
 Snakemake's `train_run` rule calls `run_and_record` (see workflow/scripts/train_run.py):
 
-    snakemake --cores all results/cpu/runs/static/fp32/default/bs32/r0.json
+    snakemake --cores all results/cpu/runs/static/fp32/default/module/bs32/r0.json
 
 Eager is the reference path; compilation is one switch (`compile_mode`) on the same code.
 Order inside a run:
@@ -13,15 +13,36 @@ Order inside a run:
    many steps of an eager reference model trained on the same batches in the same process.
    The in-process ratio reference/subject is the run's speedup; for an eager subject it is the
    A/A control. Interleaving keeps host drift (clocks, load) from favouring either side;
-4. eval accuracy with the subject's weights, run by the uncompiled module (no eval recompile).
+4. evidence outside the timed block: the forward/backward/optimizer split of a step (timed per
+   phase, subject and reference), and a torch.profiler pass over a few steps (profiling.py);
+5. inference (static shapes, module scope): eval mode without grad, the subject's weights compiled
+   afresh in the same mode, interleaved with the eager reference like the training block;
+6. eval accuracy with the subject's weights, run by the uncompiled module (no eval recompile).
+
+What is compiled (`compile_scope`):
+- `module`: `torch.compile(model)`: the forward and, through AOTAutograd, its backward; the loss,
+  `backward()` call and optimizer step stay eager Python. fullgraph=True.
+- `forward` / `backward`: the same AOTAutograd graph pair, but Inductor compiles only one side; the
+  other side's graph runs its aten ops one by one, eagerly. This is what "compile only the forward"
+  can mean in training: a compiled forward always has an AOTAutograd backward graph (the autograd
+  engine cannot differentiate through a fused kernel), so leaving the backward "uncompiled" means
+  running that traced graph without Inductor, not running the original eager backward.
+- `step`: the whole step compiled as one function: forward, loss, `backward()` (captured by compiled
+  autograd) and the optimizer step (compiled optimizer; the learning rate is a tensor so that it
+  never forces a recompile); Dynamo breaks the graph where it must, and the breaks are counted.
+- `graph-break`: `module`, on a model whose pooling goes through `torch.nonzero` (data-dependent
+  shape), compiled with fullgraph=False: what one graph break costs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import json
 import resource
 import statistics
+import time
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,16 +56,22 @@ from compile_study.batches import Batch, compile_kwargs, make_batches, mark_dyna
 from compile_study.compile_stats import CompileWatch
 from compile_study.data import load_split
 from compile_study.model import ModelConfig, TextClassifier, train_flops
-from compile_study.timing import time_call, time_steps
+from compile_study.profiling import profile_steps
+from compile_study.timing import synchronize, time_call, time_steps
 
-COMPILE_MODES = ("eager", "default", "reduce-overhead", "max-autotune")
+COMPILE_MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+COMPILE_SCOPES = ("module", "forward", "backward", "step", "graph-break")
+ONE_SIDE_SCOPES = ("forward", "backward")  # a custom Inductor backend: default mode only
 PRECISIONS = ("fp32", "tf32", "bf16")
-RECORD_SCHEMA_VERSION = 2
+RECORD_SCHEMA_VERSION = 3
+PHASE_STEPS = 20  # steps per model in the forward/backward/optimizer split
+PROFILE_STEPS = 3  # steps under torch.profiler (after as many unprofiled ones)
+INFERENCE_WARMUP = 3  # eval-mode calls before the inference block (compilation happens there)
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    compile_mode: str  # eager | default | reduce-overhead | max-autotune
+    compile_mode: str  # eager | default | reduce-overhead | max-autotune[-no-cudagraphs]
     batch_size: int
     shape_regime: str  # static | dynamic[-true|-false|-marked] | bucketed-<edges> (see batches.py)
     precision: str  # fp32 (TF32 off) | tf32 | bf16 (autocast)
@@ -56,12 +83,17 @@ class RunConfig:
     lr: float = 3e-4
     seed: int = 0
     recompile_limit: int = 8  # torch._dynamo.config.recompile_limit (8 is torch's default)
+    compile_scope: str = "module"  # module | forward | backward | step | graph-break (module docstring)
 
     def __post_init__(self) -> None:
         if self.compile_mode not in COMPILE_MODES:
             raise ValueError(f"compile_mode {self.compile_mode!r} is not one of {COMPILE_MODES}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision {self.precision!r} is not one of {PRECISIONS}")
+        if self.compile_scope not in COMPILE_SCOPES:
+            raise ValueError(f"compile_scope {self.compile_scope!r} is not one of {COMPILE_SCOPES}")
+        if self.compile_scope in ONE_SIDE_SCOPES and self.compile_mode not in ("eager", "default"):
+            raise ValueError(f"compile_scope {self.compile_scope!r} runs with compile_mode default only")
 
 
 def set_precision(precision: str) -> None:
@@ -76,16 +108,66 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
     return contextlib.nullcontext()
 
 
-def compile_model(model: torch.nn.Module, compile_mode: str, **kwargs) -> torch.nn.Module:
-    """The one switch: the module (forward and, through AOTAutograd, its backward) compiled whole."""
+def _mode(compile_mode: str) -> str | None:
+    return None if compile_mode == "default" else compile_mode
+
+
+def inductor_one_side(side: str):
+    """A torch.compile backend: Inductor compiles only the `side` ("forward" or "backward") of AOTAutograd's
+    graph pair; the other graph runs its aten ops one by one, uncompiled."""
+    from torch._functorch.aot_autograd import make_boxed_func
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    def inner_compile(gm, example_inputs, **kwargs):
+        if kwargs.get("is_backward", False) != (side == "backward"):
+            return make_boxed_func(gm.forward)  # left uncompiled
+        return compile_fx_inner(gm, example_inputs, **kwargs)
+
+    return functools.partial(compile_fx, inner_compile=inner_compile)
+
+
+def compile_model(model: torch.nn.Module, compile_mode: str, scope: str = "module", **kwargs) -> torch.nn.Module:
+    """The one switch: eager, or the module compiled (how much of it: `scope`, see the module docstring)."""
     if compile_mode == "eager":
         return model
-    # fullgraph=True: a graph break fails loudly instead of silently running part of it eagerly
-    return torch.compile(model, mode=None if compile_mode == "default" else compile_mode, fullgraph=True, **kwargs)
+    if scope in ONE_SIDE_SCOPES:
+        # AOTAutograd's cache does not key on the inner compiler: with it on, a cache filled by a `module`
+        # compile of the same graph hands back both sides compiled (seen on torch 2.13)
+        torch._functorch.config.enable_autograd_cache = False
+        return torch.compile(model, backend=inductor_one_side(scope), fullgraph=True, **kwargs)
+    # fullgraph=True: a graph break fails loudly instead of silently running part of it eagerly;
+    # the graph-break variant is the one place where breaks are allowed (and counted)
+    return torch.compile(model, mode=_mode(compile_mode), fullgraph=scope != "graph-break", **kwargs)
+
+
+def make_compiled_step(model, optimizer, compile_mode: str, precision: str, device: torch.device, **kwargs):
+    """Scope `step`: forward, loss, backward (compiled autograd) and optimizer step as one compiled function."""
+    torch._dynamo.config.compiled_autograd = True  # applies to backward() calls inside compiled code only
+
+    def train_step(ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        with autocast(precision, device):
+            logits = model(ids)
+        loss = F.cross_entropy(logits.float(), labels)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    compiled = torch.compile(train_step, mode=_mode(compile_mode), fullgraph=False, **kwargs)
+
+    def step(batch: Batch, mark=None) -> torch.Tensor:
+        torch.compiler.cudagraph_mark_step_begin()
+        loss = compiled(batch.ids, batch.labels)
+        optimizer.zero_grad(set_to_none=True)  # outside: Dynamo does not trace Optimizer.zero_grad
+        return loss
+
+    return step
 
 
 def make_step(model, optimizer, precision: str, device: torch.device, eager_model=None, watch: CompileWatch | None = None):
-    """One training step on a batch; returns the detached loss (no host sync)."""
+    """One training step on a batch; returns the detached loss (no host sync).
+
+    `step(batch, mark)` calls `mark()` after the loss and after backward(), for the phase split.
+    """
 
     def forward(ids: torch.Tensor) -> torch.Tensor:
         try:
@@ -98,12 +180,16 @@ def make_step(model, optimizer, precision: str, device: torch.device, eager_mode
             watch.fallback_steps += 1
             return eager_model(ids)
 
-    def step(batch: Batch) -> torch.Tensor:
+    def step(batch: Batch, mark=None) -> torch.Tensor:
         torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs (reduce-overhead) need it; a no-op otherwise
         with autocast(precision, device):
             logits = forward(batch.ids)
         loss = F.cross_entropy(logits.float(), batch.labels)  # filler rows (label -100) are ignored
+        if mark:
+            mark()
         loss.backward()
+        if mark:
+            mark()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()
@@ -130,10 +216,88 @@ def peak_memory_bytes(device: torch.device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux reports KiB
 
 
-def new_model(cfg: ModelConfig, run: RunConfig, device: torch.device):
+def new_model(cfg: ModelConfig, run: RunConfig, device: torch.device, tensor_lr: bool = False):
+    """Model and AdamW; a tensor learning rate (compiled optimizer) never forces a recompile when it changes."""
     torch.manual_seed(run.seed)
     model = TextClassifier(cfg).to(device)
-    return model, torch.optim.AdamW(model.parameters(), lr=run.lr)
+    return model, torch.optim.AdamW(model.parameters(), lr=torch.tensor(run.lr) if tensor_lr else run.lr)
+
+
+def build_step(model, optimizer, cfg: RunConfig, device: torch.device, watch: CompileWatch):
+    """The measured model's step for the run's compile mode and scope."""
+    kwargs = compile_kwargs(cfg.shape_regime)
+    if cfg.compile_mode != "eager" and cfg.compile_scope == "step":
+        return make_compiled_step(model, optimizer, cfg.compile_mode, cfg.precision, device, **kwargs)
+    compiled = compile_model(model, cfg.compile_mode, cfg.compile_scope, **kwargs)
+    return make_step(compiled, optimizer, cfg.precision, device, eager_model=model, watch=watch)
+
+
+def phase_split(steps: dict, batches: list[Batch], n: int, device: torch.device) -> dict:
+    """Median ms of forward+loss, backward and optimizer step, per named step function (n steps each).
+
+    On CUDA the phases are spans between events on the device timeline; on the CPU, host wall time.
+    """
+    out = {}
+    for name, step in steps.items():
+        spans = []
+        for i in range(n):
+            if device.type == "cuda":
+                marks = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+                marks[0].record()
+                it = iter(marks[1:3])
+                step(batches[i % len(batches)], lambda: next(it).record())
+                marks[3].record()
+                spans.append(marks)
+            else:
+                stamps = [time.perf_counter()]
+                step(batches[i % len(batches)], lambda: stamps.append(time.perf_counter()))
+                stamps.append(time.perf_counter())
+                spans.append(stamps)
+        synchronize(device)
+        if device.type == "cuda":
+            ms = [[a.elapsed_time(b) for a, b in zip(m, m[1:])] for m in spans]
+        else:
+            ms = [[1e3 * (b - a) for a, b in zip(m, m[1:])] for m in spans]
+        ms = [m for m in ms if len(m) == 3]  # a step compiled whole has no phase marks
+        out[name] = {
+            phase: (statistics.median(m[k] for m in ms) if ms else None)
+            for k, phase in enumerate(("forward_ms", "backward_ms", "optimizer_ms"))
+        }
+    return out
+
+
+def inference_block(model, ref_model, cfg: RunConfig, batches: list[Batch], device: torch.device) -> dict:
+    """Eval mode, no grad: the subject's weights compiled afresh in the run's mode vs the eager reference.
+
+    Run after the training compile report, so its compilation is not counted with training's.
+    """
+    subject = compile_model(model, cfg.compile_mode)
+    model.eval()
+    ref_model.eval()
+
+    def infer(m):
+        def call(batch: Batch) -> torch.Tensor:
+            torch.compiler.cudagraph_mark_step_begin()
+            with torch.no_grad(), autocast(cfg.precision, device):
+                return m(batch.ids)
+
+        return call
+
+    warmup_s = [time_call(lambda i=i: infer(subject)(batches[i % len(batches)]), device) for i in range(INFERENCE_WARMUP)]
+    for i in range(INFERENCE_WARMUP):
+        infer(ref_model)(batches[i % len(batches)])
+    outputs = {"subject": [], "reference": []}
+    block = interleaved_block({"subject": infer(subject), "reference": infer(ref_model)}, batches, cfg.timed_steps,
+                              cfg.interleave_chunk, device, outputs)
+    model.train()
+    ref_model.train()
+    subject_ms, ref_ms = statistics.median(block["times"]["subject"]), statistics.median(block["times"]["reference"])
+    return {
+        "inference_step_ms": subject_ms,
+        "inference_reference_step_ms": ref_ms,
+        "inference_speedup": ref_ms / subject_ms,
+        "inference_warmup_s": sum(warmup_s),
+    }
 
 
 def run_epochs(step, batches: list[Batch], warmup: int, device, watch: CompileWatch, losses: list) -> dict:
@@ -175,8 +339,9 @@ def check_finite(losses: list[torch.Tensor], who: str) -> torch.Tensor:
     return values
 
 
-def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device: torch.device) -> dict:
-    """Train one configuration and return its metrics (raises on failure)."""
+def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device: torch.device,
+            trace_path: str | Path | None = None) -> dict:
+    """Train one configuration and return its metrics (raises on failure); the profiler trace goes to trace_path."""
     ids, lengths, labels = load_split(data_dir, "train")
     batches = make_batches(ids, lengths, labels, cfg.batch_size, cfg.shape_regime, cfg.seed, device, cfg.max_epoch_steps)
     if cfg.shape_regime == "dynamic-marked":
@@ -187,10 +352,11 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
     set_precision(cfg.precision)
     torch._dynamo.reset()  # a no-op in a fresh process; keeps in-process callers (tests) independent
     torch._dynamo.config.recompile_limit = cfg.recompile_limit
-    model, optimizer = new_model(model_cfg, cfg, device)
+    subject_cfg = dataclasses.replace(model_cfg, pooling="nonzero") if cfg.compile_scope == "graph-break" else model_cfg
+    compiled_step = cfg.compile_mode != "eager" and cfg.compile_scope == "step"
+    model, optimizer = new_model(subject_cfg, cfg, device, tensor_lr=compiled_step)
     watch = CompileWatch().start()
-    compiled = compile_model(model, cfg.compile_mode, **compile_kwargs(cfg.shape_regime))
-    step = make_step(compiled, optimizer, cfg.precision, device, eager_model=model, watch=watch)
+    step = build_step(model, optimizer, cfg, device, watch)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     losses: dict[str, list[torch.Tensor]] = {"subject": [], "reference": []}
@@ -204,6 +370,16 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
     block = interleaved_block({"subject": step, "reference": ref_step}, batches, cfg.timed_steps,
                               cfg.interleave_chunk, device, losses)
     compile_report = watch.report()  # after the block: eager fallbacks there count too
+    # Evidence after the timing: a failure here is noted in the record, the timings above are kept.
+    errors: dict[str, str] = {}
+    phases = guarded("phases", errors, lambda: phase_split({"subject": step, "reference": ref_step}, batches,
+                                                           PHASE_STEPS, device)) or {"subject": {}, "reference": {}}
+    profile = {name: guarded(f"{name}_profile", errors, lambda s=s, t=t: profile_steps(
+                   lambda i: s(batches[i % len(batches)]), PROFILE_STEPS, device, t))
+               for name, s, t in (("subject", step, trace_path), ("reference", ref_step, None))}
+    inference = {}
+    if cfg.shape_regime == "static" and cfg.compile_scope == "module":
+        inference = guarded("inference", errors, lambda: inference_block(model, ref_model, cfg, batches, device)) or {}
 
     loss_values = check_finite(losses["subject"], "measured model")
     check_finite(losses["reference"], "eager reference")
@@ -237,9 +413,24 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
         "eval_accuracy": eval_accuracy(model, eval_batches, cfg.precision, device),
         "peak_memory_bytes": peak,
         **compile_report,
+        **inference,
+        **{f"{k}": v for k, v in phases["subject"].items()},
+        **{f"reference_{k}": v for k, v in phases["reference"].items()},
+        "evidence_errors": errors,
+        "profile": profile["subject"],
+        "reference_profile": profile["reference"],
         "step_times_ms": step_ms,
         "reference_step_times_ms": ref_ms,
     }
+
+
+def guarded(name: str, errors: dict, fn):
+    """fn() or, if it raises, None with the error noted under `name` (for measurements after the timed block)."""
+    try:
+        return fn()
+    except Exception as exc:
+        errors[name] = f"{classify_failure(exc)}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+        return None
 
 
 def classify_failure(exc: BaseException) -> str:
@@ -274,7 +465,8 @@ def compiler_settings(device: torch.device) -> dict:
 
 
 def run_and_record(
-    model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device: str | None = None, threads: int | None = None
+    model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device: str | None = None, threads: int | None = None,
+    trace_path: str | Path | None = None,
 ) -> dict:
     """Measure one configuration; a failure becomes the record's status, never an exception."""
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -289,7 +481,7 @@ def run_and_record(
         "metrics": {},
     }
     try:
-        record["metrics"] = measure(model_cfg, cfg, data_dir, dev)
+        record["metrics"] = measure(model_cfg, cfg, data_dir, dev, trace_path)
     except Exception as exc:  # recorded as this configuration's outcome; the study goes on
         record["status"] = classify_failure(exc)
         # the first lines carry the cause (a violated guard, an OOM size); the rest is advice

@@ -57,7 +57,7 @@ def test_failed_configurations_are_recorded_and_the_study_completes(tmp_path):
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
 
-    rec = {bs: json.loads((tmp_path / f"results/cpu/runs/static/fp32/eager/bs{bs}/r0.json").read_text()) for bs in (8, 16, 32)}
+    rec = {bs: json.loads((tmp_path / f"results/cpu/runs/static/fp32/eager/module/bs{bs}/r0.json").read_text()) for bs in (8, 16, 32)}
     assert rec[8]["status"] == "ok" and rec[8]["metrics"]["steady_step_ms"] > 0
     assert rec[32]["status"] == "oom" and "out of memory" in rec[32]["error"]
     assert rec[16]["status"] == "compile_error" and "injected compiler failure" in rec[16]["error"]

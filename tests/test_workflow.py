@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import subprocess
@@ -37,14 +38,30 @@ def shipped_config() -> dict:
 
 def test_grid_expansion_of_the_shipped_gpu_grid():
     runs = grid.expand(shipped_config()["grids"]["cuda"])
-    # modes: (6 eager + 6 default + 6 reduce-overhead + 2 max-autotune) x 2 precisions x 3 repeats = 120
+    # modes: (6 eager + 6 default + 6 reduce-overhead + 2 max-autotune + 2 max-autotune-no-cudagraphs)
+    #   x 3 precisions x 3 repeats = 198
     # shapes: 8 regimes (3 bucket sets); eager runs 5 of them (not dynamic-true/false/marked);
     #   (5 + 8 + 8) x 2 batch sizes x 3 repeats = 126, of which 18 (static bf16, batch 64/256) are in modes
-    assert len(runs) == 120 + 126 - 18
-    assert ("max-autotune", 128, "static", "bf16", 0) not in runs  # max-autotune only at 64 and 512
-    assert ("eager", 64, "dynamic-true", "bf16", 0) not in runs and ("eager", 64, "dynamic", "bf16", 0) in runs
-    assert ("default", 256, "bucketed-64-128", "bf16", 2) in runs
-    assert runs[("default", 64, "static", "bf16", 0)]["sub_grid"] == "modes"
+    # scopes: (eager + default x 5 scopes) x 2 batch sizes x 3 repeats = 36, of which 12 (module) are in modes
+    assert len(runs) == 198 + 126 - 18 + 36 - 12
+    assert ("max-autotune", "module", 128, "static", "bf16", 0) not in runs  # max-autotune only at 32 and 512
+    assert ("max-autotune-no-cudagraphs", "module", 512, "static", "fp32", 2) in runs
+    assert ("eager", "module", 64, "dynamic-true", "bf16", 0) not in runs
+    assert ("eager", "module", 64, "dynamic", "bf16", 0) in runs
+    assert ("eager", "forward", 32, "static", "bf16", 0) not in runs  # eager is every scope's reference
+    assert ("default", "backward", 512, "static", "bf16", 1) in runs
+    assert ("default", "module", 256, "bucketed-64-128", "bf16", 2) in runs
+    assert runs[("default", "module", 64, "static", "bf16", 0)]["sub_grid"] == "modes"
+
+
+def test_one_side_scopes_run_in_default_mode_only():
+    runs = grid.expand([{"name": "g", "compile_mode": ["eager", "default", "reduce-overhead"],
+                         "compile_scope": ["module", "forward", "step"], "batch_size": [8], "shape_regime": ["static"],
+                         "precision": ["fp32"], "repeats": 1, "warmup_steps": 1, "timed_steps": 2,
+                         "max_epoch_steps": None, "interleave_chunk": 1, "recompile_limit": 8}])
+    assert sorted((k[0], k[1]) for k in runs) == [
+        ("default", "forward"), ("default", "module"), ("default", "step"), ("eager", "module"),
+        ("reduce-overhead", "module"), ("reduce-overhead", "step")]
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -74,12 +91,14 @@ def test_tiny_study_end_to_end(tmp_path):
     cfg["grids"]["cpu"] = [{"name": "tiny", "compile_mode": ["eager", "default"], "batch_size": [16],
                             "shape_regime": ["static"], "precision": ["fp32"], "repeats": 1, "warmup_steps": 2,
                             "timed_steps": 6, "interleave_chunk": 3, "max_epoch_steps": 4}]
+    cfg["claims"] = {"mlp": {"cpu": {"batch_sizes": [8], "steps": 5, "repeats": 2}}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     profile = ["--workflow-profile", str(REPO / "profiles" / "default"), "--cores", "2"]
     res = snakemake(*profile, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
 
-    records = {p.parent.parent.name: json.loads(p.read_text()) for p in (tmp_path / "results/cpu/runs").rglob("*.json")}
+    runs = tmp_path / "results/cpu/runs"
+    records = {p.parent.parent.parent.name: json.loads(p.read_text()) for p in runs.rglob("r0.json")}
     assert set(records) == {"eager", "default"} and all(r["status"] == "ok" for r in records.values())
     assert records["default"]["metrics"]["graphs_compiled"] == 1 and records["eager"]["metrics"]["graphs_compiled"] == 0
     m = records["default"]["metrics"]
@@ -91,6 +110,19 @@ def test_tiny_study_end_to_end(tmp_path):
     assert ("AG News test split (7,600 rows)" if real else "SYNTHETIC") in paper
     row = f"| fp32 | 16 | default | 1/1 | {m['steady_step_ms']:,.2f} | {m['reference_step_ms']:,.2f} | {m['in_process_speedup']:,.2f}× |"
     assert row in paper
-    for name in ("speedup", "regimes", "buckets", "timeline"):
+    for name in ("speedup", "regimes", "buckets", "timeline", "kernels"):
         assert (tmp_path / f"paper/figures/{name}.png").stat().st_size > 10_000
+    # profiler evidence: a trace per run, its per-step numbers in the record and the paper
+    trace = json.loads(gzip.decompress((runs / "static/fp32/default/module/bs16/r0.trace.json.gz").read_bytes()))
+    assert trace["traceEvents"] and m["profile"]["kernels_per_step"] > 0
+    assert m["reference_profile"]["kernels_per_step"] > m["profile"]["kernels_per_step"]  # Inductor fused ops away
+    assert f"| fp32 | 16 | default | {m['profile']['kernels_per_step']:,.0f} | {m['reference_profile']['kernels_per_step']:,.0f} |" in paper
+    # the claims table: computed verdicts, the MLP benchmark measured, what the grid lacks said so
+    claims = pd.read_csv(tmp_path / "results/cpu/claims.csv").set_index("claim")
+    assert len(claims) == 6 and "## Common claims, checked" in paper
+    mlp = json.loads((tmp_path / "results/cpu/claims/mlp.json").read_text())
+    assert mlp["rows"][0]["status"] == "ok" and f"{mlp['rows'][0]['proper_speedup']:.2f}×" in paper
+    dynamic = claims.loc[claims.index.str.startswith("Dynamic shapes")].iloc[0]
+    assert dynamic.verdict == "not measured"  # the tiny grid has no dynamic-shape run
+    assert m["inference_speedup"] == pytest.approx(m["inference_reference_step_ms"] / m["inference_step_ms"])
     assert "Nothing to be done" in snakemake("-n", *profile, cwd=tmp_path).stdout  # a rerun redoes nothing

@@ -14,15 +14,18 @@ rule measure_peak:
 
 
 rule summarize:
-    """All run records -> per-configuration table with speedups over eager."""
+    """All run records -> per-configuration table with speedups over eager, and the claims checked."""
     input:
         records=run_records,
         peak=f"results/{DEVICE}/peak.json",
         parity=parity_records,
+        mlp=rules.mlp_claim.output[0],
+        facts=f"{DATA_DIR}/facts.json",
     output:
         summary=f"results/{DEVICE}/summary.csv",
         parity=f"results/{DEVICE}/parity.csv",
         environment=f"results/{DEVICE}/environment.json",
+        claims=f"results/{DEVICE}/claims.csv",
     log:
         f"logs/{DEVICE}/summarize.log",
     script:

@@ -36,7 +36,8 @@ DATA_FILES = [
     for part in ("ids", "lengths", "labels")
 ] + [f"{DATA_DIR}/tokenizer.json", f"{DATA_DIR}/facts.json"]
 PAPER_TEMPLATE = os.path.join(workflow.basedir, "paper", "templates", "paper.md.j2")
-RUN_RECORD = f"results/{DEVICE}/runs/{{shape_regime}}/{{precision}}/{{compile_mode}}/bs{{batch_size}}/r{{repeat}}.json"
+RUN_RECORD = f"results/{DEVICE}/runs/{{shape_regime}}/{{precision}}/{{compile_mode}}/{{compile_scope}}/bs{{batch_size}}/r{{repeat}}.json"
+RUN_TRACE = RUN_RECORD.replace(".json", ".trace.json.gz")  # torch.profiler trace of a few steady-state steps
 
 
 RUNS = grid.expand(config["grids"][DEVICE])  # run key -> its sub-grid's step settings
@@ -55,7 +56,7 @@ PARITY_RECORD = f"results/{DEVICE}/parity/{{precision}}/{{compile_mode}}.json"
 
 def parity_records(wildcards=None):
     """One parity check per compiled mode and precision that the device's grid runs."""
-    pairs = {(key[3], key[0]) for key in RUNS if key[0] != "eager"}
+    pairs = {(key[4], key[0]) for key in RUNS if key[0] != "eager"}
     return [PARITY_RECORD.format(precision=p, compile_mode=m) for p, m in sorted(pairs)]
 
 
@@ -67,7 +68,7 @@ def cold_run_record(wildcards):
 
 
 def inductor_cache_dir(wildcards):
-    return "resources/inductor_cache/{}/{shape_regime}-{precision}-{compile_mode}-bs{batch_size}".format(
+    return "resources/inductor_cache/{}/{shape_regime}-{precision}-{compile_mode}-{compile_scope}-bs{batch_size}".format(
         DEVICE, **dict(wildcards.items())
     )
 
@@ -76,6 +77,7 @@ def run_params(wildcards):
     """The RunConfig fields of one job: its wildcards plus its sub-grid's step settings."""
     key = (
         wildcards.compile_mode,
+        wildcards.compile_scope,
         int(wildcards.batch_size),
         wildcards.shape_regime,
         wildcards.precision,

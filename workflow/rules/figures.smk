@@ -1,5 +1,5 @@
 rule figures:
-    """Speedup, shape regimes, bucket sweep and step timeline (plotting only: never reruns a GPU job)."""
+    """Speedup, shape regimes, bucket sweep, step timeline and kernels per step (plotting only: never reruns a GPU job)."""
     input:
         summary=f"results/{DEVICE}/summary.csv",
         environment=f"results/{DEVICE}/environment.json",
@@ -9,6 +9,7 @@ rule figures:
         multiext("paper/figures/regimes", ".png", ".pdf"),
         multiext("paper/figures/buckets", ".png", ".pdf"),
         multiext("paper/figures/timeline", ".png", ".pdf"),
+        multiext("paper/figures/kernels", ".png", ".pdf"),
     log:
         f"logs/{DEVICE}/figures.log",
     script:

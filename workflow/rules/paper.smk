@@ -1,9 +1,10 @@
 rule paper:
-    """Fill the Jinja2 template with the summary, the figure and the data/environment facts."""
+    """Fill the Jinja2 template with the summary, the claims, the figures and the data/environment facts."""
     input:
         template=PAPER_TEMPLATE,
         summary=f"results/{DEVICE}/summary.csv",
         parity=f"results/{DEVICE}/parity.csv",
+        claims=f"results/{DEVICE}/claims.csv",
         environment=f"results/{DEVICE}/environment.json",
         facts=f"{DATA_DIR}/facts.json",
         figures=rules.figures.output,

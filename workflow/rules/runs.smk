@@ -1,5 +1,6 @@
 wildcard_constraints:
-    compile_mode="eager|default|reduce-overhead|max-autotune",
+    compile_mode="eager|default|reduce-overhead|max-autotune(-no-cudagraphs)?",
+    compile_scope="module|forward|backward|step|graph-break",
     precision="fp32|tf32|bf16",
     shape_regime=r"static|dynamic(-true|-false|-marked)?|bucketed(-\d+)+",
     batch_size=r"\d+",
@@ -12,7 +13,8 @@ rule train_run:
         data=DATA_FILES,
         cold_run=cold_run_record,
     output:
-        RUN_RECORD,
+        record=RUN_RECORD,
+        trace=RUN_TRACE,
     log:
         RUN_RECORD.replace("results/", "logs/").replace(".json", ".log"),
     threads: workflow.cores

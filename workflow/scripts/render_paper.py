@@ -8,4 +8,4 @@ from compile_study.stages import paper_stage
 redirect_output(snakemake.log[0])
 inp = snakemake.input
 paper_stage(inp.template, inp.summary, inp.parity, inp.environment, inp.facts, os.path.dirname(inp.figures[0]), snakemake.output[0],
-            snakemake.params.config, snakemake.params.device)
+            snakemake.params.config, snakemake.params.device, inp.claims)

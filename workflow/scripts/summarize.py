@@ -6,4 +6,6 @@ from compile_study.stages import summary_stage
 redirect_output(snakemake.log[0])
 out = snakemake.output
 inp = snakemake.input
-print(summary_stage(inp.records, inp.peak, inp.parity, out.summary, out.parity, out.environment).to_string())
+summary = summary_stage(inp.records, inp.peak, inp.parity, inp.mlp, inp.facts, out.summary, out.parity, out.environment,
+                        out.claims)
+print(summary.to_string())

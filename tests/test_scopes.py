@@ -1,0 +1,90 @@
+"""Compile scopes: one side of the graph pair, the whole step, a deliberate graph break (CPU, tiny model)."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from compile_study.compile_stats import CompileWatch
+from compile_study.model import ModelConfig, TextClassifier
+from compile_study.profiling import profile_steps
+from compile_study.train import RunConfig, build_step, new_model, phase_split
+
+from .conftest import TINY_MODEL
+from .test_shapes import batch
+
+CPU = torch.device("cpu")
+BATCHES = [batch(16) for _ in range(4)]
+MODEL = ModelConfig(vocab_size=100, **TINY_MODEL)
+
+
+def train(scope: str, mode: str = "default", model_cfg: ModelConfig = MODEL) -> dict:
+    """Four steps of `scope` -> losses, the compile report and a CPU profile of two more steps."""
+    torch._dynamo.reset()
+    run = RunConfig(mode, 4, "static", "fp32", 0, compile_scope=scope, lr=1e-3)
+    model, opt = new_model(model_cfg, run, CPU, tensor_lr=scope == "step" and mode != "eager")
+    watch = CompileWatch().start()
+    step = build_step(model, opt, run, CPU, watch)
+    losses = torch.stack([step(b) for b in BATCHES])
+    report = watch.report()
+    profile = profile_steps(lambda i: step(BATCHES[i]), 2, CPU)
+    return {"losses": losses, "report": report, "profile": profile, "step": step}
+
+
+@pytest.fixture(scope="module")
+def eager():
+    return train("module", "eager")
+
+
+@pytest.mark.parametrize("scope", ["forward", "backward"])
+def test_one_side_compiles_only_that_side_and_trains_like_eager(scope, eager):
+    module = train("module")
+    one_side = train(scope)
+    torch.testing.assert_close(one_side["losses"], eager["losses"], rtol=1e-4, atol=1e-5)
+    assert one_side["report"]["graphs_compiled"] == 1 and one_side["report"]["graph_breaks"] == 0
+    # the uncompiled side runs its aten ops one by one: more operators per step than the whole module compiled,
+    # fewer than eager only where Inductor fused something (the compiled side)
+    assert one_side["profile"]["kernels_per_step"] > module["profile"]["kernels_per_step"]
+
+
+def test_the_uncompiled_side_is_not_served_from_a_module_compile_in_the_cache():
+    """AOTAutograd's cache does not key on the inner compiler; a `module` compile of the same graph must not
+    hand its compiled backward to the `forward` scope (compile_model switches that cache off)."""
+    module, forward = train("module"), train("forward")
+    assert forward["profile"]["kernels_per_step"] > module["profile"]["kernels_per_step"]
+
+
+def test_whole_step_compiles_forward_backward_and_optimizer(eager):
+    step = train("step")
+    torch.testing.assert_close(step["losses"], eager["losses"], rtol=1e-4, atol=1e-5)
+    r = step["report"]
+    assert r["graph_breaks"] >= 1 and any("backward" in reason for reason in r["graph_break_reasons"])
+    assert r["graphs_compiled"] >= 2  # forward+loss, then the optimizer step after the break
+    # the optimizer's per-parameter ops are fused too: far fewer operators than eager
+    assert step["profile"]["kernels_per_step"] < eager["profile"]["kernels_per_step"] / 2
+    phases = phase_split({"s": step["step"]}, BATCHES, 2, CPU)["s"]
+    assert phases == {"forward_ms": None, "backward_ms": None, "optimizer_ms": None}  # one compiled call: no phases
+
+
+def test_nonzero_pooling_breaks_the_graph_once_and_computes_the_same_model(eager):
+    nonzero = dataclasses.replace(MODEL, pooling="nonzero")
+    torch.manual_seed(0)
+    a, b = TextClassifier(MODEL).eval(), TextClassifier(nonzero).eval()
+    b.load_state_dict(a.state_dict())
+    ids = BATCHES[0].ids.clone()
+    ids[:, 10:] = 0  # padding: the pooling must skip it either way
+    torch.testing.assert_close(a(ids), b(ids))
+    broken = train("graph-break", model_cfg=nonzero)
+    r = broken["report"]
+    assert r["graph_breaks"] == 1 and r["graphs_compiled"] == 2
+    torch.testing.assert_close(broken["losses"], eager["losses"], rtol=1e-4, atol=1e-5)
+
+
+def test_phase_split_times_forward_backward_and_optimizer(eager):
+    phases = phase_split({"eager": eager["step"]}, BATCHES, 3, CPU)["eager"]
+    assert set(phases) == {"forward_ms", "backward_ms", "optimizer_ms"} and all(v > 0 for v in phases.values())
+
+
+def test_one_side_scopes_refuse_other_modes():
+    with pytest.raises(ValueError, match="default only"):
+        RunConfig("reduce-overhead", 4, "static", "fp32", 0, compile_scope="forward")

@@ -1,0 +1,28 @@
+"""Snakemake shim checking the two-layer MLP claim: batch sizes -> one JSON (see compile_study/mlp_claim.py)."""
+
+from compile_study.isolation import bound_threads, claim_gpu
+from compile_study.logs import redirect_output
+
+redirect_output(snakemake.log[0])
+bound_threads(snakemake.threads)  # before torch is imported
+gpu_lock = claim_gpu("resources/locks")  # held until the process ends
+
+import torch  # noqa: E402
+
+from compile_study.env import collect  # noqa: E402
+from compile_study.io import write_json_atomic  # noqa: E402
+from compile_study.mlp_claim import run  # noqa: E402
+
+device = torch.device(snakemake.params.device)
+torch.set_num_threads(snakemake.threads)
+params = snakemake.params
+result = run(
+    [int(bs) for bs in params.batch_sizes],
+    device,
+    steps=int(params.get("steps", 100)),
+    repeats=int(params.get("repeats", 5)),
+    seed=int(params.get("seed", 0)),
+)
+result["env"] = collect(device)
+print([(row["batch_size"], row["status"], row.get("proper_speedup")) for row in result["rows"]])
+write_json_atomic(snakemake.output[0], result)

@@ -188,6 +188,7 @@ def regime_rows(summary: pd.DataFrame) -> list[dict]:
         rows.append({
             "batch_size": int(r["batch_size"]), "compile_mode": r["compile_mode"], "shape_regime": r["shape_regime"],
             "tokens_per_s": fmt(r["real_tokens_per_s"], 0) if ok else failure_cell(r),
+            "gain": fmt(r["gain_over_eager_static"], 2, "×") if ok else "—",
             **speedup_cells(r),
             "cold_compile_s": fmt(r["cold_compile_s"], 1) if compiled and ok else "—",
             "graphs": fmt(r["graphs_compiled"], 0) if compiled and ok else "—",

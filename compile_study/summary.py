@@ -32,7 +32,7 @@ SCALAR_METRICS = [
     "graphs_compiled", "recompiles", "eager_fallback_steps", "cudagraph_recordings", "compile_events_s",
     "graph_breaks", "generated_kernels", "inference_step_ms", "inference_reference_step_ms", "inference_speedup",
     "inference_warmup_s", "forward_ms", "backward_ms", "optimizer_ms", "reference_forward_ms", "reference_backward_ms",
-    "reference_optimizer_ms",
+    "reference_optimizer_ms", "eager_static_real_tokens_per_s", "gain_over_eager_static",
 ]
 # torch.profiler numbers per step (profiling.py), for the subject (`profile_*`) and the eager reference
 PROFILE_METRICS = ["kernels_per_step", "idle_fraction", "cpu_ms_per_step", "device_busy_ms_per_step", "wall_ms_per_step",
@@ -121,6 +121,8 @@ def summarize(records: pd.DataFrame) -> pd.DataFrame:
         row["step_cv_across_repeats"] = ok.steady_step_ms.std() / ok.steady_step_ms.mean() if len(ok) > 1 else np.nan
         row["speedup"] = ok.in_process_speedup.median() if len(ok) else np.nan
         row["speedup_ci_low"], row["speedup_ci_high"] = median_ci(ok.in_process_speedup) if len(ok) else (np.nan,) * 2
+        gain = pd.to_numeric(ok.gain_over_eager_static, errors="coerce").dropna()
+        row["gain_ci_low"], row["gain_ci_high"] = median_ci(gain) if len(gain) else (np.nan,) * 2
         inf = pd.to_numeric(ok.inference_speedup, errors="coerce").dropna()
         row["inference_speedup_ci_low"], row["inference_speedup_ci_high"] = median_ci(inf) if len(inf) else (np.nan,) * 2
         for phase in ("forward", "backward", "optimizer"):  # per phase, eager reference / subject, same process

@@ -319,14 +319,16 @@ def run_epochs(step, batches: list[Batch], warmup: int, device, watch: CompileWa
     }
 
 
-def interleaved_block(steps: dict, batches: list[Batch], n: int, chunk: int, device, losses: dict) -> dict:
-    """n steps of each named step function, alternating in chunks over the same batches."""
+def interleaved_block(steps: dict, batches: list[Batch] | dict, n: int, chunk: int, device, losses: dict) -> dict:
+    """n steps of each named step function, alternating in chunks, over the same batches (or, given a dict,
+    each name over its own batches)."""
     times = {name: [] for name in steps}
     walls = dict.fromkeys(steps, 0.0)
     for start in range(0, n, chunk):
         k = min(chunk, n - start)
         for name, step in steps.items():
-            ms, wall = time_steps(lambda i: losses[name].append(step(batches[(start + i) % len(batches)])), k, device)
+            own = batches[name] if isinstance(batches, dict) else batches
+            ms, wall = time_steps(lambda i: losses[name].append(step(own[(start + i) % len(own)])), k, device)
             times[name] += ms
             walls[name] += wall
     return {"times": times, "walls": walls}
@@ -367,8 +369,14 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
     ref_step = make_step(ref_model, ref_optimizer, cfg.precision, device)
     for b in batches[: cfg.warmup_steps]:  # untimed: the reference's own first steps
         ref_step(b)
-    block = interleaved_block({"subject": step, "reference": ref_step}, batches, cfg.timed_steps,
-                              cfg.interleave_chunk, device, losses)
+    participants, own_batches = {"subject": step, "reference": ref_step}, {"subject": batches, "reference": batches}
+    if cfg.shape_regime != "static":
+        # a common yardstick for every regime: the eager reference on statically padded batches, same process
+        own_batches["static_reference"] = make_batches(ids, lengths, labels, cfg.batch_size, "static", cfg.seed, device,
+                                                       cfg.max_epoch_steps)
+        participants["static_reference"] = ref_step
+        losses["static_reference"] = []
+    block = interleaved_block(participants, own_batches, cfg.timed_steps, cfg.interleave_chunk, device, losses)
     compile_report = watch.report()  # after the block: eager fallbacks there count too
     # Evidence after the timing: a failure here is noted in the record, the timings above are kept.
     errors: dict[str, str] = {}
@@ -383,6 +391,9 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
 
     loss_values = check_finite(losses["subject"], "measured model")
     check_finite(losses["reference"], "eager reference")
+    static_name = "static_reference" if "static_reference" in block["walls"] else "reference"
+    static_timed = [own_batches[static_name][i % len(own_batches[static_name])] for i in range(cfg.timed_steps)]
+    static_tokens_per_s = sum(b.real_tokens for b in static_timed) / block["walls"][static_name]
     step_ms, ref_ms = block["times"]["subject"], block["times"]["reference"]
     wall = block["walls"]["subject"]
     timed = [batches[i % len(batches)] for i in range(cfg.timed_steps)]
@@ -399,6 +410,10 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
         "samples_per_s": sum(b.real_rows for b in timed) / wall,
         "real_tokens_per_s": sum(b.real_tokens for b in timed) / wall,
         "padded_tokens_per_s": sum(b.ids.numel() for b in timed) / wall,
+        # real tokens/s over the eager reference's on static batches in the same process: the regime's gain
+        # from padding and compilation together, on one yardstick for every regime
+        "eager_static_real_tokens_per_s": static_tokens_per_s,
+        "gain_over_eager_static": sum(b.real_tokens for b in timed) / wall / static_tokens_per_s,
         "padding_fraction": padding_fraction(batches),
         "distinct_shapes": len({tuple(b.ids.shape) for b in batches}),
         "train_flops_per_step": flops / cfg.timed_steps,

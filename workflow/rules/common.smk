@@ -37,7 +37,9 @@ DATA_FILES = [
 ] + [f"{DATA_DIR}/tokenizer.json", f"{DATA_DIR}/facts.json"]
 PAPER_TEMPLATE = os.path.join(workflow.basedir, "paper", "templates", "paper.md.j2")
 RUN_RECORD = f"results/{DEVICE}/runs/{{shape_regime}}/{{precision}}/{{compile_mode}}/{{compile_scope}}/bs{{batch_size}}/r{{repeat}}.json"
-RUN_TRACE = RUN_RECORD.replace(".json", ".trace.json.gz")  # torch.profiler trace of a few steady-state steps
+RUN_TRACE = RUN_RECORD.replace(
+    ".json", ".trace.json.gz"
+)  # torch.profiler trace of a few steady-state steps
 
 
 RUNS = grid.expand(config["grids"][DEVICE])  # run key -> its sub-grid's step settings

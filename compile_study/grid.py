@@ -1,12 +1,20 @@
-"""The study's grid: the configured sub-grids of a device, expanded into one entry per run."""
+"""The study's grid: the configured sub-grids of a device, expanded into one entry per run.
+
+The records of one sub-grid, as Snakemake targets (to run part of a study first):
+
+    snakemake --cores all $(python -m compile_study.grid --device cuda --sub-grid modes config.yaml)
+"""
 
 from __future__ import annotations
 
+import argparse
 import itertools
+from pathlib import Path
 
 RUN_KEYS = ("compile_mode", "compile_scope", "batch_size", "shape_regime", "precision", "repeat")
 ONE_SIDE_SCOPES = ("forward", "backward")  # Inductor on one side of the graph pair: default mode only
 STEP_KEYS = ("warmup_steps", "timed_steps", "max_epoch_steps", "interleave_chunk", "recompile_limit")
+RECORD_PATTERN = "results/{device}/runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}.json"
 
 
 def shape_regimes(grid: dict) -> list[str]:
@@ -42,3 +50,39 @@ def expand(grids: list[dict]) -> dict[tuple, dict]:
                 continue
             runs.setdefault((mode, scope, bs, regime, precision, repeat), steps)
     return runs
+
+
+def record_path(device: str, key: tuple) -> str:
+    return RECORD_PATTERN.format(device=device, **dict(zip(RUN_KEYS, key)))
+
+
+def merge(config: dict, overlay: dict) -> dict:
+    """Overlay into config, recursively for mappings (lists are replaced), as Snakemake merges --configfile."""
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            merge(config[key], value)
+        else:
+            config[key] = value
+    return config
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Print the run records of a device's grid (Snakemake targets).")
+    parser.add_argument("configs", nargs="+", help="config.yaml, then overlays (later files win, key by key at the top)")
+    parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
+    parser.add_argument("--sub-grid", action="append", help="only these sub-grids (repeatable); default: all")
+    args = parser.parse_args(argv)
+    import yaml
+    from snakemake.utils import validate
+
+    config: dict = {}
+    for path in args.configs:
+        merge(config, yaml.safe_load(Path(path).read_text()))
+    validate(config, str(Path(__file__).parents[1] / "workflow" / "schemas" / "config.schema.yaml"))
+    for key, steps in expand(config["grids"][args.device]).items():
+        if not args.sub_grid or steps["sub_grid"] in args.sub_grid:
+            print(record_path(args.device, key))
+
+
+if __name__ == "__main__":
+    main()

@@ -36,7 +36,7 @@ DATA_FILES = [
     for part in ("ids", "lengths", "labels")
 ] + [f"{DATA_DIR}/tokenizer.json", f"{DATA_DIR}/facts.json"]
 PAPER_TEMPLATE = os.path.join(workflow.basedir, "paper", "templates", "paper.md.j2")
-RUN_RECORD = f"results/{DEVICE}/runs/{{shape_regime}}/{{precision}}/{{compile_mode}}/{{compile_scope}}/bs{{batch_size}}/r{{repeat}}.json"
+RUN_RECORD = grid.RECORD_PATTERN.replace("{device}", DEVICE)
 RUN_TRACE = RUN_RECORD.replace(
     ".json", ".trace.json.gz"
 )  # torch.profiler trace of a few steady-state steps

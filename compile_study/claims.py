@@ -31,6 +31,16 @@ def _range(values) -> str:
     return f"{min(v):.2f}×" if min(v) == max(v) else f"{min(v):.2f}–{max(v):.2f}×"
 
 
+def _x(value: float) -> str:
+    return f"{value:.2f}×" if isinstance(value, (int, float)) and math.isfinite(value) else "not measured"
+
+
+def _count_verdict(flags: pd.Series, what: str) -> str:
+    """holds / does not hold / depends, with how many of the configurations showed `what`."""
+    n, k = len(flags), int(flags.sum())
+    return "holds" if k == n else "does not hold" if k == 0 else f"depends ({what} in {k} of {n})"
+
+
 def _static_module(summary: pd.DataFrame) -> pd.DataFrame:
     s = _ok(summary)
     return s[(s.shape_regime == "static") & (s.compile_scope == "module")]
@@ -45,7 +55,7 @@ def training_claim(summary: pd.DataFrame) -> dict:
         return {"claim": claim, "verdict": NOT_MEASURED, "evidence": "no default-mode run with static shapes"}
     lo, hi = TRAIN_CLAIM
     inside = default.speedup.between(lo, hi)
-    verdict = "holds" if inside.all() else ("does not hold" if not inside.any() else "depends")
+    verdict = _count_verdict(inside, "within 1.2–1.4×")
     parts = [f"default: {_range(default.speedup)} over {len(default)} configurations ({int(inside.sum())} within 1.2–1.4×)"]
     for mode in sorted(set(s.compile_mode) - {"eager", "default"}):
         parts.append(f"{mode}: {_range(s[s.compile_mode == mode].speedup)}")
@@ -116,8 +126,9 @@ def dynamic_claim(summary: pd.DataFrame) -> dict:
         limit = f", recompile limit hit ({int(r.eager_fallback_steps)} eager steps)" if r.recompile_limit_hit else ""
         gain = f"; {r.gain_over_eager_static:.2f}× eager-static tokens/s" if math.isfinite(r.gain_over_eager_static) else ""
         parts.append(f"{r.compile_mode} {r.shape_regime} bs{int(r.batch_size)}: {int(r.graphs_compiled)} graphs for "
-                     f"{int(r.distinct_shapes)} shapes{limit}, {r.speedup:.2f}× over eager (static {ref:.2f}×){gain}")
-    verdict = "holds" if not fails else ("does not hold" if not holds else "depends")
+                     f"{int(r.distinct_shapes)} shapes{limit}, {r.speedup:.2f}× over eager (static: {_x(ref)}){gain}")
+    verdict = "holds" if not fails else ("does not hold" if not holds else
+                                         f"depends (holds for {', '.join(sorted(set(holds)))})")
     return {"claim": claim, "verdict": verdict, "evidence": "; ".join(parts)}
 
 
@@ -134,7 +145,7 @@ def forward_only_claim(summary: pd.DataFrame) -> dict:
     if module.empty:
         return {"claim": claim, "verdict": NOT_MEASURED, "evidence": "no phase split of a compiled module"}
     less = module.backward_speedup < module.forward_speedup
-    verdict = "holds" if less.all() else ("does not hold" if not less.any() else "depends")
+    verdict = _count_verdict(less, "the backward gains less")
     parts = []
     for _, r in module.sort_values(["precision", "batch_size"]).iterrows():
         key = (r.precision, r.batch_size)

@@ -41,7 +41,7 @@ def speedup_vs_batch_size(summary: pd.DataFrame, title: str, stem: Path) -> None
         if eager.aa_band.notna().any():
             ax.fill_between(eager.batch_size, 1 / eager.aa_band, eager.aa_band, color="grey", alpha=0.25,
                             label="A/A band (eager vs eager)")
-        for mode, g in panel[panel.compile_mode != "eager"].groupby("compile_mode"):
+        for mode, g in panel[panel.compile_mode != "eager"].dropna(subset=["speedup"]).groupby("compile_mode"):
             err = np.vstack([g.speedup - g.speedup_ci_low, g.speedup_ci_high - g.speedup]).clip(min=0)
             ax.errorbar(g.batch_size, g.speedup, yerr=err if np.isfinite(err).all() else None, marker="o",
                         capsize=3, label=mode)
@@ -98,7 +98,7 @@ def timeline(record_paths: list[str | Path], title: str, stem: Path) -> None:
     """Epoch-1 step times vs step index for each regime (repeat 0 of one batch size), new graphs marked."""
     recs = [json.loads(Path(p).read_text()) for p in record_paths]
     recs = [r for r in recs if r["status"] == "ok" and r["config"]["repeat"] == 0 and r["config"]["compile_mode"] != "eager"
-            and r["config"].get("compile_scope", "module") == "module"]
+            and r["config"].get("compile_scope", "module") == "module" and "epoch1_step_ms" in r["metrics"]]
     fig, ax = plt.subplots(figsize=(8, 4.2))
     if not recs:
         _empty(ax, "compiled runs")

@@ -8,13 +8,27 @@ The records of one sub-grid, as Snakemake targets (to run part of a study first)
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 from pathlib import Path
 
 RUN_KEYS = ("compile_mode", "compile_scope", "batch_size", "shape_regime", "precision", "repeat")
 ONE_SIDE_SCOPES = ("forward", "backward")  # Inductor on one side of the graph pair: default mode only
-STEP_KEYS = ("warmup_steps", "timed_steps", "max_epoch_steps", "interleave_chunk", "recompile_limit")
+STEP_KEYS = ("warmup_steps", "timed_steps", "max_epoch_steps", "interleave_chunk", "recompile_limit", "phase_steps",
+             "profile_steps")
 RECORD_PATTERN = "results/{device}/runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}.json"
+
+
+SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+@functools.cache
+def grid_defaults() -> dict:
+    """Each sub-grid key's default, from the config schema (the one place defaults are written)."""
+    import yaml
+
+    props = yaml.safe_load(SCHEMA.read_text())["definitions"]["grid"]["properties"]
+    return {k: v["default"] for k, v in props.items() if "default" in v}
 
 
 def shape_regimes(grid: dict) -> list[str]:
@@ -36,6 +50,7 @@ def expand(grids: list[dict]) -> dict[tuple, dict]:
     """
     runs: dict[tuple, dict] = {}
     for grid in grids:
+        grid = grid_defaults() | grid  # stored configs from before a key existed get its default
         autotune_bs = grid.get("max_autotune_batch_sizes")
         steps = {k: grid[k] for k in STEP_KEYS} | {"sub_grid": grid["name"]}
         for mode, scope, bs, regime, precision, repeat in itertools.product(
@@ -78,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     config: dict = {}
     for path in args.configs:
         merge(config, yaml.safe_load(Path(path).read_text()))
-    validate(config, str(Path(__file__).parents[1] / "workflow" / "schemas" / "config.schema.yaml"))
+    validate(config, str(SCHEMA))
     for key, steps in expand(config["grids"][args.device]).items():
         if not args.sub_grid or steps["sub_grid"] in args.sub_grid:
             print(record_path(args.device, key))

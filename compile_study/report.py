@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from pathlib import Path
 
 import jinja2
 import pandas as pd
+
+from compile_study import grid
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]#!|<>~$&%^])")
 _TEX_SPECIAL = {
@@ -200,12 +203,29 @@ def regime_rows(summary: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def make_environment(loader_dir: str | Path) -> jinja2.Environment:
+# LaTeX templates use delimiters that cannot be mistaken for TeX braces
+LATEX_DELIMITERS = dict(block_start_string="((*", block_end_string="*))", variable_start_string="(((",
+                        variable_end_string=")))", comment_start_string="((=", comment_end_string="=))")
+
+
+def missing_runs(summary: pd.DataFrame, grids: list[dict]) -> list[str]:
+    """Configurations of the grid with fewer records than repeats (a stored study cut short; a complete
+    Snakemake study has a record, ok or failed, for every run)."""
+    expected = Counter(key[:-1] for key in grid.expand(grids))
+    have = {(r.compile_mode, r.compile_scope, int(r.batch_size), r.shape_regime, r.precision): int(r.n)
+            for r in summary.itertuples()}
+    return [f"{mode}, {scope}, {regime}, {precision}, batch {bs}: {have.get((mode, scope, bs, regime, precision), 0)} "
+            f"of {n} repeats" for (mode, scope, bs, regime, precision), n in sorted(expected.items(), key=str)
+            if have.get((mode, scope, bs, regime, precision), 0) < n]
+
+
+def make_environment(loader_dir: str | Path, latex: bool = False) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(loader_dir)),
         undefined=jinja2.StrictUndefined,  # a missing value fails the render instead of printing nothing
         keep_trailing_newline=True,
         autoescape=False,
+        **(LATEX_DELIMITERS if latex else {}),
     )
     env.filters |= {"md": md_escape, "tex": tex_escape, "fmt": fmt}
     return env
@@ -225,9 +245,10 @@ def parity_rows(parity: pd.DataFrame) -> list[dict]:
 
 
 def render(template_path: str | Path, summary: pd.DataFrame, parity: pd.DataFrame, environment: dict, facts: dict,
-           context: dict, claims: pd.DataFrame | None = None) -> str:
+           context: dict, claims: pd.DataFrame | None = None, latex: bool = False) -> str:
+    """The paper from its template: Markdown, or LaTeX (latex=True: the template uses LATEX_DELIMITERS)."""
     template_path = Path(template_path)
-    tpl = make_environment(template_path.parent).get_template(template_path.name)
+    tpl = make_environment(template_path.parent, latex).get_template(template_path.name)
     ok = summary[(summary.compile_mode != "eager") & (summary.status == "ok")].dropna(subset=["speedup"])
     best = ok.loc[ok.speedup.idxmax()].to_dict() if len(ok) else None
     failures = [
@@ -253,5 +274,6 @@ def render(template_path: str | Path, summary: pd.DataFrame, parity: pd.DataFram
         facts=facts,
         best=best,
         n_configs=len(summary),
+        missing=missing_runs(summary, context["grids"]) if "grids" in context else [],
         **context,
     )

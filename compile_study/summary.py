@@ -83,7 +83,7 @@ def aa_spread(aa_ratios: np.ndarray) -> float:
         return np.nan
     lo, hi = median_ci(aa_ratios)
     candidates = [r for r in [*aa_ratios, lo, hi] if np.isfinite(r) and r > 0]
-    return float(max(max(r, 1 / r) for r in candidates))
+    return float(max(max(r, 1 / r) for r in candidates)) if candidates else np.nan  # records without the ratio
 
 
 def verdict(low: float, high: float, point: float, band: float) -> str:

@@ -64,8 +64,6 @@ COMPILE_SCOPES = ("module", "forward", "backward", "step", "graph-break")
 ONE_SIDE_SCOPES = ("forward", "backward")  # a custom Inductor backend: default mode only
 PRECISIONS = ("fp32", "tf32", "bf16")
 RECORD_SCHEMA_VERSION = 3
-PHASE_STEPS = 20  # steps per model in the forward/backward/optimizer split
-PROFILE_STEPS = 3  # steps under torch.profiler (after as many unprofiled ones)
 INFERENCE_WARMUP = 3  # eval-mode calls before the inference block (compilation happens there)
 
 
@@ -84,6 +82,8 @@ class RunConfig:
     seed: int = 0
     recompile_limit: int = 8  # torch._dynamo.config.recompile_limit (8 is torch's default)
     compile_scope: str = "module"  # module | forward | backward | step | graph-break (module docstring)
+    phase_steps: int = 20  # steps per model in the forward/backward/optimizer split
+    profile_steps: int = 3  # steps under torch.profiler (after as many unprofiled ones)
 
     def __post_init__(self) -> None:
         if self.compile_mode not in COMPILE_MODES:
@@ -242,11 +242,15 @@ def phase_split(steps: dict, batches: list[Batch], n: int, device: torch.device)
         spans = []
         for i in range(n):
             if device.type == "cuda":
-                marks = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+                marks = [torch.cuda.Event(enable_timing=True)]
                 marks[0].record()
-                it = iter(marks[1:3])
-                step(batches[i % len(batches)], lambda: next(it).record())
-                marks[3].record()
+
+                def mark(marks=marks) -> None:
+                    marks.append(torch.cuda.Event(enable_timing=True))
+                    marks[-1].record()
+
+                step(batches[i % len(batches)], mark)
+                mark()
                 spans.append(marks)
             else:
                 stamps = [time.perf_counter()]
@@ -258,7 +262,7 @@ def phase_split(steps: dict, batches: list[Batch], n: int, device: torch.device)
             ms = [[a.elapsed_time(b) for a, b in zip(m, m[1:])] for m in spans]
         else:
             ms = [[1e3 * (b - a) for a, b in zip(m, m[1:])] for m in spans]
-        ms = [m for m in ms if len(m) == 3]  # a step compiled whole has no phase marks
+        ms = [m for m in ms if len(m) == 3]  # a step compiled whole calls no `mark`: no phases
         out[name] = {
             phase: (statistics.median(m[k] for m in ms) if ms else None)
             for k, phase in enumerate(("forward_ms", "backward_ms", "optimizer_ms"))
@@ -381,9 +385,9 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
     # Evidence after the timing: a failure here is noted in the record, the timings above are kept.
     errors: dict[str, str] = {}
     phases = guarded("phases", errors, lambda: phase_split({"subject": step, "reference": ref_step}, batches,
-                                                           PHASE_STEPS, device)) or {"subject": {}, "reference": {}}
+                                                           cfg.phase_steps, device)) or {"subject": {}, "reference": {}}
     profile = {name: guarded(f"{name}_profile", errors, lambda s=s, t=t: profile_steps(
-                   lambda i: s(batches[i % len(batches)]), PROFILE_STEPS, device, t))
+                   lambda i: s(batches[i % len(batches)]), cfg.profile_steps, device, t))
                for name, s, t in (("subject", step, trace_path), ("reference", ref_step, None))}
     inference = {}
     if cfg.shape_regime == "static" and cfg.compile_scope == "module":

@@ -58,7 +58,8 @@ def test_one_side_scopes_run_in_default_mode_only():
     runs = grid.expand([{"name": "g", "compile_mode": ["eager", "default", "reduce-overhead"],
                          "compile_scope": ["module", "forward", "step"], "batch_size": [8], "shape_regime": ["static"],
                          "precision": ["fp32"], "repeats": 1, "warmup_steps": 1, "timed_steps": 2,
-                         "max_epoch_steps": None, "interleave_chunk": 1, "recompile_limit": 8}])
+                         "max_epoch_steps": None, "interleave_chunk": 1, "recompile_limit": 8,
+                         "phase_steps": 1, "profile_steps": 1}])
     assert sorted((k[0], k[1]) for k in runs) == [
         ("default", "forward"), ("default", "module"), ("default", "step"), ("eager", "module"),
         ("reduce-overhead", "module"), ("reduce-overhead", "step")]

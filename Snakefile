@@ -24,3 +24,4 @@ include: "workflow/rules/paper.smk"
 rule all:
     input:
         "paper/paper.md",
+        "paper/paper.tex",

@@ -249,6 +249,7 @@ def render(template_path: str | Path, summary: pd.DataFrame, parity: pd.DataFram
     """The paper from its template: Markdown, or LaTeX (latex=True: the template uses LATEX_DELIMITERS)."""
     template_path = Path(template_path)
     tpl = make_environment(template_path.parent, latex).get_template(template_path.name)
+    context = {"checks": {"timer": [], "drift": []}} | context
     ok = summary[(summary.compile_mode != "eager") & (summary.status == "ok")].dropna(subset=["speedup"])
     best = ok.loc[ok.speedup.idxmax()].to_dict() if len(ok) else None
     failures = [

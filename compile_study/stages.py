@@ -76,6 +76,16 @@ def figure_stage(
     return [out / f"{name}.{ext}" for name in figures.FIGURES for ext in ("png", "pdf")]
 
 
+def method_checks(checks_dir: str | Path | None) -> dict:
+    """Rows of the timer check and the reference-drift check (benchmarks/), where they were run."""
+    out = {"timer": [], "drift": []}
+    for key, name in (("timer", "timer_check.json"), ("drift", "reference_drift.json")):
+        path = Path(checks_dir) / name if checks_dir else None
+        if path and path.is_file():
+            out[key] = json.loads(path.read_text())["results"]
+    return out
+
+
 def paper_stage(
     template: str | Path,
     summary_path: str | Path,
@@ -87,20 +97,25 @@ def paper_stage(
     config: dict,
     device: str,
     claims_path: str | Path | None = None,
+    tex_template: str | Path | None = None,
+    tex_out: str | Path | None = None,
+    checks_dir: str | Path | None = None,
 ) -> None:
+    """The Markdown paper into out and, when tex_template and tex_out are given, its LaTeX twin into tex_out
+    (same data, same numbers; figure paths relative to each output file). `checks_dir`: where the by-hand
+    benchmarks of the method left their JSON (timer_check.json, reference_drift.json), if anywhere."""
+    if (tex_template is None) != (tex_out is None):
+        raise ValueError("tex_template and tex_out go together")
     claims = pd.read_csv(claims_path) if claims_path and Path(claims_path).is_file() else None
-    text = render(
-        template,
-        pd.read_csv(summary_path),
-        pd.read_csv(parity_path),
-        json.loads(Path(environment_path).read_text()),
-        json.loads(Path(facts_path).read_text()),
-        dict(
+    summary, parity = pd.read_csv(summary_path), pd.read_csv(parity_path)
+    env, facts = json.loads(Path(environment_path).read_text()), json.loads(Path(facts_path).read_text())
+    targets = [(template, out, False)] + ([(tex_template, tex_out, True)] if tex_template is not None else [])
+    for tpl, dest, latex in targets:
+        context = dict(
             config=config,
             grids=config["grids"][device],
             device=device,
-            figures=os.path.relpath(figure_dir, os.path.dirname(os.path.abspath(out))),
-        ),
-        claims,
-    )
-    write_text_atomic(out, text)
+            figures=Path(os.path.relpath(figure_dir, os.path.dirname(os.path.abspath(dest)))).as_posix(),
+            checks=method_checks(checks_dir),
+        )
+        write_text_atomic(dest, render(tpl, summary, parity, env, facts, context, claims, latex=latex))

@@ -108,6 +108,8 @@ def test_tiny_study_end_to_end(tmp_path):
 
     paper = (tmp_path / "paper/paper.md").read_text()
     assert "A CPU run" in paper and "CPU numbers" in paper
+    tex = (tmp_path / "paper/paper.tex").read_text()
+    assert "\\begin{document}" in tex and f"{m['in_process_speedup']:,.2f}×" in tex
     assert ("AG News test split (7,600 rows)" if real else "SYNTHETIC") in paper
     row = f"| fp32 | 16 | default | 1/1 | {m['steady_step_ms']:,.2f} | {m['reference_step_ms']:,.2f} | {m['in_process_speedup']:,.2f}× |"
     assert row in paper

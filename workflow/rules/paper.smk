@@ -1,7 +1,13 @@
+PAPER_TEX_TEMPLATE = os.path.join(
+    workflow.basedir, "paper", "templates", "paper.tex.j2"
+)
+
+
 rule paper:
-    """Fill the Jinja2 template with the summary, the claims, the figures and the data/environment facts."""
+    """Fill the Jinja2 templates (Markdown and LaTeX) with the summary, the claims, the figures and the data/environment facts."""
     input:
         template=PAPER_TEMPLATE,
+        tex_template=PAPER_TEX_TEMPLATE,
         summary=f"results/{DEVICE}/summary.csv",
         parity=f"results/{DEVICE}/parity.csv",
         claims=f"results/{DEVICE}/claims.csv",
@@ -9,7 +15,8 @@ rule paper:
         facts=f"{DATA_DIR}/facts.json",
         figures=rules.figures.output,
     output:
-        "paper/paper.md",
+        md="paper/paper.md",
+        tex="paper/paper.tex",
     log:
         f"logs/{DEVICE}/paper.log",
     params:

@@ -19,14 +19,21 @@ STEP_KEYS = ("warmup_steps", "timed_steps", "max_epoch_steps", "interleave_chunk
 RECORD_PATTERN = "results/{device}/runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}.json"
 
 
-SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+_SCHEMA_IN_REPO = Path("workflow") / "schemas" / "config.schema.yaml"
+# beside the package in a checkout (pip install -e .); else the study's directory (the container installs the
+# package elsewhere and runs in the mounted checkout)
+SCHEMA = next((p for p in (Path(__file__).resolve().parents[1] / _SCHEMA_IN_REPO, Path.cwd() / _SCHEMA_IN_REPO)
+               if p.is_file()), Path(__file__).resolve().parents[1] / _SCHEMA_IN_REPO)
 
 
 @functools.cache
 def grid_defaults() -> dict:
-    """Each sub-grid key's default, from the config schema (the one place defaults are written)."""
+    """Each sub-grid key's default, from the config schema (the one place defaults are written); none if the
+    schema is not at hand (a workflow's config is validated, defaults filled, before the grid is expanded)."""
     import yaml
 
+    if not SCHEMA.is_file():
+        return {}
     props = yaml.safe_load(SCHEMA.read_text())["definitions"]["grid"]["properties"]
     return {k: v["default"] for k, v in props.items() if "default" in v}
 

@@ -28,7 +28,8 @@ def _range(values) -> str:
     v = [x for x in values if isinstance(x, (int, float)) and math.isfinite(x)]
     if not v:
         return "—"
-    return f"{min(v):.2f}×" if min(v) == max(v) else f"{min(v):.2f}–{max(v):.2f}×"
+    lo, hi = f"{min(v):.2f}", f"{max(v):.2f}"
+    return f"{lo}×" if lo == hi else f"{lo}–{hi}×"
 
 
 def _x(value: float) -> str:

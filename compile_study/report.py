@@ -55,6 +55,15 @@ def failed(row) -> bool:
     return row["status"] not in ("ok", "partial")
 
 
+def config_label(r) -> str:
+    return f"{r.compile_mode}, {r.compile_scope}, {r.shape_regime}, {r.precision}, batch {int(r.batch_size)}"
+
+
+def top_kernels(r) -> list[dict]:
+    """The run's top kernels (summary.csv keeps them as JSON text)."""
+    return json.loads(r["profile_top_kernels"]) if isinstance(r["profile_top_kernels"], str) else []
+
+
 def speedup_cells(r) -> dict:
     if failed(r) or r["compile_mode"] == "eager":
         return {"speedup": "—", "ci": "—", "verdict": "—" if failed(r) else "A/A"}
@@ -129,7 +138,7 @@ def profile_rows(summary: pd.DataFrame) -> list[dict]:
     for _, r in sel.sort_values(["precision", "batch_size", "compile_mode"]).iterrows():
         if not _finite(r["profile_kernels_per_step"]):
             continue
-        top = json.loads(r["profile_top_kernels"]) if isinstance(r["profile_top_kernels"], str) else []
+        top = top_kernels(r)
         rows.append({
             "precision": r["precision"], "batch_size": int(r["batch_size"]), "compile_mode": r["compile_mode"],
             "kernels": fmt(r["profile_kernels_per_step"], 0),
@@ -151,8 +160,7 @@ def top_kernel_rows(summary: pd.DataFrame, batch_sizes: tuple[int, ...]) -> list
     sel = summary[(summary.shape_regime == "static") & (summary.compile_scope == "module")
                   & summary.batch_size.isin(batch_sizes) & summary.compile_mode.isin(["eager", "default", "reduce-overhead"])]
     for _, r in sel.sort_values(["precision", "batch_size", "compile_mode"]).iterrows():
-        top = json.loads(r["profile_top_kernels"]) if isinstance(r["profile_top_kernels"], str) else []
-        for rank, k in enumerate(top, 1):
+        for rank, k in enumerate(top_kernels(r), 1):
             rows.append({"precision": r["precision"], "batch_size": int(r["batch_size"]),
                          "compile_mode": r["compile_mode"], "rank": rank, "name": k["name"][:90],
                          "calls": fmt(k["calls_per_step"], 0), "ms": fmt(k["ms_per_step"], 3),
@@ -211,12 +219,12 @@ LATEX_DELIMITERS = dict(block_start_string="((*", block_end_string="*))", variab
 def missing_runs(summary: pd.DataFrame, grids: list[dict]) -> list[str]:
     """Configurations of the grid with fewer records than repeats (a stored study cut short; a complete
     Snakemake study has a record, ok or failed, for every run)."""
-    expected = Counter(key[:-1] for key in grid.expand(grids))
-    have = {(r.compile_mode, r.compile_scope, int(r.batch_size), r.shape_regime, r.precision): int(r.n)
-            for r in summary.itertuples()}
-    return [f"{mode}, {scope}, {regime}, {precision}, batch {bs}: {have.get((mode, scope, bs, regime, precision), 0)} "
-            f"of {n} repeats" for (mode, scope, bs, regime, precision), n in sorted(expected.items(), key=str)
-            if have.get((mode, scope, bs, regime, precision), 0) < n]
+    expected = Counter(key[:-1] for key in grid.expand(grids))  # run key without the repeat
+    have = Counter({(r.compile_mode, r.compile_scope, int(r.batch_size), r.shape_regime, r.precision): int(r.n)
+                    for r in summary.itertuples()})
+    return [f"{mode}, {scope}, {regime}, {precision}, batch {bs}: {have[key]} of {n} repeats"
+            for key, n in sorted(expected.items(), key=str) if have[key] < n
+            for mode, scope, bs, regime, precision in [key]]
 
 
 def make_environment(loader_dir: str | Path, latex: bool = False) -> jinja2.Environment:
@@ -253,9 +261,7 @@ def render(template_path: str | Path, summary: pd.DataFrame, parity: pd.DataFram
     ok = summary[(summary.compile_mode != "eager") & (summary.status == "ok")].dropna(subset=["speedup"])
     best = ok.loc[ok.speedup.idxmax()].to_dict() if len(ok) else None
     failures = [
-        {"config": f"{r.compile_mode}, {r.compile_scope}, {r.shape_regime}, {r.precision}, batch {int(r.batch_size)}",
-         "cell": failure_cell(r),
-         "error": r.error}
+        {"config": config_label(r), "cell": failure_cell(r), "error": r.error}
         for _, r in summary[summary.status.isin(["oom", "compile_error", "nan", "error", "partial"])].iterrows()
     ]
     return tpl.render(
@@ -268,8 +274,7 @@ def render(template_path: str | Path, summary: pd.DataFrame, parity: pd.DataFram
         claim_rows=[] if claims is None else claims.to_dict("records"),
         parity_rows=parity_rows(parity) if len(parity) else [],
         failures=failures,
-        evidence_errors=[{"config": f"{r.compile_mode}, {r.compile_scope}, {r.shape_regime}, {r.precision}, batch "
-                                    f"{int(r.batch_size)}", "error": r.evidence_errors}
+        evidence_errors=[{"config": config_label(r), "error": r.evidence_errors}
                          for _, r in summary[summary.evidence_errors.notna()].iterrows()],
         env=environment,
         facts=facts,

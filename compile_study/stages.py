@@ -31,6 +31,11 @@ def parity_table(parity_paths: Iterable[str | Path]) -> pd.DataFrame:
     return pd.DataFrame([{k: r[k] for k in PARITY_COLUMNS} for r in rows], columns=PARITY_COLUMNS)
 
 
+def read_json_if_there(path: str | Path | None, default=None):
+    """A JSON file's content, or `default` where there is no such file (stored studies made before it existed)."""
+    return json.loads(Path(path).read_text()) if path and Path(path).is_file() else default
+
+
 def summary_stage(
     record_paths: Iterable[str | Path],
     peak_path: str | Path | None,
@@ -45,9 +50,9 @@ def summary_stage(
     """Records -> summary.csv, parity.csv, environment.json and claims.csv (peak and MLP results are optional:
     stored studies from before they existed have none)."""
     records = load_records(record_paths)
-    peaks = json.loads(Path(peak_path).read_text())["peaks"] if peak_path and Path(peak_path).is_file() else {}
+    peaks = read_json_if_there(peak_path, {"peaks": {}})["peaks"]
     summary = add_mfu(summarize(records), peaks)
-    mlp = json.loads(Path(mlp_path).read_text()) if mlp_path and Path(mlp_path).is_file() else None
+    mlp = read_json_if_there(mlp_path)
     write_text_atomic(summary_out, summary.to_csv(index=False))
     write_text_atomic(parity_out, parity_table(parity_paths).to_csv(index=False))
     write_text_atomic(claims_out, claims_table(summary, mlp, json.loads(Path(facts_path).read_text())).to_csv(index=False))
@@ -78,12 +83,8 @@ def figure_stage(
 
 def method_checks(checks_dir: str | Path | None) -> dict:
     """Rows of the timer check and the reference-drift check (benchmarks/), where they were run."""
-    out = {"timer": [], "drift": []}
-    for key, name in (("timer", "timer_check.json"), ("drift", "reference_drift.json")):
-        path = Path(checks_dir) / name if checks_dir else None
-        if path and path.is_file():
-            out[key] = json.loads(path.read_text())["results"]
-    return out
+    return {key: read_json_if_there(Path(checks_dir) / name if checks_dir else None, {"results": []})["results"]
+            for key, name in (("timer", "timer_check.json"), ("drift", "reference_drift.json"))}
 
 
 def paper_stage(

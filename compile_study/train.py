@@ -140,14 +140,19 @@ def compile_model(model: torch.nn.Module, compile_mode: str, scope: str = "modul
     return torch.compile(model, mode=_mode(compile_mode), fullgraph=scope != "graph-break", **kwargs)
 
 
+def forward_loss(model, batch_ids: torch.Tensor, labels: torch.Tensor, precision: str, device: torch.device):
+    """Logits under the run's precision, cross-entropy in fp32 (filler rows, label -100, are ignored)."""
+    with autocast(precision, device):
+        logits = model(batch_ids)  # [B, n_classes]
+    return F.cross_entropy(logits.float(), labels)
+
+
 def make_compiled_step(model, optimizer, compile_mode: str, precision: str, device: torch.device, **kwargs):
     """Scope `step`: forward, loss, backward (compiled autograd) and optimizer step as one compiled function."""
     torch._dynamo.config.compiled_autograd = True  # applies to backward() calls inside compiled code only
 
     def train_step(ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        with autocast(precision, device):
-            logits = model(ids)
-        loss = F.cross_entropy(logits.float(), labels)
+        loss = forward_loss(model, ids, labels, precision, device)
         loss.backward()
         optimizer.step()
         return loss.detach()
@@ -182,9 +187,7 @@ def make_step(model, optimizer, precision: str, device: torch.device, eager_mode
 
     def step(batch: Batch, mark=None) -> torch.Tensor:
         torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs (reduce-overhead) need it; a no-op otherwise
-        with autocast(precision, device):
-            logits = forward(batch.ids)
-        loss = F.cross_entropy(logits.float(), batch.labels)  # filler rows (label -100) are ignored
+        loss = forward_loss(forward, batch.ids, batch.labels, precision, device)
         if mark:
             mark()
         loss.backward()

@@ -1,5 +1,6 @@
-# The torch.compile training study: data -> eager and compiled runs -> summary -> figure -> paper.
-#   snakemake --cores all          (profiles/default is picked up automatically)
+# The torch.compile training study: data -> eager and compiled runs -> summary -> figures -> paper.
+#   snakemake --cores all                                (profiles/default is picked up automatically)
+#   snakemake --cores all --directory reference/<name>   (a stored study: remake its summary, figures, paper)
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -13,15 +14,23 @@ container: "containers/compile-study.sif"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/data.smk"
-include: "workflow/rules/runs.smk"
-include: "workflow/rules/claims.smk"
+
+
+if not STORED:
+
+    include: "workflow/rules/data.smk"
+    include: "workflow/rules/runs.smk"
+
+
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/paper.smk"
 
 
+onstart:
+    print_plan()
+
+
 rule all:
     input:
-        "paper/paper.md",
-        "paper/paper.tex",
+        paper_targets(),

@@ -12,11 +12,12 @@ import functools
 import itertools
 from pathlib import Path
 
-RUN_KEYS = ("compile_mode", "compile_scope", "batch_size", "shape_regime", "precision", "repeat")
-ONE_SIDE_SCOPES = ("forward", "backward")  # Inductor on one side of the graph pair: default mode only
+from compile_study import vocab
+from compile_study.layout import Layout
+from compile_study.record import RUN_KEYS  # noqa: F401  (re-exported: the rules name a run's keys through grid)
+
 STEP_KEYS = ("warmup_steps", "timed_steps", "max_epoch_steps", "interleave_chunk", "recompile_limit", "phase_steps",
              "profile_steps")
-RECORD_PATTERN = "results/{device}/runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}.json"
 
 
 _SCHEMA_IN_REPO = Path("workflow") / "schemas" / "config.schema.yaml"
@@ -38,22 +39,11 @@ def grid_defaults() -> dict:
     return {k: v["default"] for k, v in props.items() if "default" in v}
 
 
-def shape_regimes(grid: dict) -> list[str]:
-    """The grid's regimes, `bucketed` expanded to one regime per bucket set (bucketed-32-64-128)."""
-    out = []
-    for regime in grid["shape_regime"]:
-        if regime == "bucketed":
-            out += ["bucketed-" + "-".join(map(str, edges)) for edges in grid["bucket_sets"]]
-        else:
-            out.append(regime)
-    return out
-
-
 def expand(grids: list[dict]) -> dict[tuple, dict]:
     """(compile_mode, compile_scope, batch_size, shape_regime, precision, repeat) -> that run's step settings.
 
-    A configuration named by two sub-grids runs once, with the first sub-grid's settings. Eager runs
-    have the scope `module` only (nothing is compiled); the forward/backward scopes run in default mode only.
+    A configuration named by two sub-grids runs once, with the first sub-grid's settings; which
+    (mode, scope, regime) combinations run at all is vocab.runs_with's rule.
     """
     runs: dict[tuple, dict] = {}
     for grid in grids:
@@ -61,21 +51,20 @@ def expand(grids: list[dict]) -> dict[tuple, dict]:
         autotune_bs = grid.get("max_autotune_batch_sizes")
         steps = {k: grid[k] for k in STEP_KEYS} | {"sub_grid": grid["name"]}
         for mode, scope, bs, regime, precision, repeat in itertools.product(
-            grid["compile_mode"], grid["compile_scope"], grid["batch_size"], shape_regimes(grid), grid["precision"],
+            grid["compile_mode"], grid["compile_scope"], grid["batch_size"],
+            vocab.expand_regimes(grid["shape_regime"], grid["bucket_sets"]), grid["precision"],
             range(grid["repeats"]),
         ):
-            if mode.startswith("max-autotune") and autotune_bs is not None and bs not in autotune_bs:
+            if mode in vocab.AUTOTUNE_MODES and autotune_bs is not None and bs not in autotune_bs:
                 continue
-            if mode == "eager" and (regime.startswith("dynamic-") or scope != "module"):
-                continue  # eager ignores `dynamic` and scope: the `dynamic`/`module` eager run is their reference
-            if scope in ONE_SIDE_SCOPES and mode not in ("eager", "default"):
+            if not vocab.runs_with(mode, scope, regime):
                 continue
             runs.setdefault((mode, scope, bs, regime, precision, repeat), steps)
     return runs
 
 
 def record_path(device: str, key: tuple) -> str:
-    return RECORD_PATTERN.format(device=device, **dict(zip(RUN_KEYS, key)))
+    return Layout(f"results/{device}").record(key)
 
 
 def merge(config: dict, overlay: dict) -> dict:

@@ -14,50 +14,11 @@ from pathlib import Path
 import pandas as pd
 
 from compile_study import figures
-from compile_study.claims import claims_table
-from compile_study.io import write_json_atomic, write_text_atomic
+from compile_study.io import write_text_atomic
 from compile_study.report import render
-from compile_study.summary import add_mfu, environment, load_records, summarize
 
-PARITY_COLUMNS = [
-    "compile_mode", "precision", "batch_size", "loss_steps", "train_steps", "max_rel_loss_diff", "loss_rtol",
-    "loss_ok", "eager_accuracy", "compiled_accuracy", "accuracy_delta_points", "accuracy_ok",
-]
-
-
-def parity_table(parity_paths: Iterable[str | Path]) -> pd.DataFrame:
-    """One row per parity check; an eager-only study has none (the table keeps its header)."""
-    rows = [json.loads(Path(p).read_text()) for p in parity_paths]
-    return pd.DataFrame([{k: r[k] for k in PARITY_COLUMNS} for r in rows], columns=PARITY_COLUMNS)
-
-
-def read_json_if_there(path: str | Path | None, default=None):
-    """A JSON file's content, or `default` where there is no such file (stored studies made before it existed)."""
+def read_json_if_there(path, default=None):
     return json.loads(Path(path).read_text()) if path and Path(path).is_file() else default
-
-
-def summary_stage(
-    record_paths: Iterable[str | Path],
-    peak_path: str | Path | None,
-    parity_paths: Iterable[str | Path],
-    mlp_path: str | Path | None,
-    facts_path: str | Path,
-    summary_out: str | Path,
-    parity_out: str | Path,
-    environment_out: str | Path,
-    claims_out: str | Path,
-) -> pd.DataFrame:
-    """Records -> summary.csv, parity.csv, environment.json and claims.csv (peak and MLP results are optional:
-    stored studies from before they existed have none)."""
-    records = load_records(record_paths)
-    peaks = read_json_if_there(peak_path, {"peaks": {}})["peaks"]
-    summary = add_mfu(summarize(records), peaks)
-    mlp = read_json_if_there(mlp_path)
-    write_text_atomic(summary_out, summary.to_csv(index=False))
-    write_text_atomic(parity_out, parity_table(parity_paths).to_csv(index=False))
-    write_text_atomic(claims_out, claims_table(summary, mlp, json.loads(Path(facts_path).read_text())).to_csv(index=False))
-    write_json_atomic(environment_out, environment(records) | {"peak_tflops": {p: v["tflops"] for p, v in peaks.items()}})
-    return summary
 
 
 def _device_title(env: dict) -> str:

@@ -1,32 +1,16 @@
-rule measure_peak:
-    """The device's matmul peak per precision (MFU's denominator), timed alone like a run."""
-    output:
-        f"results/{DEVICE}/peak.json",
-    log:
-        f"logs/{DEVICE}/measure_peak.log",
-    threads: workflow.cores
-    resources:
-        timed_run=1,
-    params:
-        device=DEVICE,
-    script:
-        "../scripts/measure_peak.py"
-
-
 rule summarize:
-    """All run records -> per-configuration table with speedups over eager, and the claims checked."""
+    """All run records -> per-configuration table with speedups over eager and intervals, and the claims checked."""
     input:
+        unpack(optional_inputs),
         records=run_records,
-        peak=f"results/{DEVICE}/peak.json",
         parity=parity_records,
-        mlp=rules.mlp_claim.output[0],
-        facts=f"{DATA_DIR}/facts.json",
+        facts=L.facts,
     output:
-        summary=f"results/{DEVICE}/summary.csv",
-        parity=f"results/{DEVICE}/parity.csv",
-        environment=f"results/{DEVICE}/environment.json",
-        claims=f"results/{DEVICE}/claims.csv",
+        summary=L.summary,
+        parity=L.parity_table,
+        environment=L.environment,
+        claims=L.claims,
     log:
-        f"logs/{DEVICE}/summarize.log",
+        L.log("summarize"),
     script:
         "../scripts/summarize.py"

@@ -1,10 +1,20 @@
-# Helpers shared by the rules: config validation, the device's grid, file names.
+# Helpers shared by the rules: config validation, the study's layout, the device's grid, file names.
+#
+# A live study (the project directory) runs its grid into results/<device>/; a stored study (a directory
+# with config.yaml and runs/, e.g. `snakemake --cores all --directory reference/<name>`) has its runs done,
+# and only the aggregate rules (summary, figures, paper) run, with the same layout (compile_study/layout.py).
 import os
+import shutil
 import sys
 
 from snakemake.utils import validate
 
-from compile_study import config_check, grid
+from compile_study import config_check, grid, vocab
+from compile_study.estimate import plan_message
+from compile_study.layout import CHECKS, Layout, is_stored_study, stored_device
+
+STORED = is_stored_study(".")
+SCHEMA = os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
 
 
 def resolve_device():
@@ -16,63 +26,77 @@ def resolve_device():
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-# Bad config fails here, before any job, with one readable message and no traceback.
-_errors = config_check.schema_errors(
-    config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
-)
-if _errors:
-    sys.exit(config_check.format_errors(_errors))
-validate(config, schema="../schemas/config.schema.yaml")  # fills in the defaults
-DEVICE = resolve_device()
-_errors = config_check.semantic_errors(
-    config, devices=[DEVICE]
-)  # the grid about to run
-if _errors:
-    sys.exit(config_check.format_errors(_errors))
+if STORED:
+    validate(
+        config, schema="../schemas/config.schema.yaml"
+    )  # fills in keys added since it ran
+    L = Layout(".", logs=".snakemake/rebuild-logs")
+    DEVICE = stored_device(L.stored_records())
+else:
+    # Bad config fails here, before any job, with one readable message and no traceback.
+    _errors = config_check.schema_errors(config, SCHEMA)
+    if _errors:
+        sys.exit(config_check.format_errors(_errors))
+    validate(config, schema="../schemas/config.schema.yaml")  # fills in the defaults
+    DEVICE = resolve_device()
+    _errors = config_check.semantic_errors(
+        config, devices=[DEVICE]
+    )  # the grid about to run
+    if _errors:
+        sys.exit(config_check.format_errors(_errors))
+    L = Layout(f"results/{DEVICE}", logs=f"logs/{DEVICE}")
+
 DATA_DIR = "resources/data"
 DATA_FILES = [
     f"{DATA_DIR}/{split}_{part}.npy"
     for split in ("train", "eval")
     for part in ("ids", "lengths", "labels")
 ] + [f"{DATA_DIR}/tokenizer.json", f"{DATA_DIR}/facts.json"]
-PAPER_TEMPLATE = os.path.join(workflow.basedir, "paper", "templates", "paper.md.j2")
-RUN_RECORD = grid.RECORD_PATTERN.replace("{device}", DEVICE)
-RUN_TRACE = RUN_RECORD.replace(
-    ".json", ".trace.json.gz"
-)  # torch.profiler trace of a few steady-state steps
+TEMPLATES = os.path.join(workflow.basedir, "paper", "templates")
+RUNS = (
+    {} if STORED else grid.expand(config["grids"][DEVICE])
+)  # run key -> its sub-grid's step settings
+CHECKS_ON = [] if STORED else config["checks"].get(DEVICE, [])
 
 
-RUNS = grid.expand(config["grids"][DEVICE])  # run key -> its sub-grid's step settings
-
-
-def record_path(key):
-    return RUN_RECORD.format(**dict(zip(grid.RUN_KEYS, key)))
+wildcard_constraints:
+    **vocab.wildcard_constraints(),
 
 
 def run_records(wildcards=None):
-    return [record_path(key) for key in RUNS]
-
-
-PARITY_RECORD = f"results/{DEVICE}/parity/{{precision}}/{{compile_mode}}.json"
+    return L.stored_records() if STORED else [L.record(key) for key in RUNS]
 
 
 def parity_records(wildcards=None):
     """One parity check per compiled mode and precision that the device's grid runs."""
+    if STORED:
+        return L.stored_parity()
     pairs = {(key[4], key[0]) for key in RUNS if key[0] != "eager"}
-    return [PARITY_RECORD.format(precision=p, compile_mode=m) for p, m in sorted(pairs)]
+    return [
+        L.parity_pattern.format(precision=p, compile_mode=m) for p, m in sorted(pairs)
+    ]
+
+
+def optional_inputs(wildcards=None):
+    """Peak, MLP claim and method checks: made by this study's rules, or whatever a stored study has."""
+    if not STORED:
+        return {"peak": L.peak, "mlp": L.mlp} | {
+            name: L.check(name) for name in CHECKS_ON
+        }
+    there = {"peak": L.peak, "mlp": L.mlp} | {name: L.check(name) for name in CHECKS}
+    return {k: v for k, v in there.items() if os.path.exists(v)}
 
 
 def cold_run_record(wildcards):
     """Repeats after the first wait for it: they reuse the Inductor cache it populated (warm)."""
     if int(wildcards.repeat) == 0:
         return []
-    return RUN_RECORD.format(**{**dict(wildcards.items()), "repeat": 0})
+    return L.record_pattern.format(**{**dict(wildcards.items()), "repeat": 0})
 
 
 def inductor_cache_dir(wildcards):
-    return "resources/inductor_cache/{}/{shape_regime}-{precision}-{compile_mode}-{compile_scope}-bs{batch_size}".format(
-        DEVICE, **dict(wildcards.items())
-    )
+    w = wildcards
+    return f"resources/inductor_cache/{DEVICE}/{w.shape_regime}-{w.precision}-{w.compile_mode}-{w.compile_scope}-bs{w.batch_size}"
 
 
 def run_params(wildcards):
@@ -86,4 +110,26 @@ def run_params(wildcards):
         int(wildcards.repeat),
     )
     steps = {k: v for k, v in RUNS[key].items() if k != "sub_grid"}
-    return dict(zip(grid.RUN_KEYS, key)) | steps | config["train"]
+    # evidence (phase split, profiler, inference) once per configuration: repeat 0
+    return (
+        dict(zip(grid.RUN_KEYS, key))
+        | steps
+        | config["train"]
+        | {"evidence": key[-1] == 0}
+    )
+
+
+def paper_targets():
+    """Markdown and LaTeX always; the PDF where latexmk is installed (else the paper_pdf rule is skipped)."""
+    targets = [L.paper("md"), L.paper("tex")]
+    if shutil.which("latexmk"):
+        targets.append(L.paper("pdf"))
+    else:
+        print("paper_pdf: skipped (latexmk is not installed)", file=sys.stderr)
+    return targets
+
+
+def print_plan():
+    """Before the first job: runs to do, and an estimate of their device time (compile_study/estimate.py)."""
+    if not STORED:
+        print(plan_message(RUNS, L, DEVICE), file=sys.stderr)

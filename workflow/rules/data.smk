@@ -1,11 +1,36 @@
 rule prepare_data:
+    """AG News (hub, CSV or a labelled synthetic stand-in) -> token ids, lengths, labels, tokenizer, facts."""
     output:
         DATA_FILES,
     log:
-        "logs/prepare_data.log",
+        L.log("prepare_data"),
     params:
         data=config["data"],
         max_len=config["model"]["max_len"],
         cache_dir="resources/hf_cache",
     script:
         "../scripts/prepare_data.py"
+
+
+rule study_facts:
+    """The data facts, copied into the study directory so that a stored study carries them."""
+    input:
+        f"{DATA_DIR}/facts.json",
+    output:
+        L.facts,
+    log:
+        L.log("study_facts"),
+    run:
+        shutil.copyfile(input[0], output[0])
+
+
+rule study_config:
+    """The study's merged config (config.yaml, overlays, --config), stored beside its records."""
+    output:
+        L.config,
+    log:
+        L.log("study_config"),
+    params:
+        config=config,
+    script:
+        "../scripts/study_config.py"

@@ -1,16 +1,12 @@
 rule figures:
-    """Speedup, shape regimes, bucket sweep, step timeline and kernels per step (plotting only: never reruns a GPU job)."""
+    """The paper's figures from the summary and the records (plotting only: never reruns a timed job)."""
     input:
-        summary=f"results/{DEVICE}/summary.csv",
-        environment=f"results/{DEVICE}/environment.json",
+        summary=L.summary,
+        environment=L.environment,
         records=run_records,
     output:
-        multiext("paper/figures/speedup", ".png", ".pdf"),
-        multiext("paper/figures/regimes", ".png", ".pdf"),
-        multiext("paper/figures/buckets", ".png", ".pdf"),
-        multiext("paper/figures/timeline", ".png", ".pdf"),
-        multiext("paper/figures/kernels", ".png", ".pdf"),
+        directory(L.figures),
     log:
-        f"logs/{DEVICE}/figures.log",
+        L.log("figures"),
     script:
         "../scripts/figures.py"

@@ -1,26 +1,34 @@
-PAPER_TEX_TEMPLATE = os.path.join(
-    workflow.basedir, "paper", "templates", "paper.tex.j2"
-)
-
-
 rule paper:
-    """Fill the Jinja2 templates (Markdown and LaTeX) with the summary, the claims, the figures and the data/environment facts."""
+    """The Markdown and LaTeX papers from one report model (compile_study/report.py) and the templates."""
     input:
-        template=PAPER_TEMPLATE,
-        tex_template=PAPER_TEX_TEMPLATE,
-        summary=f"results/{DEVICE}/summary.csv",
-        parity=f"results/{DEVICE}/parity.csv",
-        claims=f"results/{DEVICE}/claims.csv",
-        environment=f"results/{DEVICE}/environment.json",
-        facts=f"{DATA_DIR}/facts.json",
-        figures=rules.figures.output,
+        unpack(optional_inputs),
+        templates=TEMPLATES,
+        summary=L.summary,
+        parity=L.parity_table,
+        claims=L.claims,
+        environment=L.environment,
+        facts=L.facts,
+        config=L.config,
+        figures=L.figures,
     output:
-        md="paper/paper.md",
-        tex="paper/paper.tex",
+        md=L.paper("md"),
+        tex=L.paper("tex"),
     log:
-        f"logs/{DEVICE}/paper.log",
+        L.log("paper"),
     params:
-        config=config,
         device=DEVICE,
     script:
         "../scripts/render_paper.py"
+
+
+rule paper_pdf:
+    """The LaTeX paper -> PDF with latexmk (rule all asks for it only where latexmk is installed)."""
+    input:
+        tex=L.paper("tex"),
+        figures=L.figures,
+    output:
+        L.paper("pdf"),
+    log:
+        L.log("paper_pdf"),
+    script:
+        "../scripts/paper_pdf.py"

@@ -1,10 +1,5 @@
-wildcard_constraints:
-    compile_mode="eager|default|reduce-overhead|max-autotune(-no-cudagraphs)?",
-    compile_scope="module|forward|backward|step|graph-break",
-    precision="fp32|tf32|bf16",
-    shape_regime=r"static|dynamic(-true|-false|-marked)?|bucketed(-\d+)+",
-    batch_size=r"\d+",
-    repeat=r"\d+",
+# The timed jobs: every one holds the machine's `timed_run` slot (profiles/default: one at a time; on a host
+# with N GPUs, N at once, each locking its own GPU), so no timed block competes with another job.
 
 
 rule train_run:
@@ -13,19 +8,22 @@ rule train_run:
         data=DATA_FILES,
         cold_run=cold_run_record,
     output:
-        record=RUN_RECORD,
-        trace=RUN_TRACE,
+        record=L.record_pattern,
+        trace=L.trace_pattern,
     log:
-        RUN_RECORD.replace("results/", "logs/").replace(".json", ".log"),
+        L.log(
+            "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}"
+        ),
     threads: workflow.cores
     resources:
-        # timed runs never overlap: the limit is set in profiles/default/config.yaml
         timed_run=1,
     params:
         run=run_params,
         model=config["model"],
         device=DEVICE,
         cache_dir=inductor_cache_dir,
+        expected_runs=len(RUNS),
+        records_glob=L.record_pattern.split("/runs/")[0] + "/runs/**/r*.json",
     script:
         "../scripts/train_run.py"
 
@@ -35,9 +33,9 @@ rule parity:
     input:
         data=DATA_FILES,
     output:
-        PARITY_RECORD,
+        L.parity_pattern,
     log:
-        PARITY_RECORD.replace("results/", "logs/").replace(".json", ".log"),
+        L.log("parity/{precision}/{compile_mode}"),
     threads: workflow.cores
     resources:
         timed_run=1,
@@ -47,3 +45,55 @@ rule parity:
         device=DEVICE,
     script:
         "../scripts/parity.py"
+
+
+rule measure_peak:
+    """The device's matmul peak per precision (MFU's denominator), timed alone like a run."""
+    output:
+        L.peak,
+    log:
+        L.log("measure_peak"),
+    threads: workflow.cores
+    resources:
+        timed_run=1,
+    params:
+        device=DEVICE,
+    script:
+        "../scripts/measure_peak.py"
+
+
+rule mlp_claim:
+    """The two-layer MLP example behind the "1.2-1.5x faster" claim, timed as published and properly."""
+    output:
+        L.mlp,
+    log:
+        L.log("mlp_claim"),
+    threads: workflow.cores
+    resources:
+        timed_run=1,
+    params:
+        device=DEVICE,
+        batch_sizes=config["claims"]["mlp"][DEVICE]["batch_sizes"],
+        steps=config["claims"]["mlp"][DEVICE]["steps"],
+        repeats=config["claims"]["mlp"][DEVICE]["repeats"],
+    script:
+        "../scripts/mlp_claim.py"
+
+
+rule method_check:
+    """A check of the method (config `checks`): the step timer, or drift of the in-process reference."""
+    input:
+        data=DATA_FILES,
+    output:
+        L.check("{check}"),
+    log:
+        L.log("checks/{check}"),
+    wildcard_constraints:
+        check="|".join(CHECKS),
+    threads: workflow.cores
+    resources:
+        timed_run=1,
+    params:
+        device=DEVICE,
+    script:
+        "../scripts/method_check.py"

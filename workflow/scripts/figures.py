@@ -1,10 +1,8 @@
-"""Snakemake shim for rule figures (snakemake --cores all paper/figures/speedup.png)."""
-
-import os
+"""Snakemake shim for rule figures (snakemake --cores all results/cpu/figures)."""
 
 from compile_study.logs import redirect_output
 from compile_study.stages import figure_stage
 
 redirect_output(snakemake.log[0])
 inp = snakemake.input
-figure_stage(inp.summary, inp.environment, inp.records, os.path.dirname(snakemake.output[0]))
+figure_stage(inp.summary, inp.environment, inp.records, snakemake.output[0])

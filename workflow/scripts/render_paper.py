@@ -1,12 +1,17 @@
-"""Snakemake shim for rule paper (snakemake --cores all paper/paper.md paper/paper.tex)."""
+"""Snakemake shim for rule paper (snakemake --cores all results/cpu/paper.md)."""
 
 import os
+
+import yaml
 
 from compile_study.logs import redirect_output
 from compile_study.stages import paper_stage
 
 redirect_output(snakemake.log[0])
 inp = snakemake.input
-paper_stage(inp.template, inp.summary, inp.parity, inp.environment, inp.facts, os.path.dirname(inp.figures[0]),
-            snakemake.output.md, snakemake.params.config, snakemake.params.device, inp.claims,
-            tex_template=inp.tex_template, tex_out=snakemake.output.tex)
+config = yaml.safe_load(open(inp.config))
+checks_dir = os.path.dirname(inp.get("timer_check") or inp.get("reference_drift") or "") or None
+paper_stage(os.path.join(inp.templates, "paper.md.j2"), inp.summary, inp.parity, inp.environment, inp.facts,
+            inp.figures, snakemake.output.md, config, snakemake.params.device, inp.claims,
+            tex_template=os.path.join(inp.templates, "paper.tex.j2"), tex_out=snakemake.output.tex,
+            checks_dir=checks_dir)

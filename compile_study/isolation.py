@@ -2,7 +2,9 @@
 
 - CPU threads, Inductor's compile workers included, are bounded to the job's `threads`, so that
   one job's compilation cannot slow another job's timed block.
-- On a host with several GPUs each timed job holds one GPU's lock (`claim_gpu`).
+- On a host with several GPUs each timed job holds one GPU's lock (`claim_gpu`) and runs on its own
+  disjoint share of the CPU cores (Inductor's compile workers included), so that two timed runs on two
+  GPUs do not compete for the host that most of their steps wait on.
 - The Inductor/Triton cache is per configuration: repeat 0 starts from an empty cache (a cold
   compile, as a first-time user pays it); later repeats find it populated (a warm compile).
 """
@@ -62,5 +64,21 @@ def claim_gpu(lock_dir: str | os.PathLike) -> FileLock | None:
             except Timeout:
                 continue
             os.environ["CUDA_VISIBLE_DEVICES"] = str(i)
+            pin_cores(i, n)
             return lock
         time.sleep(1.0)  # all busy: more timed jobs than GPUs were allowed to start
+
+
+def pin_cores(slot: int, slots: int) -> list[int]:
+    """Pin this process to the slot-th of `slots` disjoint, equal shares of its allowed cores; threads follow."""
+    cores = sorted(os.sched_getaffinity(0))
+    share = max(1, len(cores) // slots)
+    mine = cores[slot * share:(slot + 1) * share] or cores[-share:]
+    os.sched_setaffinity(0, mine)
+    bound_threads(len(mine))
+    return mine
+
+
+def job_threads(requested: int) -> int:
+    """Threads for torch: the job's request, but never more than the cores it is pinned to."""
+    return max(1, min(requested, len(os.sched_getaffinity(0))))

@@ -15,6 +15,8 @@ def test_inductor_cache_is_cold_when_fresh_and_warm_when_reused(tmp_path, monkey
 
 def test_two_timed_jobs_never_share_a_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(isolation, "count_gpus", lambda: 2)
+    pinned = []
+    monkeypatch.setattr(isolation, "pin_cores", lambda slot, slots: pinned.append((slot, slots)))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     first = isolation.claim_gpu(tmp_path)
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
@@ -23,6 +25,18 @@ def test_two_timed_jobs_never_share_a_gpu(tmp_path, monkeypatch):
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
     first.release()
     second.release()
+    assert pinned == [(0, 2), (1, 2)]
+
+
+def test_timed_jobs_on_two_gpus_get_disjoint_cores(monkeypatch):
+    allowed = set(range(8))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: allowed)
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cores: None)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS"):
+        monkeypatch.setenv(var, "unset")
+    first, second = isolation.pin_cores(0, 2), isolation.pin_cores(1, 2)
+    assert first == [0, 1, 2, 3] and second == [4, 5, 6, 7]
+    assert os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
 
 
 def test_single_gpu_or_cpu_hosts_claim_nothing(tmp_path, monkeypatch):

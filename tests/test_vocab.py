@@ -1,0 +1,76 @@
+"""The vocabulary is written once: the schema, the rules' wildcards and the grid agree with vocab.py."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+import yaml
+
+from compile_study import grid, vocab
+from compile_study.record import RunConfig
+
+from .conftest import REPO
+
+SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+
+
+def _enum(key: str) -> list[str]:
+    return SCHEMA["definitions"]["grid"]["properties"][key]["items"]["enum"]
+
+
+def test_schema_enums_are_the_vocabulary():
+    assert tuple(_enum("compile_mode")) == vocab.COMPILE_MODES
+    assert tuple(_enum("compile_scope")) == vocab.COMPILE_SCOPES
+    assert tuple(_enum("precision")) == vocab.PRECISIONS
+    assert tuple(_enum("shape_regime")) == vocab.REGIME_KINDS
+    assert set(vocab.SCOPE_TEXT) == set(vocab.SCOPE_MODES) == set(vocab.COMPILE_SCOPES)
+
+
+def test_wildcard_constraints_accept_every_run_name_and_nothing_else():
+    c = {k: re.compile(f"(?:{v})") for k, v in vocab.wildcard_constraints().items()}
+    for mode in vocab.COMPILE_MODES:
+        assert c["compile_mode"].fullmatch(mode)
+    for scope in vocab.COMPILE_SCOPES:
+        assert c["compile_scope"].fullmatch(scope)
+    for regime in ("static", "dynamic", "dynamic-marked", "bucketed-32-64-128", "packed"):
+        assert c["shape_regime"].fullmatch(regime)
+    for bad in ("bucketed", "dynamic-maybe", "Static"):
+        assert not c["shape_regime"].fullmatch(bad)
+    assert not c["compile_mode"].fullmatch("max-autotune-no")
+
+
+def test_a_regime_is_parsed_once_into_what_it_implies():
+    r = vocab.Regime.parse("bucketed-32-64-128")
+    assert (r.kind, r.edges, r.compile_kwargs(), r.reference) == ("bucketed", (32, 64, 128), {"dynamic": False}, r.name)
+    d = vocab.Regime.parse("dynamic-true")
+    assert d.is_dynamic and d.compiled_only and d.reference == "dynamic" and d.compile_kwargs() == {"dynamic": True}
+    assert vocab.Regime.parse("dynamic-marked").marks_dynamic
+    assert vocab.Regime.parse("static").compile_kwargs() == {"dynamic": None}
+    with pytest.raises(ValueError, match="strictly increasing"):
+        vocab.Regime.parse("bucketed-64-32-128").check(128)
+    with pytest.raises(ValueError, match="shape_regime 'bucketed'"):
+        vocab.Regime.parse("bucketed")
+
+
+def test_grid_expansion_follows_the_scope_rules():
+    g = {"name": "g", "compile_mode": list(vocab.COMPILE_MODES), "compile_scope": list(vocab.COMPILE_SCOPES),
+         "batch_size": [8], "shape_regime": ["static", "dynamic-true"], "bucket_sets": [[8]], "precision": ["fp32"],
+         "repeats": 1}
+    runs = grid.expand([g])
+    for mode, scope, _, regime, _, _ in runs:
+        assert vocab.runs_with(mode, scope, regime)
+        assert mode in vocab.SCOPE_MODES[scope] or (mode == "eager" and scope in ("module", "fused-adamw"))
+    assert ("eager", "module", 8, "dynamic-true", "fp32", 0) not in runs  # eager's reference is `dynamic`
+    assert ("reduce-overhead", "forward", 8, "static", "fp32", 0) not in runs
+    assert ("max-autotune-no-cudagraphs", "step-graph", 8, "static", "fp32", 0) in runs
+    for key in runs:  # every expanded run is a valid RunConfig
+        RunConfig(**dict(zip(grid.RUN_KEYS, key)))
+
+
+def test_headline_and_usable_are_the_one_selection():
+    df = pd.DataFrame({"shape_regime": ["static", "static", "dynamic"], "compile_scope": ["module", "step", "module"],
+                       "status": ["partial", "oom", "ok"]})
+    assert list(vocab.headline(df).index) == [0]
+    assert list(vocab.usable(df).index) == [0, 2]  # a partly failed configuration has numbers, in every view

@@ -15,7 +15,8 @@ Interval of a configuration, from its n processes with a finite speedup (`speedu
   - n = 2: the two values' range, labelled "n = 2, range"; no coverage is claimed for it.
   - n = 1: the single value, labelled "single run"; no interval.
   A percentile bootstrap over so few processes is not used: at n = 3 and n = 5 its 95% interval of the
-  median is exactly the min-max range of the repeats, which covers the truth in 75% and 94% of studies.
+  median is exactly the min-max range of the repeats, which covers the median of their distribution with
+  probability 1 - 2 / 2**n (75% and 94%). A hierarchical bootstrap (processes, then chunks) under-covers too.
 
 A/A band of a cell (same device, reference shape regime, precision and batch size; `aa_band`), from the
 cell's eager runs, whose "speedup" is eager against eager: the band is [1/m, m] with
@@ -28,8 +29,9 @@ cell's eager runs, whose "speedup" is eager against eager: the band is [1/m, m] 
 
 Verdict rule (`verdict`): "faster" only when the whole speedup interval lies above the band, "slower" only
 when it lies below it, "no measurable difference" otherwise. Only a stated-coverage interval (n >= 3) gets a
-verdict: n = 1 gives "single run, no verdict" and n = 2 "n = 2, no verdict" (a range of two values would call
-ordinary between-process noise a difference); a cell without eager runs gives "no A/A control".
+verdict: n = 1 gives "single run, no verdict" and n = 2 "n = 2, no verdict" (where a configuration varies more
+between processes than eager does, a range of two values lies wholly outside the band by chance far more often
+than 5%: tests/test_stats.py); a cell without eager runs gives "no A/A control".
 """
 
 from __future__ import annotations

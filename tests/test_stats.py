@@ -181,3 +181,16 @@ def test_speedup_table_gives_intervals_bands_and_verdicts_per_configuration():
     cell16 = t.loc[16]
     assert (cell16.aa_n == 3).all() and (cell16.aa_band_high >= np.exp(cell16.aa_chunk_noise)).all()
     assert t.loc[(16, "default"), "speedup_low"] < t.loc[(16, "default"), "speedup"] < t.loc[(16, "default"), "speedup_high"]
+
+
+def test_a_range_of_two_runs_would_not_be_a_safe_verdict():
+    """Why n = 2 gets no verdict: a compiled configuration that varies more between processes than eager does
+    (here 10% against 2%) would, with true ratio 1, have both runs outside the A/A band far too often."""
+    rng = np.random.default_rng(4)
+    aa_sub, aa_ref = simulate(rng, STUDIES, 3, 1.0, sd_process=0.02)
+    speedups = process_speedups(*simulate(rng, STUDIES, 2, 1.0, sd_process=0.10))
+    bands = [band_of(s, r) for s, r in zip(aa_sub, aa_ref)]
+    outside = np.mean([(s.min() > b.high) or (s.max() < b.low) for s, b in zip(speedups, bands)])
+    print(f"\nA/A pairs whose two-run range lies outside the band: {outside:.3f}")
+    assert outside > 0.1
+    assert all(verdict(speedup_interval(s), b) == "n = 2, no verdict" for s, b in zip(speedups[:20], bands))

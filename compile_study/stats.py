@@ -159,7 +159,8 @@ def _run_chunk_ratios(runs: pd.DataFrame) -> list[np.ndarray]:
 
 def cell_bands(runs: pd.DataFrame, cell: Sequence[str]) -> dict[tuple, Band]:
     """The A/A band of every cell that has successful eager runs, keyed by the cell's values."""
-    eager = runs[(runs.compile_mode == "eager") & (runs.status == "ok")]
+    # eager with AdamW foreach against itself; eager with fused AdamW (scope fused-adamw) is a comparison, not A/A
+    eager = runs[(runs.compile_mode == "eager") & (runs.compile_scope == "module") & (runs.status == "ok")]
     return {key: aa_band(g.in_process_speedup, _run_chunk_ratios(g))
             for key, g in eager.groupby(list(cell), sort=True)}
 
@@ -175,7 +176,7 @@ def speedup_table(runs: pd.DataFrame, config: Sequence[str], cell: Sequence[str]
     for key, g in runs.groupby(list(config), sort=True):
         iv = speedup_interval(g.loc[g.status == "ok", "in_process_speedup"])
         band = bands.get(tuple(g[c].iloc[0] for c in cell), Band(NAN, NAN, NAN, NAN, 0))
-        eager = g.compile_mode.iloc[0] == "eager"
+        eager = g.compile_mode.iloc[0] == "eager" and g.compile_scope.iloc[0] == "module"
         rows.append(dict(zip(config, key)) | {
             "speedup": iv.point, "speedup_low": iv.low, "speedup_high": iv.high, "speedup_method": iv.method,
             "speedup_n": iv.n, "speedup_level": iv.level,

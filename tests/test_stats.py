@@ -166,9 +166,9 @@ def test_speedup_table_gives_intervals_bands_and_verdicts_per_configuration():
                                (64, "default", 1.3, 3)]:  # batch 64 has no eager runs
         subject, reference = simulate(rng, 1, n, ratio)
         for s, r in zip(subject[0], reference[0]):
-            rows.append(dict(batch_size=bs, compile_mode=mode, status="ok", in_process_speedup=np.median(r) / np.median(s),
+            rows.append(dict(batch_size=bs, compile_mode=mode, compile_scope="module", status="ok", in_process_speedup=np.median(r) / np.median(s),
                              step_times_ms=list(s), reference_step_times_ms=list(r), interleave_chunk=CHUNK))
-    rows.append(dict(batch_size=16, compile_mode="default", status="oom", in_process_speedup=np.nan,
+    rows.append(dict(batch_size=16, compile_mode="default", compile_scope="module", status="oom", in_process_speedup=np.nan,
                      step_times_ms=np.nan, reference_step_times_ms=np.nan, interleave_chunk=CHUNK))
     table = speedup_table(pd.DataFrame(rows), config=["batch_size", "compile_mode"], cell=["batch_size"])
     t = table.set_index(["batch_size", "compile_mode"])

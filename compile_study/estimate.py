@@ -58,7 +58,8 @@ def estimate(runs: dict, layout: Layout, device: str) -> dict:
 def plan_message(runs: dict, layout: Layout, device: str, gpus: int = 1) -> str:
     e = estimate(runs, layout, device)
     source = (f"{e['measured']} of {e['todo']} from earlier records" if e["measured"] else "a per-mode prior")
-    where = f"on {gpus} GPUs" if device == "cuda" and gpus > 1 else f"on one {device.upper()}"
+    where = (f"on {gpus} GPUs with --resources timed_run={gpus}" if device == "cuda" and gpus > 1
+             else "on one GPU" if device == "cuda" else "on the CPU")
     return (f"study plan: {e['todo']} of {e['total']} runs to do, about {e['seconds'] / 60 / max(gpus, 1):.0f} min "
             f"{where} (estimate: {source}; data preparation and aggregation not counted)")
 

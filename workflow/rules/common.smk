@@ -11,6 +11,7 @@ from snakemake.utils import validate
 
 from compile_study import config_check, grid, vocab
 from compile_study.estimate import plan_message
+from compile_study.isolation import count_gpus
 from compile_study.layout import CHECKS, Layout, is_stored_study, stored_device
 
 STORED = is_stored_study(".")
@@ -57,6 +58,10 @@ RUNS = (
     {} if STORED else grid.expand(config["grids"][DEVICE])
 )  # run key -> its sub-grid's step settings
 CHECKS_ON = [] if STORED else config["checks"].get(DEVICE, [])
+# A timed job's threads: its share of the cores when several GPUs run timed jobs at once
+# (`--resources timed_run=N`; each job pins itself to a disjoint share, compile_study/isolation.py).
+GPUS = count_gpus() if DEVICE == "cuda" and not STORED else 1
+TIMED_THREADS = max(1, workflow.cores // max(1, GPUS))
 
 
 wildcard_constraints:
@@ -132,4 +137,4 @@ def paper_targets():
 def print_plan():
     """Before the first job: runs to do, and an estimate of their device time (compile_study/estimate.py)."""
     if not STORED:
-        print(plan_message(RUNS, L, DEVICE), file=sys.stderr)
+        print(plan_message(RUNS, L, DEVICE, GPUS), file=sys.stderr)

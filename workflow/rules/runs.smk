@@ -14,7 +14,7 @@ rule train_run:
         L.log(
             "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}"
         ),
-    threads: workflow.cores
+    threads: TIMED_THREADS
     resources:
         timed_run=1,
     params:
@@ -36,7 +36,7 @@ rule parity:
         L.parity_pattern,
     log:
         L.log("parity/{precision}/{compile_mode}"),
-    threads: workflow.cores
+    threads: TIMED_THREADS
     resources:
         timed_run=1,
     params:
@@ -53,7 +53,7 @@ rule measure_peak:
         L.peak,
     log:
         L.log("measure_peak"),
-    threads: workflow.cores
+    threads: TIMED_THREADS
     resources:
         timed_run=1,
     params:
@@ -68,7 +68,7 @@ rule mlp_claim:
         L.mlp,
     log:
         L.log("mlp_claim"),
-    threads: workflow.cores
+    threads: TIMED_THREADS
     resources:
         timed_run=1,
     params:
@@ -90,7 +90,7 @@ rule method_check:
         L.log("checks/{check}"),
     wildcard_constraints:
         check="|".join(CHECKS),
-    threads: workflow.cores
+    threads: TIMED_THREADS
     resources:
         timed_run=1,
     params:

@@ -17,18 +17,19 @@ def resolve_device():
 
 
 # Bad config fails here, before any job, with one readable message and no traceback.
+# Each error is reported under the file (or --config) that set the bad value
+_sources = config_check.config_sources(workflow)
 _errors = config_check.schema_errors(
     config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
 )
 if _errors:
-    sys.exit(config_check.format_errors(_errors))
+    sys.exit(config_check.format_errors(_errors, _sources))
 validate(config, schema="../schemas/config.schema.yaml")  # fills in the defaults
-DEVICE = resolve_device()
-_errors = config_check.semantic_errors(
-    config, devices=[DEVICE]
-)  # the grid about to run
+_errors = config_check.device_errors(config, workflow.local_exec)
+DEVICE = resolve_device()  # semantic errors concern the grid about to run
+_errors += config_check.semantic_errors(config, devices=[DEVICE])
 if _errors:
-    sys.exit(config_check.format_errors(_errors))
+    sys.exit(config_check.format_errors(_errors, _sources))
 DATA_DIR = "resources/data"
 DATA_FILES = [
     f"{DATA_DIR}/{split}_{part}.npy"

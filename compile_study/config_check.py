@@ -16,7 +16,7 @@ import jsonschema
 import yaml
 
 from compile_study import grid
-from compile_study.data import DataError, check_split, split_labels
+from compile_study.data import CSV_LAYOUT, DataError, check_split, split_labels
 
 MERGED = "the merged config"  # where a value came from when no single source set it
 
@@ -84,10 +84,12 @@ def data_errors(data: dict) -> list[Problem]:
             return [Problem(f"data.csv_dir: {data['csv_dir']!r} is not a directory (needed by data.source: csv)",
                             ("data", "csv_dir"))]
         if not (csv_dir / "test.csv").is_file():
-            return [Problem(f"data.csv_dir: {str(csv_dir)!r} has no test.csv (AG News CSV layout: test.csv, with "
-                            "train.csv beside it or alone, split by data.eval_fraction)", ("data", "csv_dir"))]
+            return [Problem(f"data.csv_dir: {str(csv_dir)!r} has no test.csv ({CSV_LAYOUT})", ("data", "csv_dir"))]
     try:  # cheap: reads test.csv's labels or draws the synthetic ones; no tokenizer
         found = split_labels(data)
+    except DataError as e:  # a malformed test.csv: its file and line
+        return [Problem(f"data.csv_dir: {e}", ("data", "csv_dir"))]
+    try:
         if found is not None:
             check_split(*found, data["eval_fraction"])
     except DataError as e:

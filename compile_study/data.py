@@ -30,7 +30,7 @@ KNOWN_SHA256 = {
 
 
 # what load_csv reads; train.csv without test.csv is refused (the study evaluates on test.csv)
-CSV_LAYOUT = "AG News CSV layout: test.csv, with train.csv beside it or alone (then split by data.eval_fraction)"
+CSV_LAYOUT = "AG News CSV layout: test.csv, either beside train.csv or alone (then split by data.eval_fraction)"
 
 
 class DataError(ValueError):
@@ -129,7 +129,7 @@ def read_ag_news_csv(path: str | os.PathLike) -> tuple[list[str], list[int]]:
 
 def _header_hint(row: list[str], lineno: int) -> str:
     if lineno == 1 and row and not row[0].strip().isdigit():
-        return f"; line 1 looks like a header row ({', '.join(map(repr, row[:3]))}), which AG News' CSV has not: delete it"
+        return f"; it looks like a header row ({', '.join(map(repr, row[:3]))}), and AG News' CSV has none: delete that line"
     return ""
 
 
@@ -147,12 +147,13 @@ def check_split(labels: list[int], what: str, eval_fraction: float) -> None:
     per_class = ", ".join(f"{CLASSES[c]} {n:,}" for c, n in counts.items())
     n_max = max(counts.values())
     if n_eval == 0:
-        side, outcome, fix = "eval", "no class gives eval a row", f"above {0.5 / n_max:.3g}"
+        side, outcome, fix = "eval", "no class gives eval a row", f"use data.eval_fraction above {0.5 / n_max:.3g}"
     else:
-        side, outcome, fix = "train", "every class gives eval all its rows", f"below {1 - 0.5 / n_max:.3g}"
+        side, outcome, fix = "train", "every class gives eval all its rows", f"use data.eval_fraction below {1 - 0.5 / n_max:.3g}"
+    if len(labels) < 2:
+        fix = "one row cannot be split"
     raise DataError(f"data.eval_fraction {eval_fraction} leaves the {side} split empty: of the {len(labels):,} rows "
-                    f"of {what} ({per_class}), {outcome} (round(class rows x {eval_fraction})); "
-                    f"use data.eval_fraction {fix}, or more rows")
+                    f"of {what} ({per_class}), {outcome} (round(class rows x {eval_fraction})); {fix}, or more rows")
 
 
 def split_indices(labels: list[int], eval_fraction: float, seed: int, what: str = "the data") -> tuple[np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ file (or `--config`) that set the bad value, without a traceback.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -149,10 +150,10 @@ def _why_no_runs(g: dict, mode: str) -> str:
     return " and ".join(reasons) or "matches none of the rules in compile_study.grid.expand"
 
 
-def device_errors(config: dict, local_exec: bool = True) -> list[Problem]:
-    """`device: cuda` on a host where torch sees no GPU. Not checked where jobs run elsewhere (a cluster
-    executor) or where torch is not installed beside Snakemake (jobs in a container)."""
-    if config["device"] != "cuda" or not local_exec:
+def device_errors(config: dict) -> list[Problem]:
+    """`device: cuda` on a host where torch sees no GPU; not checked where torch is not installed beside
+    Snakemake (jobs in a container find out for themselves)."""
+    if config["device"] != "cuda":
         return []
     try:
         import torch
@@ -166,6 +167,12 @@ def device_errors(config: dict, local_exec: bool = True) -> list[Problem]:
         fix += ", or check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES"
     return [Problem(f"device: 'cuda', but torch sees no CUDA GPU (torch {torch.__version__}, {build}); {fix}",
                     ("device",))]
+
+
+def warn_before_start(problems: list[str]) -> None:
+    """Problems a dry run may plan around (the workflow's `onstart` stops a real run on them)."""
+    for p in problems:
+        print(f"warning: {p} (a dry run plans the study; a run stops before its first job)", file=sys.stderr)
 
 
 def config_sources(workflow) -> list[tuple[str, Mapping]]:

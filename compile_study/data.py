@@ -129,7 +129,8 @@ def read_ag_news_csv(path: str | os.PathLike) -> tuple[list[str], list[int]]:
 
 def _header_hint(row: list[str], lineno: int) -> str:
     if lineno == 1 and row and not row[0].strip().isdigit():
-        return f"; it looks like a header row ({', '.join(map(repr, row[:3]))}), and AG News' CSV has none: delete that line"
+        fields = ", ".join(map(repr, row[:3]))
+        return f"; it looks like a header row ({fields}), and AG News' CSV has none: delete that line"
     return ""
 
 
@@ -145,19 +146,21 @@ def check_split(labels: list[int], what: str, eval_fraction: float) -> None:
     if 0 < n_eval < len(labels):
         return
     per_class = ", ".join(f"{CLASSES[c]} {n:,}" for c, n in counts.items())
-    n_max = max(counts.values())
+    half_row = 0.5 / max(counts.values())  # round() needs more than half a row in the largest class
     if n_eval == 0:
-        side, outcome, fix = "eval", "no class gives eval a row", f"use data.eval_fraction above {0.5 / n_max:.3g}"
+        side, outcome, fix = "eval", "no class gives eval a row", f"use data.eval_fraction above {half_row:.3g}"
     else:
-        side, outcome, fix = "train", "every class gives eval all its rows", f"use data.eval_fraction below {1 - 0.5 / n_max:.3g}"
+        side, outcome = "train", "every class gives eval all its rows"
+        fix = f"use data.eval_fraction below {1 - half_row:.3g}"
     if len(labels) < 2:
         fix = "one row cannot be split"
     raise DataError(f"data.eval_fraction {eval_fraction} leaves the {side} split empty: of the {len(labels):,} rows "
                     f"of {what} ({per_class}), {outcome} (round(class rows x {eval_fraction})); {fix}, or more rows")
 
 
-def split_indices(labels: list[int], eval_fraction: float, seed: int, what: str = "the data") -> tuple[np.ndarray, np.ndarray]:
-    """Deterministic stratified split: the same eval_fraction of every class goes to eval."""
+def split_indices(labels: list[int], eval_fraction: float, seed: int, what: str = "the data"
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Deterministic stratified split: the same eval_fraction of every class goes to eval (`what` names the rows)."""
     check_split(labels, what, eval_fraction)
     rng = np.random.default_rng(seed)
     labels_arr = np.asarray(labels)
@@ -208,10 +211,8 @@ def load_csv(csv_dir: str | os.PathLike, eval_fraction: float, seed: int, verify
         f"(stratified by class, seed {seed}) into {1 - eval_fraction:.0%} train / {eval_fraction:.0%} eval"
     ]
     pick = lambda xs, idx: [xs[i] for i in idx]  # noqa: E731
-    return Corpus(
-        pick(test_texts, tr), pick(test_labels, tr), pick(test_texts, ev), pick(test_labels, ev), "csv", desc, notes, sha,
-        display_path(csv_dir),
-    )
+    return Corpus(pick(test_texts, tr), pick(test_labels, tr), pick(test_texts, ev), pick(test_labels, ev), "csv", desc,
+                  notes, sha, display_path(csv_dir))
 
 
 def display_path(path: str | os.PathLike) -> str:

@@ -29,12 +29,16 @@ def errors_of(config: dict) -> list[str]:
     return [str(e) for e in config_check.semantic_errors(config)]
 
 
-def snakemake_dry_run(study_dir, *args) -> str:
-    """What a user sees from `snakemake -n` in a study directory (asserted to fail)."""
-    res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(study_dir), "-n", *args],
+def snakemake(study_dir, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(study_dir), *args],
         capture_output=True, text=True, timeout=120, cwd=study_dir,
     )
+
+
+def snakemake_dry_run(study_dir, *args) -> str:
+    """What a user sees from `snakemake -n` in a study directory (asserted to fail)."""
+    res = snakemake(study_dir, "-n", *args)
     assert res.returncode != 0
     return res.stdout + res.stderr
 
@@ -210,7 +214,8 @@ def test_a_listed_mode_without_runs_is_named_and_an_empty_device_grid_too():
         {"name": "modes", "compile_mode": ["eager", "default", "max-autotune"], "max_autotune_batch_sizes": []},
     ])
     assert errors_of(cfg) == ["grids.cpu[0] (modes): compile_mode max-autotune gets no run: it runs only at "
-                              "max_autotune_batch_sizes [], none of batch_size [32]: list some of them, or null for all"]
+                              "max_autotune_batch_sizes [], none of batch_size [32]: list some of them, "
+                              "or null for all"]
     cfg = edit("grids.cpu", [{"name": "a", "compile_mode": ["eager"], "compile_scope": ["step"]},
                              {"name": "b", "compile_mode": ["reduce-overhead"], "compile_scope": ["backward"]}])
     errors = errors_of(cfg)
@@ -261,20 +266,23 @@ def test_device_cuda_without_a_gpu_names_the_build_and_the_fix(monkeypatch):
                      "use device: auto or cpu")
     monkeypatch.setattr(torch.version, "cuda", "12.8")
     assert "built with CUDA 12.8" in config_check.device_errors({"device": "cuda"})[0]
-    assert config_check.device_errors({"device": "cuda"}, local_exec=False) == []  # jobs run on other hosts
     assert config_check.device_errors({"device": "auto"}) == []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert config_check.device_errors({"device": "cuda"}) == []
 
 
-def test_device_cuda_fails_the_dry_run_on_a_host_without_a_gpu(tmp_path):
+def test_device_cuda_on_a_host_without_a_gpu_stops_the_run_before_its_first_job(tmp_path):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this host has a GPU")
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(edit("device", "cuda")))
-    out = snakemake_dry_run(tmp_path)
-    assert "config.yaml is invalid:\n  - device: 'cuda', but torch sees no CUDA GPU (torch " in out
-    assert "Traceback" not in out and "train_run" not in out
+    message = "device: 'cuda', but torch sees no CUDA GPU (torch "
+    res = snakemake(tmp_path, "--cores", "1")
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and f"config.yaml is invalid:\n  - {message}" in out
+    assert "Traceback" not in out and not (tmp_path / "resources").exists()  # not even the data was prepared
+    dry = snakemake(tmp_path, "-n")  # planning the GPU study on this host still works, with a warning
+    assert dry.returncode == 0 and f"warning: {message}" in dry.stderr and "train_run" in dry.stdout
 
 
 # ---------------------------------------------------------------- where a bad value came from
@@ -303,5 +311,6 @@ def test_errors_from_an_overlay_and_from_config_name_those_sources(tmp_path):
     out = snakemake_dry_run(tmp_path, "--configfile", "overlay.yaml", "--config", "train={lr: -1}", "device=tpu")
     assert "overlay.yaml is invalid:\n  - model.n_layers: 0 is less than the minimum of 1" in out
     assert "--config is invalid (Snakemake reads the values inside a --config mapping as strings" in out
-    assert "  - train.lr: '-1' has the wrong type; expected number\n" in out and "  - device: 'tpu' is not allowed" in out
+    assert "  - train.lr: '-1' has the wrong type; expected number\n" in out
+    assert "  - device: 'tpu' is not allowed" in out
     assert "config.yaml is invalid" not in out.replace("overlay.yaml is invalid", "")

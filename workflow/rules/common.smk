@@ -25,11 +25,21 @@ _errors = config_check.schema_errors(
 if _errors:
     sys.exit(config_check.format_errors(_errors, _sources))
 validate(config, schema="../schemas/config.schema.yaml")  # fills in the defaults
-_errors = config_check.device_errors(config, workflow.local_exec)
-DEVICE = resolve_device()  # semantic errors concern the grid about to run
-_errors += config_check.semantic_errors(config, devices=[DEVICE])
+DEVICE = resolve_device()  # the semantic checks concern the grid about to run
+_errors = config_check.semantic_errors(config, devices=[DEVICE])
 if _errors:
     sys.exit(config_check.format_errors(_errors, _sources))
+# device: cuda without a GPU: a dry run still plans the GPU study; a run stops before its first job.
+_device_errors = config_check.device_errors(config)
+config_check.warn_before_start(_device_errors)
+
+
+onstart:
+    # (with a cluster executor the jobs run on hosts of their own)
+    if _device_errors and workflow.local_exec:
+        sys.exit(config_check.format_errors(_device_errors, _sources))
+
+
 DATA_DIR = "resources/data"
 DATA_FILES = [
     f"{DATA_DIR}/{split}_{part}.npy"

@@ -2,9 +2,10 @@
 
 The workflow calls `schema_errors` (types, enums, ranges, required and unknown keys, from the JSON
 schema), then Snakemake's `validate` (which fills in the defaults), then `semantic_errors` (what
-a schema cannot say) and `device_errors` (the one check that imports torch). Each error names the
-key, the bad value and what is allowed; `format_errors` reports all of them at once, each under the
-file (or `--config`) that set the bad value, without a traceback.
+a schema cannot say, the grid's expansion included), and `device_errors` (the one check that imports
+torch: a warning at load, so that a dry run may plan a GPU study anywhere, and an error when a run
+starts). Each error names the key, the bad value and the fix; `format_errors` reports all of them at
+once, each under the file (or `--config`) that set the bad value, without a traceback.
 """
 
 from __future__ import annotations
@@ -90,9 +91,10 @@ def data_errors(data: dict) -> list[Problem]:
         found = split_labels(data)
     except DataError as e:  # a malformed test.csv: its file and line
         return [Problem(f"data.csv_dir: {e}", ("data", "csv_dir"))]
+    if found is None:  # the split is given (hub, train.csv + test.csv) or decided when the data is prepared
+        return []
     try:
-        if found is not None:
-            check_split(*found, data["eval_fraction"])
+        check_split(*found, data["eval_fraction"])
     except DataError as e:
         return [Problem(str(e), ("data", "eval_fraction"), ("data", "synthetic_rows"), ("data", "csv_dir"))]
     return []

@@ -17,7 +17,7 @@ def resolve_device():
 
 
 # Bad config fails here, before any job, with one readable message and no traceback.
-# Each error is reported under the file (or --config) that set the bad value
+# Each error is reported under the file (or --config) that set the bad value.
 _sources = config_check.config_sources(workflow)
 _errors = config_check.schema_errors(
     config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")

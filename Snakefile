@@ -28,7 +28,7 @@ include: "workflow/rules/paper.smk"
 
 
 onstart:
-    print_plan()
+    before_start()
 
 
 rule all:

@@ -12,6 +12,7 @@ import hashlib
 import io
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,10 @@ KNOWN_SHA256 = {
     "train.csv": "76a0a2d2f92b286371fe4d4044640910a04a803fdd2538e0f3f29a5c6f6b672e",
     "test.csv": "521465c2428ed7f02f8d6db6ffdd4b5447c1c701962353eb2c40d548c3c85699",
 }
+
+
+# what load_csv reads; train.csv without test.csv is refused (the study evaluates on test.csv)
+CSV_LAYOUT = "AG News CSV layout: test.csv, either beside train.csv or alone (then split by data.eval_fraction)"
 
 
 class DataError(ValueError):
@@ -44,6 +49,7 @@ class Corpus:
     description: str  # what the paper calls the data, e.g. "AG News test split (7,600 rows)"
     notes: list[str]
     input_sha256: dict[str, str]
+    csv_dir: str | None = None  # as the paper may show it (display_path), when read from CSV
 
 
 # ---------------------------------------------------------------- sources
@@ -99,15 +105,18 @@ def read_ag_news_csv(path: str | os.PathLike) -> tuple[list[str], list[int]]:
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         raise DataError(f"{path}: line {line}: not valid UTF-8 (byte {raw[e.start]:#04x} at offset {e.start})") from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark, as spreadsheet programs write
     texts, labels = [], []
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         for row in reader:
             lineno = reader.line_num
             if len(row) != 3:
-                raise DataError(f"{path}: line {lineno}: expected 3 fields (class index, title, description), got {len(row)}")
+                raise DataError(f"{path}: line {lineno}: expected 3 fields (class index, title, description), "
+                                f"got {len(row)}{_header_hint(row, lineno)}")
             if row[0] not in ("1", "2", "3", "4"):
-                raise DataError(f"{path}: line {lineno}: class index {row[0]!r} is not one of 1, 2, 3, 4")
+                raise DataError(f"{path}: line {lineno}: class index {row[0]!r} is not one of 1, 2, 3, 4"
+                                + _header_hint(row, lineno))
             # AG News escapes newlines inside fields as a literal backslash
             texts.append(f"{row[1]} {row[2]}".replace("\\", " ").strip())
             labels.append(int(row[0]) - 1)
@@ -118,14 +127,47 @@ def read_ag_news_csv(path: str | os.PathLike) -> tuple[list[str], list[int]]:
     return texts, labels
 
 
-def split_indices(labels: list[int], eval_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Deterministic stratified split: the same eval_fraction of every class goes to eval."""
+def _header_hint(row: list[str], lineno: int) -> str:
+    if lineno == 1 and row and not row[0].strip().isdigit():
+        fields = ", ".join(map(repr, row[:3]))
+        return f"; it looks like a header row ({fields}), and AG News' CSV has none: delete that line"
+    return ""
+
+
+def _n_eval(n_rows: int, eval_fraction: float) -> int:
+    return int(round(n_rows * eval_fraction))
+
+
+def check_split(labels: list[int], what: str, eval_fraction: float) -> None:
+    """Refuse an eval_fraction that leaves the train or the eval split of `what` (the rows' source) empty,
+    naming the per-class counts."""
+    counts = dict(zip(*np.unique(np.asarray(labels, dtype=np.int64), return_counts=True)))
+    n_eval = sum(_n_eval(n, eval_fraction) for n in counts.values())
+    if 0 < n_eval < len(labels):
+        return
+    per_class = ", ".join(f"{CLASSES[c]} {n:,}" for c, n in counts.items())
+    half_row = 0.5 / max(counts.values())  # round() needs more than half a row in the largest class
+    if n_eval == 0:
+        side, outcome, fix = "eval", "no class gives eval a row", f"use data.eval_fraction above {half_row:.3g}"
+    else:
+        side, outcome = "train", "every class gives eval all its rows"
+        fix = f"use data.eval_fraction below {1 - half_row:.3g}"
+    if len(labels) < 2:
+        fix = "one row cannot be split"
+    raise DataError(f"data.eval_fraction {eval_fraction} leaves the {side} split empty: of the {len(labels):,} rows "
+                    f"of {what} ({per_class}), {outcome} (round(class rows x {eval_fraction})); {fix}, or more rows")
+
+
+def split_indices(labels: list[int], eval_fraction: float, seed: int, what: str = "the data"
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Deterministic stratified split: the same eval_fraction of every class goes to eval (`what` names the rows)."""
+    check_split(labels, what, eval_fraction)
     rng = np.random.default_rng(seed)
     labels_arr = np.asarray(labels)
     train_idx, eval_idx = [], []
     for c in np.unique(labels_arr):
         idx = rng.permutation(np.flatnonzero(labels_arr == c))
-        n_eval = int(round(len(idx) * eval_fraction))
+        n_eval = _n_eval(len(idx), eval_fraction)
         eval_idx.append(idx[:n_eval])
         train_idx.append(idx[n_eval:])
     return np.sort(np.concatenate(train_idx)), np.sort(np.concatenate(eval_idx))
@@ -140,7 +182,8 @@ def load_csv(csv_dir: str | os.PathLike, eval_fraction: float, seed: int, verify
     csv_dir = Path(csv_dir)
     test_path, train_path = csv_dir / "test.csv", csv_dir / "train.csv"
     if not test_path.is_file():
-        raise DataError(f"{csv_dir}: no test.csv (AG News CSV layout: train.csv and/or test.csv)")
+        has_train = " (train.csv alone is not enough: eval is test.csv or a split of it)" if train_path.is_file() else ""
+        raise DataError(f"{csv_dir}: no test.csv{has_train}; {CSV_LAYOUT}")
     sha = {p.name: sha256_file(p) for p in (train_path, test_path) if p.is_file()}
     known = all(KNOWN_SHA256.get(name) == digest for name, digest in sha.items())
     for name, digest in sha.items():
@@ -155,22 +198,45 @@ def load_csv(csv_dir: str | os.PathLike, eval_fraction: float, seed: int, verify
     if train_path.is_file():
         train_texts, train_labels = read_ag_news_csv(train_path)
         desc = f"{name} ({len(train_texts):,} train / {len(test_texts):,} test rows, local CSV)"
-        notes = [f"read from {csv_dir}; eval = test.csv"]
-        return Corpus(train_texts, train_labels, test_texts, test_labels, "csv", desc, notes, sha)
-    tr, ev = split_indices(test_labels, eval_fraction, seed)
+        notes = [f"read from {display_path(csv_dir)}; eval = test.csv"]
+        return Corpus(train_texts, train_labels, test_texts, test_labels, "csv", desc, notes, sha, display_path(csv_dir))
+    tr, ev = split_indices(test_labels, eval_fraction, seed, f"{display_path(csv_dir)}/test.csv")
     desc = (
         f"{name} test split ({len(test_texts):,} rows), split {len(tr):,} train / {len(ev):,} eval"
         if known
         else f"{name} ({len(test_texts):,} rows), split {len(tr):,} train / {len(ev):,} eval"
     )
     notes = [
-        f"read from {csv_dir}: only test.csv present, so it was split deterministically "
+        f"read from {display_path(csv_dir)}: only test.csv present, so it was split deterministically "
         f"(stratified by class, seed {seed}) into {1 - eval_fraction:.0%} train / {eval_fraction:.0%} eval"
     ]
     pick = lambda xs, idx: [xs[i] for i in idx]  # noqa: E731
-    return Corpus(
-        pick(test_texts, tr), pick(test_labels, tr), pick(test_texts, ev), pick(test_labels, ev), "csv", desc, notes, sha
-    )
+    return Corpus(pick(test_texts, tr), pick(test_labels, tr), pick(test_texts, ev), pick(test_labels, ev), "csv", desc,
+                  notes, sha, display_path(csv_dir))
+
+
+def display_path(path: str | os.PathLike) -> str:
+    """A local path as the paper may show it: relative as configured, else relative to the study directory,
+    else the directory's name alone (an absolute path would only name the author's machine)."""
+    p = Path(path)
+    if not p.is_absolute():
+        return p.as_posix()
+    try:
+        return p.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return p.name
+
+
+def split_labels(data_cfg: dict) -> tuple[list[int], str] | None:
+    """The labels the configured source would split by data.eval_fraction and what they are, found without
+    tokenizing (test.csv alone in csv_dir, or the synthetic corpus); None where the split is given (the hub's,
+    train.csv + test.csv) or the source is `auto` (the hub may answer)."""
+    if data_cfg["source"] == "synthetic":
+        return _synthetic_draw(data_cfg["synthetic_rows"], data_cfg["seed"])[1], SYNTHETIC
+    csv_dir = Path(data_cfg.get("csv_dir") or "")
+    if data_cfg["source"] == "csv" and (csv_dir / "test.csv").is_file() and not (csv_dir / "train.csv").is_file():
+        return read_ag_news_csv(csv_dir / "test.csv")[1], f"{display_path(csv_dir)}/test.csv"
+    return None
 
 
 # Per-class topic words; the shared filler makes classes separable but not trivially so.
@@ -180,6 +246,7 @@ _SYNTH_TOPICS = (
     "shares profit market stocks company quarterly investors oil prices economy bank deal",
     "software internet computer space nasa research microsoft online technology scientists chip web",
 )
+SYNTHETIC = "the synthetic corpus"
 _SYNTH_FILLER = "the a of to in and on for with said after new at by from as its over two first year reuters ap".split()
 
 
@@ -188,16 +255,15 @@ def make_synthetic(n_rows: int, eval_fraction: float, seed: int) -> Corpus:
 
     Word counts are log-normal around AG News' median of ~38 words (p90 ~60, long tail to ~200).
     """
-    rng = np.random.default_rng(seed)
+    rng, labels = _synthetic_draw(n_rows, seed)
     topics = [t.split() for t in _SYNTH_TOPICS]
-    labels = rng.integers(0, 4, n_rows).tolist()
     n_words = np.clip(rng.lognormal(mean=np.log(38), sigma=0.35, size=n_rows), 6, 200).astype(int)
     texts = []
     for label, n in zip(labels, n_words):
         topical = rng.random(n) < 0.3
         words = [rng.choice(topics[label]) if t else rng.choice(_SYNTH_FILLER) for t in topical]
         texts.append(" ".join(words))
-    tr, ev = split_indices(labels, eval_fraction, seed)
+    tr, ev = split_indices(labels, eval_fraction, seed, SYNTHETIC)
     pick = lambda xs, idx: [xs[i] for i in idx]  # noqa: E731
     return Corpus(
         pick(texts, tr), pick(labels, tr), pick(texts, ev), pick(labels, ev), "synthetic",
@@ -205,6 +271,12 @@ def make_synthetic(n_rows: int, eval_fraction: float, seed: int) -> Corpus:
         [f"generated (seed {seed}) because no real data was used; lengths mimic a news-like spread"],
         {},
     )
+
+
+def _synthetic_draw(n_rows: int, seed: int) -> tuple[np.random.Generator, list[int]]:
+    """The synthetic corpus's generator after its first draw, the labels (which split_labels needs alone)."""
+    rng = np.random.default_rng(seed)
+    return rng, rng.integers(0, 4, n_rows).tolist()
 
 
 def load_corpus(data_cfg: dict, cache_dir: str | os.PathLike) -> Corpus:
@@ -228,7 +300,7 @@ def load_corpus(data_cfg: dict, cache_dir: str | os.PathLike) -> Corpus:
     csv_dir = data_cfg.get("csv_dir")
     if csv_dir and Path(csv_dir, "test.csv").is_file():
         return _with_notes(load_csv(csv_dir, frac, seed, verify), tried)
-    tried.append(f"csv: no test.csv in {csv_dir!r}")
+    tried.append(f"csv: no test.csv in {display_path(csv_dir) if csv_dir else None!r}")
     return _with_notes(make_synthetic(data_cfg["synthetic_rows"], frac, seed), tried)
 
 
@@ -283,6 +355,7 @@ def prepare(data_cfg: dict, max_len: int, out_dir: str | os.PathLike, cache_dir:
         "description": corpus.description,
         "notes": corpus.notes,
         "input_sha256": corpus.input_sha256,
+        "csv_dir": corpus.csv_dir,
         "classes": list(CLASSES),
         "vocab_size": tok.get_vocab_size(),
         "max_len": max_len,
@@ -304,8 +377,30 @@ def prepare(data_cfg: dict, max_len: int, out_dir: str | os.PathLike, cache_dir:
             "truncated_fraction": float((full > max_len).mean()),
             "pad_fraction_at_max_len": float(1 - lengths.sum() / (len(texts) * max_len)),
         }
+    facts["warnings"] = data_warnings(facts)
+    for w in facts["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
     write_json_atomic(out / "facts.json", facts)
     return facts
+
+
+TRUNCATION_WARNING = 0.5  # share of train rows cut at max_len past which the study no longer times news-length text
+
+
+def data_warnings(facts: dict) -> list[str]:
+    """Data the study can run on but whose results mislead, one sentence each (for the log and the paper)."""
+    out = []
+    for split, s in facts["splits"].items():
+        if len(s["class_counts"]) == 1:
+            (name, n), = s["class_counts"].items()
+            out.append(f"the {split} split holds a single class ({name}, {n:,} rows): its accuracy says nothing "
+                       "about the classifier")
+    train = facts["splits"]["train"]
+    if train["truncated_fraction"] > TRUNCATION_WARNING:
+        out.append(f"model.max_len {facts['max_len']} truncates {train['truncated_fraction']:.0%} of the train rows "
+                   f"(median length {train['token_length_percentiles']['p50']:.0f} tokens): the runs time "
+                   "sequences cut short")
+    return out
 
 
 def load_split(data_dir: str | os.PathLike, split: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,3 +1,4 @@
+import json
 import time
 
 import numpy as np
@@ -102,3 +103,64 @@ def test_prepare_writes_ids_lengths_labels_and_facts(synthetic_data):
     assert set(np.unique(labels)) <= {0, 1, 2, 3}
     assert facts["source"] == "synthetic" and facts["splits"]["eval"]["rows"] == 40
     assert 0 < facts["splits"]["train"]["pad_fraction_at_max_len"] < 1
+
+
+def test_a_local_path_is_shown_without_the_machine_it_lives_on(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert data.display_path("../shared/data/ag_news") == "../shared/data/ag_news"  # as configured
+    assert data.display_path(tmp_path / "csv" / "ag") == "csv/ag"  # inside the study directory
+    assert data.display_path("/somewhere/else/ag_news") == "ag_news"  # elsewhere: the directory's name
+
+
+def test_facts_name_the_csv_directory_by_its_display_form(tmp_path, monkeypatch):
+    study, elsewhere = tmp_path / "study", tmp_path / "elsewhere" / "ag_csv"
+    study.mkdir()
+    elsewhere.mkdir(parents=True)
+    write(elsewhere, "".join(f'"{1 + i % 4}","title {i}","words {i}"\n' for i in range(40)))
+    monkeypatch.chdir(study)
+    c = data.load_csv(elsewhere, 0.1, seed=0, verify_sha256=False)
+    assert c.csv_dir == "ag_csv" and c.notes[0].startswith("read from ag_csv: only test.csv present")
+    assert str(tmp_path) not in " ".join(c.notes + [c.description])
+
+
+def test_empty_split_is_refused_before_tokenizing():
+    with pytest.raises(DataError, match=r"data.eval_fraction 0.01 leaves the eval split empty: of the 40 rows of the "
+                                        r"synthetic corpus \(World \d+, Sports \d+, Business \d+, Sci/Tech \d+\)"):
+        data.make_synthetic(40, 0.01, seed=0)
+    with pytest.raises(DataError, match="leaves the train split empty: .* use data.eval_fraction below 0.9"):
+        split_indices([0] * 5 + [1] * 5, 0.96, seed=0)
+    tr, ev = split_indices([0] * 5 + [1] * 5, 0.2, seed=0)
+    assert len(tr) == 8 and len(ev) == 2
+
+
+def test_split_labels_are_the_labels_that_get_split(tmp_path):
+    cfg = data_cfg(synthetic_rows=400)
+    labels, what = data.split_labels(cfg)
+    c = data.make_synthetic(400, 0.1, seed=0)
+    assert sorted(labels) == sorted(c.train_labels + c.eval_labels) and what == data.SYNTHETIC
+    write(tmp_path, '"3","a","b"\n"1","c","d"\n')
+    assert data.split_labels(data_cfg(source="csv", csv_dir=str(tmp_path)))[0] == [2, 0]
+    assert data.split_labels(data_cfg(source="auto", csv_dir=str(tmp_path))) is None  # the hub may answer
+    write(tmp_path, '"3","a","b"\n', name="train.csv")
+    assert data.split_labels(data_cfg(source="csv", csv_dir=str(tmp_path))) is None  # eval = test.csv, no split
+
+
+def test_a_single_class_and_heavy_truncation_are_warned_in_the_log_and_the_facts(tmp_path, capsys):
+    write(tmp_path, "".join(f'"2","Cup final {i}","the team won the cup final again {i}"\n' for i in range(40)))
+    cfg = data_cfg(source="csv", csv_dir=str(tmp_path), verify_sha256=False, vocab_size=100)
+    facts = data.prepare(cfg, 4, tmp_path / "out", tmp_path / "hf")
+    assert facts["splits"]["train"]["truncated_fraction"] == 1.0
+    assert facts["warnings"] == [
+        "the train split holds a single class (Sports, 36 rows): its accuracy says nothing about the classifier",
+        "the eval split holds a single class (Sports, 4 rows): its accuracy says nothing about the classifier",
+        f"model.max_len 4 truncates 100% of the train rows (median length "
+        f"{facts['splits']['train']['token_length_percentiles']['p50']:.0f} tokens): the runs time sequences cut short",
+    ]
+    assert capsys.readouterr().err.count("warning: ") == 3
+    assert json.loads((tmp_path / "out" / "facts.json").read_text())["warnings"] == facts["warnings"]
+
+
+def test_news_length_data_at_the_studied_max_len_has_no_warnings(tmp_path):
+    facts = data.prepare(data_cfg(), 128, tmp_path, tmp_path / "hf")  # the studied model.max_len
+    assert facts["splits"]["train"]["truncated_fraction"] < 0.05
+    assert facts["warnings"] == [] and facts["csv_dir"] is None

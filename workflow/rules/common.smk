@@ -27,6 +27,7 @@ def resolve_device():
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+_device_errors = []
 if STORED:
     validate(
         config, schema="../schemas/config.schema.yaml"
@@ -35,16 +36,19 @@ if STORED:
     DEVICE = stored_device(L.stored_records())
 else:
     # Bad config fails here, before any job, with one readable message and no traceback.
+    # Each error is reported under the file (or --config) that set the bad value.
+    _sources = config_check.config_sources(workflow)
     _errors = config_check.schema_errors(config, SCHEMA)
     if _errors:
-        sys.exit(config_check.format_errors(_errors))
+        sys.exit(config_check.format_errors(_errors, _sources))
     validate(config, schema="../schemas/config.schema.yaml")  # fills in the defaults
-    DEVICE = resolve_device()
-    _errors = config_check.semantic_errors(
-        config, devices=[DEVICE]
-    )  # the grid about to run
+    DEVICE = resolve_device()  # the semantic checks concern the grid about to run
+    _errors = config_check.semantic_errors(config, devices=[DEVICE])
     if _errors:
-        sys.exit(config_check.format_errors(_errors))
+        sys.exit(config_check.format_errors(_errors, _sources))
+    # device: cuda without a GPU: a dry run still plans the GPU study; a run stops before its first job.
+    _device_errors = config_check.device_errors(config)
+    config_check.warn_before_start(_device_errors)
     L = Layout(f"results/{DEVICE}", logs=f"logs/{DEVICE}")
 
 DATA_DIR = "resources/data"
@@ -134,7 +138,11 @@ def paper_targets():
     return targets
 
 
-def print_plan():
-    """Before the first job: runs to do, and an estimate of their device time (compile_study/estimate.py)."""
+def before_start():
+    """Before the first job of a real run (not a dry run): refuse a GPU study without a GPU (with a cluster
+    executor the jobs run on hosts of their own), then print the runs to do and their estimated device time.
+    """
+    if _device_errors and workflow.local_exec:
+        sys.exit(config_check.format_errors(_device_errors, _sources))
     if not STORED:
         print(plan_message(RUNS, L, DEVICE, GPUS), file=sys.stderr)

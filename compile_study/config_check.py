@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from compile_study import grid
+from compile_study import grid, vocab
 from compile_study.data import CSV_LAYOUT, DataError, check_split, split_labels
 
 MERGED = "the merged config"  # where a value came from when no single source set it
@@ -134,22 +134,23 @@ def runless_modes(label: str, path: tuple, g: dict) -> list[Problem]:
 
 
 def _why_no_runs(g: dict, mode: str) -> str:
-    """Which of grid.expand's rules drop every run of `mode`, and what would keep them (follows the mode's name)."""
+    """Which of the vocabulary's rules (vocab.runs_with) drop every run of `mode`, and what would keep them."""
     scopes, batches, autotune = g["compile_scope"], g["batch_size"], g.get("max_autotune_batch_sizes")
+    regimes = vocab.expand_regimes(g["shape_regime"], g.get("bucket_sets") or [])
     reasons = []
-    if mode == "eager" and "module" not in scopes:
-        reasons.append("runs at compile_scope module only (that one run is the reference of every scope): "
-                       "add module to compile_scope")
-    if mode == "eager" and all(r.startswith("dynamic-") for r in g["shape_regime"]):
-        reasons.append(f"skips shape_regime {', '.join(g['shape_regime'])} (the eager run of regime dynamic is "
-                       "their reference): add dynamic or static to shape_regime")
-    if mode.startswith("max-autotune") and autotune is not None and not set(autotune) & set(batches):
+    if mode == "eager" and not set(scopes) & {"module", "fused-adamw"}:
+        reasons.append("runs at compile_scope module or fused-adamw only (eager module is the reference of every "
+                       "scope): add module to compile_scope")
+    if mode == "eager" and all(vocab.Regime.parse(r).compiled_only for r in regimes):
+        reasons.append(f"skips shape_regime {', '.join(regimes)} (the eager run of regime dynamic is their "
+                       "reference): add dynamic or static to shape_regime")
+    if mode in vocab.AUTOTUNE_MODES and autotune is not None and not set(autotune) & set(batches):
         reasons.append(f"runs only at max_autotune_batch_sizes {autotune}, none of batch_size {batches}: "
                        "list some of them, or null for all")
-    if mode not in ("eager", "default") and set(scopes) <= set(grid.ONE_SIDE_SCOPES):
-        reasons.append(f"does not run at compile_scope {', '.join(scopes)} (forward and backward run in "
-                       "compile_mode default only): add module, step or graph-break to compile_scope")
-    return " and ".join(reasons) or "matches none of the rules in compile_study.grid.expand"
+    if mode != "eager" and not any(mode in vocab.SCOPE_MODES[s] for s in scopes):
+        takes = sorted(s for s in vocab.COMPILE_SCOPES if mode in vocab.SCOPE_MODES[s])
+        reasons.append(f"does not run at compile_scope {', '.join(scopes)}: {mode} runs at {', '.join(takes)}")
+    return " and ".join(reasons) or "matches none of the rules in compile_study.vocab.runs_with"
 
 
 def device_errors(config: dict) -> list[Problem]:

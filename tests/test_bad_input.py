@@ -196,8 +196,8 @@ EMPTY_GRIDS = [
      "expands to no runs: max-autotune runs only at max_autotune_batch_sizes [], none of batch_size [8, 32]",
      "or null for all"),
     ({"compile_mode": ["eager", "reduce-overhead"], "compile_scope": ["forward"]},
-     "expands to no runs: eager runs at compile_scope module only", "reduce-overhead does not run at compile_scope "
-     "forward (forward and backward run in compile_mode default only): add module, step or graph-break"),
+     "expands to no runs: eager runs at compile_scope module or fused-adamw only", "reduce-overhead does not run "
+     "at compile_scope forward: reduce-overhead runs at fused-adamw, graph-break, module, step"),
 ]
 
 

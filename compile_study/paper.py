@@ -30,8 +30,7 @@ _TEX_SPECIAL = {
     "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
 }
 TEX_UNICODE = "×—–−→Δ±≤≥≈∞…·"  # declared in tex.j2's preamble; any other non-Latin-1 character prints as ?
-_CODE = re.compile(r"`([^`]*)`")
-_REF = re.compile(r"⟦(tab|fig):([\w-]+)⟧")
+_MARK = re.compile(r"`([^`]*)`|⟦(tab|fig):([\w-]+)⟧")  # group 1: code; groups 2, 3: a reference
 
 
 def md_escape(value) -> str:
@@ -51,10 +50,16 @@ def _tex_raw(text: str) -> str:
     return "".join(_TEX_SPECIAL.get(c, c if ord(c) < 256 or c in TEX_UNICODE else "?") for c in text)
 
 
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
 def tex_cell(value) -> str:
-    """A table cell: escaped, with break points after _ / :: so that long identifiers wrap in narrow columns."""
-    return (tex_escape(value).replace(r"\_", r"\_\allowbreak{}").replace("/", r"/\allowbreak{}")
-            .replace("::", r"::\allowbreak{}"))
+    """A table cell: escaped, with break points after _ / :: and inside long CamelCase names, so that long
+    identifiers wrap in narrow columns instead of running past them."""
+    mark = "\x00"  # a break point, placed before escaping and made \allowbreak after it (data cannot hold it)
+    words = [_CAMEL.sub(mark, w) if len(w) > 18 else w for w in " ".join(str(value).replace(mark, "").split()).split(" ")]
+    text = " ".join(words).replace("_", "_" + mark).replace("/", "/" + mark).replace("::", "::" + mark)
+    return _tex_raw(text).replace(mark, r"\allowbreak{}")
 
 
 def tex_code(code: str) -> str:
@@ -64,10 +69,13 @@ def tex_code(code: str) -> str:
 
 
 def _prose(text, escape, code, ref) -> str:
-    """Sentences of the report: escape everything but `code` spans, then resolve ⟦tab:key⟧ references."""
-    parts = _CODE.split(" ".join(str(text).split()))  # even indices: text, odd: code
-    out = "".join(code(p) if i % 2 else escape(p) for i, p in enumerate(parts))
-    return _REF.sub(ref, out)
+    """Sentences of the report: escape everything but `code` spans and ⟦tab:key⟧ references, which become the
+    format's code and cross-reference."""
+    out, pos, text = [], 0, " ".join(str(text).split())
+    for m in _MARK.finditer(text):
+        out += [escape(text[pos:m.start()]), code(m[1]) if m[1] is not None else ref(m)]
+        pos = m.end()
+    return "".join(out + [escape(text[pos:])])
 
 
 def _environment(fmt: str, numbers: dict[str, int]) -> jinja2.Environment:
@@ -79,12 +87,12 @@ def _environment(fmt: str, numbers: dict[str, int]) -> jinja2.Environment:
     names = {"tab": "Table", "fig": "Figure"}
     if fmt == "md":
         def ref(m):
-            return f"{names[m[1]]} {numbers[f'{m[1]}:{m[2]}']}"  # a KeyError names a reference to nothing
+            return f"{names[m[2]]} {numbers[f'{m[2]}:{m[3]}']}"  # a KeyError names a reference to nothing
         env.filters |= {"cell": md_escape, "prose": lambda t: _prose(t, _md_raw, lambda c: f"`{c}`", ref)}
     else:
         def ref(m):
-            numbers[f"{m[1]}:{m[2]}"]  # noqa: B018 -- the same check as Markdown's: a reference to nothing fails
-            return f"{names[m[1]]}~\\ref{{{m[1]}:{m[2]}}}"
+            numbers[f"{m[2]}:{m[3]}"]  # noqa: B018 -- the same check as Markdown's: a reference to nothing fails
+            return f"{names[m[2]]}~\\ref{{{m[2]}:{m[3]}}}"
         env.filters |= {"cell": tex_cell,
                         "prose": lambda t: _prose(t, _tex_raw, tex_code, ref),
                         "colspec": tex_colspec}
@@ -99,7 +107,8 @@ def tex_colspec(columns, width: str = r"\linewidth") -> str:
     cols = []
     for c in columns:
         align = r"\raggedleft" if c.align == "r" else r"\raggedright"
-        cols.append(f">{{{align}\\arraybackslash}}p{{\\dimexpr({width}-{pad})*{round(1000 * c.weight / total)}/1000\\relax}}")
+        share = int(1000 * c.weight / total)  # rounded down: the columns never add up to more than the width
+        cols.append(f">{{{align}\\arraybackslash}}p{{\\dimexpr({width}-{pad})*{share}/1000\\relax}}")
     return "".join(cols)
 
 
@@ -119,7 +128,7 @@ def word_counts(markdown: str) -> dict[str, int]:
         table = [line for line in lines if line.startswith("|")]
         prose = [line for line in lines if not line.startswith(("|", "![", "<!--"))]
         out[part] = sum(bool(re.search(r"\w", w)) for line in prose for w in line.split())
-        out[f"{part}_tables"] = sum(bool(re.search(r"\w", w)) for line in table for w in line.split("|"))
+        out[f"{part}_tables"] = sum(bool(re.search(r"\w", w)) for line in table for w in line.replace("|", " ").split())
     return out
 
 

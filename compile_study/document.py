@@ -70,7 +70,11 @@ class Report:
     numbers: dict[str, int] = field(default_factory=dict)  # "tab:modes" -> 1
 
 
+def hide_paths(value) -> str:
+    """No absolute local path reaches the paper: '/home/me/data/ag_news' -> '…/ag_news'."""
+    return re.sub(r"(?<![\w.~])/(?:[^\s/]+/)+([^\s/]+)", r"…/\1", str(value))
+
+
 def plain(value) -> str:
     """A data string made safe to place inside a sentence: no code spans, no reference marks, no absolute path."""
-    text = re.sub(r"[`⟦⟧]", "'", " ".join(str(value).split()))
-    return re.sub(r"(?<![\w.~])/(?:[^\s/]+/)+([^\s/]+)", r"…/\1", text)
+    return hide_paths(re.sub(r"[`⟦⟧]", "'", " ".join(str(value).split())))

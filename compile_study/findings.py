@@ -201,7 +201,7 @@ def claims_sentence(ctx: Context) -> str | None:
     names = c["topic"] if "topic" in c else c["claim"]
     groups: dict[str, list[str]] = {}
     for name, verdict in zip(names, c.verdict):
-        key = verdict.split(" (")[0]
+        key = plain(verdict.split(" (")[0])
         groups.setdefault(key, []).append(plain(name))
     parts = [f"{key}: {_join(v)}" for key, v in groups.items()]
     return f"Of {len(c)} common claims checked (⟦tab:claims⟧), " + "; ".join(parts) + "."

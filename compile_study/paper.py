@@ -18,6 +18,8 @@ from pathlib import Path
 
 import jinja2
 
+from compile_study.document import hide_paths
+
 TEMPLATES = Path(__file__).resolve().parents[1] / "paper" / "templates"
 FORMATS = ("md", "tex")
 # The same delimiters for both formats: LaTeX braces and Markdown need no escaping from Jinja
@@ -88,12 +90,12 @@ def _environment(fmt: str, numbers: dict[str, int]) -> jinja2.Environment:
     if fmt == "md":
         def ref(m):
             return f"{names[m[2]]} {numbers[f'{m[2]}:{m[3]}']}"  # a KeyError names a reference to nothing
-        env.filters |= {"cell": md_escape, "prose": lambda t: _prose(t, _md_raw, lambda c: f"`{c}`", ref)}
+        env.filters |= {"cell": lambda v: md_escape(hide_paths(v)), "prose": lambda t: _prose(t, _md_raw, lambda c: f"`{c}`", ref)}
     else:
         def ref(m):
             numbers[f"{m[2]}:{m[3]}"]  # noqa: B018 -- the same check as Markdown's: a reference to nothing fails
             return f"{names[m[2]]}~\\ref{{{m[2]}:{m[3]}}}"
-        env.filters |= {"cell": tex_cell,
+        env.filters |= {"cell": lambda v: tex_cell(hide_paths(v)),
                         "prose": lambda t: _prose(t, _tex_raw, tex_code, ref),
                         "colspec": tex_colspec}
     env.globals["macros"] = f"{fmt}.j2"

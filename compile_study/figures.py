@@ -112,7 +112,10 @@ def regimes(summary: pd.DataFrame, title: str, stem: Path) -> None:
     for ax, bs in zip(axes[0], sizes):
         panel = s[s.batch_size == bs]
         table = panel.pivot_table(index="shape_regime", columns="compile_mode", values="real_tokens_per_s")
-        table = table[_modes(panel)]
+        table = table[[m for m in _modes(panel) if m in table.columns]]
+        if table.empty:
+            _empty(ax, f"real tokens/s at batch {bs}")
+            continue
         table.plot.barh(ax=ax, width=0.8)
         base = panel.eager_static_real_tokens_per_s.dropna()
         if len(base):

@@ -33,7 +33,8 @@ def _profile(rec, top_name):
         rec["metrics"] |= {"profile": prof, "reference_profile": prof | {"kernels_per_step": 150}}
 
 
-def make_study(tmp_path, hostile: str = HOSTILE, device: str = "cuda") -> dict:
+def make_study(tmp_path, hostile: str = HOSTILE, device: str = "cuda", peak: float = 800.0) -> dict:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     paths = [record(tmp_path, "eager", 32, r, ms, ref) for r, (ms, ref) in enumerate([(10.0, 10.1), (10.2, 10.0), (9.8, 9.9)])]
     paths += [record(tmp_path, "default", 32, r, ms, 10.0) for r, ms in enumerate([8.0, 8.1, 7.9])]
     paths += [record(tmp_path, "reduce-overhead", 32, r, ms, 10.0) for r, ms in enumerate([9.95, 10.0, 10.05])]
@@ -47,14 +48,14 @@ def make_study(tmp_path, hostile: str = HOSTILE, device: str = "cuda") -> dict:
         _edit(p, lambda rec: (rec["env"].update(device_name=hostile, device_type=device),
                               _profile(rec, f"void at::native::{hostile}_kernel<float, 4>(int)")))
     _edit(paths[3], lambda rec: rec["metrics"].update(evidence_errors={"phases": hostile}))
-    summary = adapt(add_mfu(summarize(load_records(paths)), {"bf16": {"tflops": 0.1423}}))
+    summary = adapt(add_mfu(summarize(load_records(paths)), {"bf16": {"tflops": peak}}))
     facts = {"description": hostile, "source": "csv", "notes": [hostile], "warnings": [hostile], "vocab_size": 100,
              "max_len": 128, "splits": {s: {"rows": 10, "pad_fraction_at_max_len": 0.58, "truncated_fraction": 0.0063,
                                             "token_length_percentiles": {"p50": 1, "p90": 2, "p99": 3, "max": 4}}
                                         for s in ("train", "eval")}}
     env = {"device_name": hostile, "torch": "2.11.0", "triton": "3.6.0", "cuda": "13.0", "driver": hostile,
            "python": "3.12", "cpu_model": hostile, "cpu_cores": "16", "git_commit": hostile, "git_dirty": "True",
-           "n_records": len(paths), "statuses": {"ok": len(paths) - 1, hostile: 1}, "peak_tflops": {"bf16": 0.1423}}
+           "n_records": len(paths), "statuses": {"ok": len(paths) - 1, hostile: 1}, "peak_tflops": {"bf16": peak}}
     grids = [{"name": hostile, "compile_mode": ["eager", "default", "reduce-overhead"], "batch_size": [32, 128, 4096],
               "shape_regime": ["static"], "precision": ["bf16"], "repeats": 3, "warmup_steps": 5, "timed_steps": 100,
               "interleave_chunk": 10, "recompile_limit": 8, "max_epoch_steps": None, "compile_scope": ["module"]}]

@@ -12,7 +12,7 @@ from compile_study import claims, numbers, paper, report
 
 from .conftest import REPO
 from .contract import adapt
-from .paper_study import HOSTILE, build, make_study
+from .paper_study import build, make_study
 
 STORED = REPO / "reference" / "h200x2-2026-11-30-why"
 
@@ -74,7 +74,7 @@ def test_every_reference_resolves_and_numbers_follow_the_order_of_placement(stud
 
 
 def test_grid_facts_come_from_the_config_and_small_numbers_keep_their_digits(tmp_path):
-    study = make_study(tmp_path, hostile="cpu-box", device="cpu")
+    study = make_study(tmp_path, hostile="cpu-box", device="cpu", peak=0.1423)
     study["config"]["grids"]["cpu"][0] |= {"batch_size": [8, 32], "max_epoch_steps": 10}
     md = paper.render(build(study), "md")
     assert "These are CPU numbers" in md and "caps epochs at 10 steps" in md

@@ -24,6 +24,7 @@ from compile_study import record, vocab  # noqa: E402
 
 FIGURES = ("speedup", "roofline", "regimes", "breakeven", "kernels", "overhead", "buckets", "timeline")
 matplotlib.rcParams["svg.hashsalt"] = "compile-study"  # deterministic ids
+MODE_COLOURS = dict(zip(vocab.COMPILE_MODES, ("tab:grey", "tab:blue", "tab:orange", "tab:green", "tab:red")))
 
 
 def _save(fig, title: str, stem: Path) -> None:
@@ -87,9 +88,11 @@ def roofline(summary: pd.DataFrame, title: str, stem: Path) -> None:
         _empty(axes[0][0], "FLOP measurement")
     for ax, p in zip(axes[0], precisions):
         panel = s[s.precision == p]
+        regimes_here = sorted(set(s.shape_regime), key=lambda r: (r != "static", r))
         for (mode, regime), g in panel.groupby(["compile_mode", "shape_regime"]):
             g = g.sort_values("batch_size")
-            (line,) = ax.plot(g.batch_size, g.achieved_tflops, marker="o", label=f"{mode}, {regime}")
+            (line,) = ax.plot(g.batch_size, g.achieved_tflops, color=MODE_COLOURS[mode],
+                              marker="osD^v<>p"[regimes_here.index(regime) % 8], label=f"{mode}, {regime}")
             if "real_tflops" in g and g.real_tflops.notna().any():
                 ax.plot(g.batch_size, g.real_tflops, ls="--", color=line.get_color())
         peak = panel.peak_tflops.dropna()
@@ -127,15 +130,16 @@ def regimes(summary: pd.DataFrame, title: str, stem: Path) -> None:
 
 
 def breakeven(summary: pd.DataFrame, title: str, stem: Path) -> None:
-    """Cold compile time vs break-even steps, one marker per mode, labelled with batch size and precision."""
-    s = vocab.usable(summary[summary.compile_mode != "eager"])
+    """Cold compile time vs break-even steps (the module compiled), one colour per mode, labelled with batch size
+    and precision (and the shape regime where not static)."""
+    s = vocab.usable(summary[(summary.compile_mode != "eager") & (summary.compile_scope == "module")])
     s = s[np.isfinite(s.break_even_steps.astype(float)) & s.cold_compile_s.notna()]
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     if s.empty:
         _empty(ax, "compiled configuration that saves time")
     for mode in _modes(s):
         g = s[s.compile_mode == mode]
-        ax.plot(g.cold_compile_s, g.break_even_steps, "o", label=mode)
+        ax.plot(g.cold_compile_s, g.break_even_steps, "o", color=MODE_COLOURS[mode], label=mode)
         for r in g.itertuples():
             ax.annotate(f"{int(r.batch_size)} {r.precision}" + ("" if r.shape_regime == "static" else f" {r.shape_regime}"),
                         (r.cold_compile_s, r.break_even_steps), fontsize=6, xytext=(3, 3), textcoords="offset points")

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from compile_study import figures
+from compile_study import figures, paper, record, report
 from compile_study.claims import claims_table
 from compile_study.io import write_json_atomic, write_text_atomic
-from compile_study.report import render
 from compile_study.summary import add_mfu, environment, load_records, summarize
 
 PARITY_COLUMNS = [
@@ -60,25 +59,12 @@ def summary_stage(
     return summary
 
 
-def _device_title(env: dict) -> str:
-    name = env["device_name"] if isinstance(env["device_name"], str) else ", ".join(env["device_name"])
-    return f"torch.compile training on {name} (torch {env['torch']})"
-
-
 def figure_stage(
     summary_path: str | Path, environment_path: str | Path, record_paths: Iterable[str | Path], out_dir: str | Path
 ) -> list[Path]:
     """All figures into out_dir as <name>.png and <name>.pdf."""
-    summary = pd.read_csv(summary_path)
-    title = _device_title(json.loads(Path(environment_path).read_text()))
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    figures.speedup_vs_batch_size(summary, title, out / "speedup")
-    figures.regimes(summary, title, out / "regimes")
-    figures.buckets(summary, title, out / "buckets")
-    figures.timeline(list(record_paths), title, out / "timeline")
-    figures.kernels(summary, title, out / "kernels")
-    return [out / f"{name}.{ext}" for name in figures.FIGURES for ext in ("png", "pdf")]
+    env = json.loads(Path(environment_path).read_text())
+    return figures.draw_all(pd.read_csv(summary_path), record.table(list(record_paths)), env, out_dir)
 
 
 def method_checks(checks_dir: str | Path | None) -> dict:
@@ -110,13 +96,7 @@ def paper_stage(
     claims = pd.read_csv(claims_path) if claims_path and Path(claims_path).is_file() else None
     summary, parity = pd.read_csv(summary_path), pd.read_csv(parity_path)
     env, facts = json.loads(Path(environment_path).read_text()), json.loads(Path(facts_path).read_text())
-    targets = [(template, out, False)] + ([(tex_template, tex_out, True)] if tex_template is not None else [])
-    for tpl, dest, latex in targets:
-        context = dict(
-            config=config,
-            grids=config["grids"][device],
-            device=device,
-            figures=Path(os.path.relpath(figure_dir, os.path.dirname(os.path.abspath(dest)))).as_posix(),
-            checks=method_checks(checks_dir),
-        )
-        write_text_atomic(dest, render(tpl, summary, parity, env, facts, context, claims, latex=latex))
+    for fmt, dest in [("md", out)] + ([("tex", tex_out)] if tex_out is not None else []):
+        figs = Path(os.path.relpath(figure_dir, os.path.dirname(os.path.abspath(dest)))).as_posix()
+        rep = report.build(summary, parity, claims, env, facts, config, device, method_checks(checks_dir), figs)
+        write_text_atomic(dest, paper.render(rep, fmt))

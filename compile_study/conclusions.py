@@ -8,7 +8,6 @@ import pandas as pd
 
 from compile_study import numbers as n
 from compile_study import vocab
-from compile_study.document import plain
 from compile_study.findings import Context, _join, _value, compiled, shape_rows
 
 
@@ -67,7 +66,7 @@ def payback_advice(ctx: Context) -> str | None:
     if fin.empty:
         return None
     r = fin.loc[fin.break_even_steps.idxmax()]
-    return (f"Compile only runs longer than {n.break_even(r.break_even_steps, r.batch_size)} at batch "
+    return (f"Compile only for runs longer than {n.break_even(r.break_even_steps, r.batch_size)} at batch "
             f"{int(r.batch_size)} (the longest break-even of the fastest modes); shorter runs, such as smoke tests and "
             "small fine-tunes, finish sooner eager (⟦tab:modes⟧).")
 
@@ -146,5 +145,3 @@ def items(ctx: Context, tables: dict) -> list[str]:
     return [f"For this model on {device}: {r[0].lower()}{r[1:]}" if i == 0 else r
             for i, r in enumerate(x for x in rules if x)]
 
-
-__all__ = ["items", "best_step_text", "plain"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from compile_study import numbers as n
 from compile_study import record
 from compile_study.document import Items, Para, plain
-from compile_study.findings import Context, _join, _value
+from compile_study.findings import Context, _join
 
 
 def model_and_data(ctx: Context) -> str:
@@ -88,5 +88,3 @@ def blocks(ctx: Context) -> list:
     return [Para(model_and_data(ctx)), Para("The grid, read from the study's config:"), Items(grid_items(ctx)),
             Para(timing(ctx)), Para(intervals(ctx)), Para(costs(ctx)), Para(where_time_went(ctx))]
 
-
-__all__ = ["blocks", "overhead_totals", "_value"]

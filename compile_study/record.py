@@ -168,7 +168,7 @@ def _row(rec: dict) -> dict:
     row["kernel_kind"] = (m.get("profile") or {}).get("kernel_kind")
     row["evidence_errors"] = "; ".join(f"{k}: {v}" for k, v in (m.get("evidence_errors") or {}).items()) or None
     row["graph_break_reasons"] = "; ".join(m.get("graph_break_reasons") or []) or None
-    for k in ("step_times_ms", "reference_step_times_ms", "chunk_first"):
+    for k in ("step_times_ms", "reference_step_times_ms", "chunk_first", "epoch1_step_ms", "graph_steps"):
         row[k] = m.get(k)
     times = m.get("step_times_ms")
     row["step_cv"] = float(np.std(times) / np.mean(times)) if times else np.nan

@@ -1,285 +1,219 @@
-"""Fill the Jinja2 paper template from the summary, the environment and the data facts.
+"""The report model: every sentence's numbers and every table's rows of the paper, formatted once, here.
 
-Every number in the paper is formatted here from those inputs; none is typed by hand.
-Every string that reaches the paper goes through `md_escape` (Markdown) or `tex_escape` (LaTeX).
+    rep = report.build(summary, parity, claims, environment, facts, config, device, checks, "figures")
+    paper.render(rep, "md")   # or "tex": the templates only place what this module wrote
+
+`summary` is summary.csv (one row per configuration, speedup intervals with their method), `claims` the
+claims table (claims.py), `checks` the method checks ({"timer": rows, "drift": rows}). Sentences use two
+marks only: `code` spans and ⟦tab:key⟧ / ⟦fig:key⟧ references, resolved per format by paper.py; strings that
+come from data pass through `plain` first so they cannot make marks. Main-text sections are here, appendix
+sections in appendix.py, the abstract and conclusions in findings.py.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
-from collections import Counter
+import os
 from pathlib import Path
 
-import jinja2
 import pandas as pd
 
-from compile_study import grid
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]#!|<>~$&%^])")
-_TEX_SPECIAL = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-}
+from compile_study import appendix, conclusions, findings, method, vocab
+from compile_study import numbers as n
+from compile_study.document import Column, Figure, Items, Para, Report, Section, Table, plain
 
 
-def md_escape(value) -> str:
-    """Escape Markdown syntax (and HTML angle brackets) in a value shown as text."""
-    text = " ".join(str(value).split())  # no newline can break a table row
-    return _MD_SPECIAL.sub(r"\\\1", text)
+def mode_order(modes) -> list[str]:
+    return sorted(set(modes), key=vocab.COMPILE_MODES.index)
 
 
-def tex_escape(value) -> str:
-    return "".join(_TEX_SPECIAL.get(c, c) for c in " ".join(str(value).split()))
+def label(r) -> str:
+    return f"{r['compile_mode']}, batch {int(r['batch_size'])}, {r['precision']}"
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
+def failed_cell(r) -> str:
+    return f"{vocab.failure_label(r['status'])} at batch {int(r['batch_size'])}"
 
 
-def fmt(value, digits: int = 2, suffix: str = "") -> str:
-    """A number for the paper; missing values print as an em dash."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "—"
-    return f"{value:,.{digits}f}{suffix}"
+def compiled(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df.compile_mode != "eager"]
 
 
-def failure_cell(row) -> str:
-    """What a table cell says when its configuration did not produce a number."""
-    label = {"oom": "OOM", "compile_error": "compile error", "nan": "non-finite loss"}.get(row["status"], row["status"])
-    return f"{label} at batch {int(row['batch_size'])}"
-
-
-def failed(row) -> bool:
-    return row["status"] not in ("ok", "partial")
-
-
-def config_label(r) -> str:
-    return f"{r.compile_mode}, {r.compile_scope}, {r.shape_regime}, {r.precision}, batch {int(r.batch_size)}"
-
-
-def top_kernels(r) -> list[dict]:
-    """The run's top kernels (summary.csv keeps them as JSON text)."""
-    return json.loads(r["profile_top_kernels"]) if isinstance(r["profile_top_kernels"], str) else []
-
-
-def speedup_cells(r) -> dict:
-    if failed(r) or r["compile_mode"] == "eager":
-        return {"speedup": "—", "ci": "—", "verdict": "—" if failed(r) else "A/A"}
-    ci = f"[{fmt(r['speedup_ci_low'])}, {fmt(r['speedup_ci_high'])}]" if _finite(r["speedup_ci_low"]) else "n < 2"
-    return {"speedup": fmt(r["speedup"], 2, "×"), "ci": ci, "verdict": r["verdict"]}
-
-
-def break_even(r) -> str:
-    v = r["break_even_steps"]
-    if r["compile_mode"] == "eager" or failed(r) or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    return "never" if math.isinf(v) else fmt(v, 0)
-
-
-def mode_rows(summary: pd.DataFrame) -> list[dict]:
-    """The static-shape table: one row per precision, batch size and compile mode."""
+# --- main-text tables ---------------------------------------------------------------------------------------
+def modes_table(summary: pd.DataFrame) -> Table:
+    """Static shapes, the module compiled: step time, speedup with its interval, verdict, compile cost, MFU."""
     rows = []
-    static = summary[(summary.shape_regime == "static") & (summary.compile_scope == "module")]
-    for _, r in static.sort_values(["precision", "batch_size", "compile_mode"]).iterrows():
-        compiled = r["compile_mode"] != "eager"
-        rows.append({
-            "precision": r["precision"], "batch_size": int(r["batch_size"]), "compile_mode": r["compile_mode"],
-            "n": f"{int(r['n_ok'])}/{int(r['n'])}",
-            "step_ms": failure_cell(r) if failed(r) else fmt(r["steady_step_ms"]),
-            "eager_ms": fmt(r["reference_step_ms"]),
-            **speedup_cells(r),
-            "cross_process": fmt(r["cross_process_speedup"], 2, "×") if compiled and not failed(r) else "—",
-            "cold_compile_s": fmt(r["cold_compile_s"], 1) if compiled else "—",
-            "warm_compile_s": fmt(r["warm_compile_s"], 1) if compiled else "—",
-            "break_even": break_even(r),
-            "memory_ratio": fmt(r["memory_ratio"], 2) if compiled and not failed(r) else "—",
-            "mfu": fmt(100 * r["mfu"], 1, "%") if not failed(r) else "—",
-            "eval_accuracy": fmt(100 * r["eval_accuracy"], 1, "%") if not failed(r) else "—",
-            "inference": fmt(r["inference_speedup"], 2, "×") if compiled and not failed(r) else "—",
-            "inference_ms": fmt(r["inference_step_ms"], 2) if not failed(r) else "—",
-        })
-    return rows
+    h = vocab.headline(summary)
+    h = h.assign(_m=h.compile_mode.map(vocab.COMPILE_MODES.index)).sort_values(["precision", "batch_size", "_m"])
+    for _, r in h.iterrows():
+        ok, comp = r["status"] in vocab.USABLE_STATUSES, r["compile_mode"] != "eager"
+        verdict = (f"A/A band [{n.fixed(r['aa_low'])}, {n.fixed(r['aa_high'])}]" if not comp
+                   else r["verdict"] if ok else "—")
+        rows.append([r["precision"], str(int(r["batch_size"])), r["compile_mode"],
+                     n.ms(r["steady_step_ms"]) if ok else failed_cell(r),
+                     n.row_interval(r) if ok and comp else n.DASH, verdict,
+                     n.seconds(r["cold_compile_s"]) if ok and comp else n.DASH,
+                     n.break_even(r["break_even_steps"], r["batch_size"]) if ok and comp else n.DASH,
+                     n.percent(r["mfu"]) if ok else n.DASH])
+    cols = [Column("precision"), Column("batch", "r", 0.6), Column("mode", weight=1.5), Column("step (ms)", "r", 0.8),
+            Column("speedup over eager [interval] (method)", "r", 2.6), Column("verdict", weight=1.7),
+            Column("cold compile", "r", 0.9), Column("break-even (epochs of 120,000 rows)", "r", 1.8),
+            Column("MFU", "r", 0.7)]
+    caption = ("Static shapes, `torch.compile(model)`: median step, speedup over the in-process eager reference, "
+               "verdict against the A/A band of its cell, cold compile time, break-even and MFU.")
+    return Table("modes", caption, cols, rows)
 
 
-def scope_rows(summary: pd.DataFrame) -> list[dict]:
-    """What is compiled: per batch size and precision where more than the module scope ran."""
-    keys = summary[summary.compile_scope != "module"][["precision", "batch_size"]].drop_duplicates()
-    rows = []
-    for _, k in keys.sort_values(["precision", "batch_size"]).iterrows():
-        sel = summary[(summary.precision == k.precision) & (summary.batch_size == k.batch_size)
-                      & (summary.shape_regime == "static") & summary.compile_mode.isin(["eager", "default"])]
-        order = {s: i for i, s in enumerate(("module", "forward", "backward", "step", "graph-break"))}
-        for _, r in sel.sort_values("compile_scope", key=lambda c: c.map(order)).sort_values(
-                "compile_mode", kind="stable", key=lambda c: c != "eager").iterrows():
-            ok, compiled = not failed(r), r["compile_mode"] != "eager"
-            rows.append({
-                "precision": r["precision"], "batch_size": int(r["batch_size"]),
-                "what": "eager (reference)" if not compiled else r["compile_scope"],
-                "step_ms": fmt(r["steady_step_ms"]) if ok else failure_cell(r),
-                **speedup_cells(r),
-                "graphs": fmt(r["graphs_compiled"], 0) if compiled and ok else "—",
-                "breaks": fmt(r["graph_breaks"], 0) if compiled and ok else "—",
-                "kernels": fmt(r["generated_kernels"], 0) if compiled and ok and _finite(r["generated_kernels"]) else "—",
-                "forward_ms": fmt(r["forward_ms"]), "backward_ms": fmt(r["backward_ms"]),
-                "optimizer_ms": fmt(r["optimizer_ms"]),
-                "phase_speedups": " / ".join(fmt(r[f"{p}_speedup"], 2, "×") for p in ("forward", "backward", "optimizer"))
-                if compiled and ok else "—",
-                "cold_compile_s": fmt(r["cold_compile_s"], 1) if compiled and ok else "—",
-            })
-    return rows
-
-
-def profile_rows(summary: pd.DataFrame) -> list[dict]:
-    """Profiler evidence for the static, module-scope configurations: kernels, idle time, top kernel."""
-    rows = []
-    sel = summary[(summary.shape_regime == "static") & (summary.compile_scope == "module") & (summary.status != "oom")]
-    for _, r in sel.sort_values(["precision", "batch_size", "compile_mode"]).iterrows():
-        if not _finite(r["profile_kernels_per_step"]):
-            continue
-        top = top_kernels(r)
-        rows.append({
-            "precision": r["precision"], "batch_size": int(r["batch_size"]), "compile_mode": r["compile_mode"],
-            "kernels": fmt(r["profile_kernels_per_step"], 0),
-            "eager_kernels": fmt(r["reference_profile_kernels_per_step"], 0),
-            "idle": fmt(100 * r["profile_idle_fraction"], 0, "%") if _finite(r["profile_idle_fraction"]) else "—",
-            "eager_idle": fmt(100 * r["reference_profile_idle_fraction"], 0, "%")
-            if _finite(r["reference_profile_idle_fraction"]) else "—",
-            "cpu_ms": fmt(r["profile_cpu_ms_per_step"], 2),
-            "busy_ms": fmt(r["profile_device_busy_ms_per_step"], 2),
-            "triton": fmt(r["profile_triton_kernels_distinct"], 0),
-            "top": f"{top[0]['name'][:60]} ({100 * top[0]['share']:.0f}%)" if top else "—",
-        })
-    return rows
-
-
-def top_kernel_rows(summary: pd.DataFrame, batch_sizes: tuple[int, ...]) -> list[dict]:
-    """The top 5 kernels of eager, default and reduce-overhead at the given batch sizes (static, module)."""
-    rows = []
-    sel = summary[(summary.shape_regime == "static") & (summary.compile_scope == "module")
-                  & summary.batch_size.isin(batch_sizes) & summary.compile_mode.isin(["eager", "default", "reduce-overhead"])]
-    for _, r in sel.sort_values(["precision", "batch_size", "compile_mode"]).iterrows():
-        for rank, k in enumerate(top_kernels(r), 1):
-            rows.append({"precision": r["precision"], "batch_size": int(r["batch_size"]),
-                         "compile_mode": r["compile_mode"], "rank": rank, "name": k["name"][:90],
-                         "calls": fmt(k["calls_per_step"], 0), "ms": fmt(k["ms_per_step"], 3),
-                         "share": fmt(100 * k["share"], 1, "%")})
-    return rows
-
-
-def noise_rows(summary: pd.DataFrame) -> list[dict]:
-    """Per cell: the A/A control and how much step times move between repeats."""
-    rows = []
-    for (regime, precision, bs), g in summary.groupby(["reference_regime", "precision", "batch_size"]):
-        eager = g[g.compile_mode == "eager"]
-        if eager.empty:
-            continue
-        e = eager.iloc[0]
-        compiled = g[(g.compile_mode != "eager") & (g.shape_regime == regime)]
-        rows.append({
-            "regime": regime, "precision": precision, "batch_size": int(bs), "n": int(e["n_ok"]),
-            "aa_ratio": fmt(e["aa_ratio"], 3),
-            "aa_band": fmt(100 * (e["aa_band"] - 1), 1, "%") if _finite(e["aa_band"]) else "—",
-            "eager_cv": fmt(100 * e["step_cv_across_repeats"], 1, "%"),
-            "compiled_cv": fmt(100 * compiled.step_cv_across_repeats.max(), 1, "%") if len(compiled) else "—",
-        })
-    return rows
-
-
-def regime_rows(summary: pd.DataFrame) -> list[dict]:
-    """The shape-regime table, at the batch sizes where more than the static regime ran."""
-    sizes = summary[summary.shape_regime != "static"].batch_size.unique()
-    rows = []
+def shapes_table(summary: pd.DataFrame) -> Table | None:
+    """Every regime at the batch sizes where more than static shapes ran, on the common yardstick."""
+    sizes = set(summary[summary.shape_regime != "static"].batch_size)
     sel = summary[summary.batch_size.isin(sizes) & (summary.compile_scope == "module")]
-    for _, r in sel.sort_values(["batch_size", "compile_mode", "shape_regime"]).iterrows():
-        compiled = r["compile_mode"] != "eager"
-        ok = not failed(r)
-        fallback = int(r["eager_fallback_steps"]) if ok and _finite(r["eager_fallback_steps"]) else 0
-        rows.append({
-            "batch_size": int(r["batch_size"]), "compile_mode": r["compile_mode"], "shape_regime": r["shape_regime"],
-            "tokens_per_s": fmt(r["real_tokens_per_s"], 0) if ok else failure_cell(r),
-            "gain": fmt(r["gain_over_eager_static"], 2, "×") if ok else "—",
-            **speedup_cells(r),
-            "cold_compile_s": fmt(r["cold_compile_s"], 1) if compiled and ok else "—",
-            "graphs": fmt(r["graphs_compiled"], 0) if compiled and ok else "—",
-            "limit": (f"hit: {fallback} eager steps" if r["recompile_limit_hit"] else "no") if compiled and ok else "—",
-            "cudagraphs": fmt(r["cudagraph_recordings"], 0) if compiled and ok else "—",
-            "padding": fmt(100 * r["padding_fraction"], 1, "%") if ok else "—",
-            "epoch1_s": fmt(r["epoch1_s"], 1), "epoch2_s": fmt(r["epoch2_s"], 2),
-        })
-    return rows
+    if sel.empty:
+        return None
+    sel = sel.assign(_m=sel.compile_mode.map(vocab.COMPILE_MODES.index)).sort_values(["batch_size", "_m", "shape_regime"])
+    rows = []
+    for _, r in sel.iterrows():
+        ok, comp = r["status"] in vocab.USABLE_STATUSES, r["compile_mode"] != "eager"
+        limit = ("hit" if bool(r.get("recompile_limit_hit")) else "no") if comp and ok else n.DASH
+        rows.append([str(int(r["batch_size"])), r["compile_mode"], r["shape_regime"],
+                     n.sig(r["real_tokens_per_s"]) if ok else failed_cell(r),
+                     n.row_interval(r, "gain") if ok else n.DASH,
+                     n.count(r["graphs_compiled"]) if comp and ok else n.DASH, limit,
+                     n.percent(r["padding_fraction"]) if ok else n.DASH,
+                     n.seconds(r["cold_compile_s"]) if comp and ok else n.DASH])
+    cols = [Column("batch", "r", 0.6), Column("mode", weight=1.4), Column("shapes", weight=1.8),
+            Column("real tokens/s", "r", 1.0), Column("vs eager static [interval] (method)", "r", 2.4),
+            Column("graphs", "r", 0.6), Column("recompile limit", weight=0.8), Column("padding", "r", 0.8),
+            Column("cold compile", "r", 0.9)]
+    caption = ("Shape regimes: real (non-pad) tokens/s, and its ratio to eager on statically padded batches in "
+               "the same process (one yardstick for every regime: padding saved and compilation together).")
+    return Table("shapes", caption, cols, rows)
 
 
-# LaTeX templates use delimiters that cannot be mistaken for TeX braces
-LATEX_DELIMITERS = dict(block_start_string="((*", block_end_string="*))", variable_start_string="(((",
-                        variable_end_string=")))", comment_start_string="((=", comment_end_string="=))")
+def best_step_table(summary: pd.DataFrame) -> Table | None:
+    """Per batch size: eager, each compiled mode, the whole-step graph, with the profiler's host/device split."""
+    static = vocab.usable(summary[(summary.shape_regime == "static") & summary.profile_device_busy_ms_per_step.notna()])
+    p = findings.main_precision(summary)
+    static = static[(static.precision == p) & static.compile_scope.isin(("module", "fused-adamw", "step-graph"))]
+    if static.empty:
+        return None
+    order = {s: i for i, s in enumerate(("module", "fused-adamw", "step-graph"))}
+    static = static.assign(_m=static.compile_mode.map(vocab.COMPILE_MODES.index),
+                           _s=static.compile_scope.map(order)).sort_values(["batch_size", "_s", "_m"])
+    rows = []
+    for _, r in static.iterrows():
+        what = "eager" if r["compile_mode"] == "eager" else r["compile_mode"]
+        what += "" if r["compile_scope"] == "module" else f" ({r['compile_scope']})"
+        floor = r["steady_step_ms"] / r["profile_device_busy_ms_per_step"]
+        rows.append([str(int(r["batch_size"])), what, n.ms(r["steady_step_ms"]),
+                     n.times(r["steady_step_ms"] and r["reference_step_ms"] / r["steady_step_ms"]),
+                     n.ms(r["profile_cpu_ms_per_step"]), n.ms(r["profile_device_busy_ms_per_step"]),
+                     n.percent(r["profile_idle_fraction"], 2), n.times(floor), n.count(r["profile_kernels_per_step"])])
+    cols = [Column("batch", "r", 0.6), Column("what runs", weight=2.2), Column("step (ms)", "r"),
+            Column("vs eager", "r", 0.8), Column("host CPU (ms/step)", "r"), Column("device busy (ms/step)", "r"),
+            Column("device idle", "r", 0.8), Column("step / device busy", "r"), Column("kernels / step", "r")]
+    caption = (f"How far each step is from its device-busy floor ({p}, static shapes; the profiler's numbers, "
+               "taken after the timed block). *step / device busy* = 1.00× would mean no host time is exposed.")
+    return Table("beststep", caption.replace("*", ""), cols, rows)
 
 
-def missing_runs(summary: pd.DataFrame, grids: list[dict]) -> list[str]:
-    """Configurations of the grid with fewer records than repeats (a stored study cut short; a complete
-    Snakemake study has a record, ok or failed, for every run)."""
-    expected = Counter(key[:-1] for key in grid.expand(grids))  # run key without the repeat
-    have = Counter({(r.compile_mode, r.compile_scope, int(r.batch_size), r.shape_regime, r.precision): int(r.n)
-                    for r in summary.itertuples()})
-    return [f"{mode}, {scope}, {regime}, {precision}, batch {bs}: {have[key]} of {n} repeats"
-            for key, n in sorted(expected.items(), key=str) if have[key] < n
-            for mode, scope, bs, regime, precision in [key]]
+def claims_table(claims: pd.DataFrame | None) -> Table | None:
+    if claims is None or claims.empty:
+        return None
+    rows = [[plain(c.claim), plain(c.verdict), plain(c.evidence)] for c in claims.itertuples()]
+    cols = [Column("claim", weight=2.0), Column("verdict", weight=1.2), Column("evidence", weight=5.0)]
+    return Table("claims", "Common claims about `torch.compile`, each judged by the rule written beside it in "
+                 "`compile_study/claims.py`.", cols, rows)
 
 
-def make_environment(loader_dir: str | Path, latex: bool = False) -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(loader_dir)),
-        undefined=jinja2.StrictUndefined,  # a missing value fails the render instead of printing nothing
-        keep_trailing_newline=True,
-        autoescape=False,
-        **(LATEX_DELIMITERS if latex else {}),
-    )
-    env.filters |= {"md": md_escape, "tex": tex_escape, "fmt": fmt}
-    return env
+def _number(sections: list[Section], numbers: dict[str, int]) -> None:
+    counters = {"table": 0, "figure": 0}
+    for s in sections:
+        for b in s.blocks:
+            if b.kind in counters:
+                counters[b.kind] += 1
+                b.number = counters[b.kind]
+                numbers[f"{'tab' if b.kind == 'table' else 'fig'}:{b.key}"] = b.number
 
 
-def parity_rows(parity: pd.DataFrame) -> list[dict]:
-    return [
-        {
-            "compile_mode": r.compile_mode, "precision": r.precision, "batch_size": int(r.batch_size),
-            "loss_steps": int(r.loss_steps), "train_steps": int(r.train_steps),
-            "rel": f"{r.max_rel_loss_diff:.1e}", "rtol": f"{r.loss_rtol:.0e}", "loss_ok": "pass" if r.loss_ok else "FAIL",
-            "eager_acc": fmt(100 * r.eager_accuracy, 1, "%"), "compiled_acc": fmt(100 * r.compiled_accuracy, 1, "%"),
-            "delta": fmt(r.accuracy_delta_points, 1), "acc_ok": "pass" if r.accuracy_ok else "FAIL",
-        }
-        for r in parity.sort_values(["precision", "compile_mode"]).itertuples()
-    ]
+def main_sections(ctx: findings.Context, summary: pd.DataFrame) -> list[Section]:
+    """The main text: method, the three questions, the best step, the claims, the conclusions."""
+    def fig(key, caption):
+        return Figure(key, caption, f"{ctx.figures}/{key}")
+
+    def paras(*texts):
+        return [Para(t) for t in texts if t]
+
+    has = {c: summary[c].notna().any() if c in summary else False
+           for c in ("achieved_tflops", "profile_kernels_per_step", "break_even_steps")}
+    shapes, best, claims = shapes_table(summary), best_step_table(summary), claims_table(ctx.claims)
+    overhead = any(n.finite(v) for v in (ctx.env.get("overhead_s") or {}).values())
+    out = [Section("Question and method", method.blocks(ctx) + ([fig("overhead", "Where the study's time went, summed "
+                                                                     "over its runs.")] if overhead else []))]
+    modes = paras(findings.modes_sentence(ctx), findings.precision_sentence(ctx), findings.verdict_sentence(ctx))
+    modes += [modes_table(summary), fig("speedup", "Speedup over eager vs batch size, static shapes, with each "
+                                                   "configuration's interval; grey: the A/A band.")]
+    if has["achieved_tflops"]:
+        modes += paras(findings.mfu_sentence(ctx))
+        modes.append(fig("roofline", "Achieved matmul TFLOP/s vs batch size per mode and shape regime; the line is "
+                                     "the measured peak of the precision (roofline)."))
+    out.append(Section("Does torch.compile speed up training?", modes))
+    if shapes is not None:
+        text = findings.shapes_sentence(ctx)
+        out.append(Section("Static, dynamic and bucketed shapes",
+                           paras(text) + [shapes, fig("regimes", "Real (non-pad) tokens/s by shape regime and mode, "
+                                                                 "with eager on static batches as the baseline.")]))
+    else:
+        out.append(Section("Static, dynamic and bucketed shapes", paras(
+            "Only static shapes are in this study's grid: dynamic and bucketed shapes were not measured.")))
+    if has["break_even_steps"]:
+        out.append(Section("When compilation pays for itself", paras(findings.payback_sentence(ctx)) + [
+            fig("breakeven", "Cold compile time vs the steps it takes to earn it back, per configuration.")]))
+    step = paras(conclusions.best_step_text(ctx, best)) + ([best] if best is not None else [])
+    if has["profile_kernels_per_step"]:
+        step.append(fig("kernels", "Kernels launched per step and device idle share, eager vs compiled."))
+    out.append(Section("How far from the best step", step))
+    if claims is not None:
+        out.append(Section("Common claims, checked", paras(findings.claims_sentence(ctx)) + [claims]))
+    out.append(Section("Conclusions and recommendations",
+                       [Items(conclusions.items(ctx, {"scopes"} if (summary.compile_scope != "module").any() else set()))]))
+    return out
 
 
-def render(template_path: str | Path, summary: pd.DataFrame, parity: pd.DataFrame, environment: dict, facts: dict,
-           context: dict, claims: pd.DataFrame | None = None, latex: bool = False) -> str:
-    """The paper from its template: Markdown, or LaTeX (latex=True: the template uses LATEX_DELIMITERS)."""
-    template_path = Path(template_path)
-    tpl = make_environment(template_path.parent, latex).get_template(template_path.name)
-    context = {"checks": {"timer": [], "drift": []}} | context
-    ok = summary[(summary.compile_mode != "eager") & (summary.status == "ok")].dropna(subset=["speedup"])
-    best = ok.loc[ok.speedup.idxmax()].to_dict() if len(ok) else None
-    failures = [
-        {"config": config_label(r), "cell": failure_cell(r), "error": r.error}
-        for _, r in summary[summary.status.isin(["oom", "compile_error", "nan", "error", "partial"])].iterrows()
-    ]
-    return tpl.render(
-        mode_rows=mode_rows(summary),
-        noise_rows=noise_rows(summary),
-        regime_rows=regime_rows(summary),
-        scope_rows=scope_rows(summary),
-        profile_rows=profile_rows(summary),
-        top_kernel_rows=top_kernel_rows(summary, (32, 512)),
-        claim_rows=[] if claims is None else claims.to_dict("records"),
-        parity_rows=parity_rows(parity) if len(parity) else [],
-        failures=failures,
-        evidence_errors=[{"config": config_label(r), "error": r.evidence_errors}
-                         for _, r in summary[summary.evidence_errors.notna()].iterrows()],
-        env=environment,
-        facts=facts,
-        best=best,
-        n_configs=len(summary),
-        missing=missing_runs(summary, context["grids"]) if "grids" in context else [],
-        **context,
-    )
+def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | None, environment: dict, facts: dict,
+          config: dict, device: str, checks: dict, figure_dir_rel: str) -> Report:
+    """The whole paper as formatted strings and rows (see the module docstring)."""
+    summary = summary.copy()  # one block of memory: the selections below are many
+    ctx = findings.Context(summary, claims, environment, facts, config, device, figure_dir_rel)
+    main = main_sections(ctx, summary)
+    extra = appendix.sections(summary, parity, environment, config, device, checks)
+    for i, s in enumerate(extra):
+        s.prefix = f"Appendix {chr(ord('A') + i)}"
+    numbers: dict[str, int] = {}
+    _number(main + extra, numbers)
+    return Report(title="What torch.compile does to training a small transformer text classifier",
+                  byline=findings.byline(ctx), notices=findings.notices(ctx), abstract=findings.abstract(ctx),
+                  main=main, appendix=extra, numbers=numbers)
+
+
+def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: str | Path) -> None:
+    """The study directory's files (layout.py) -> paper.md and paper.tex (figure paths relative to each paper).
+
+    inputs: summary, parity, claims, environment, facts, figures, and the method checks present
+    (timer_check, reference_drift)."""
+    from compile_study import paper
+    from compile_study.io import write_text_atomic
+
+    def rows(name: str) -> list:
+        path = inputs.get(name)
+        return json.loads(Path(path).read_text())["results"] if path and Path(path).is_file() else []
+
+    claims = pd.read_csv(inputs["claims"]) if inputs.get("claims") else None
+    summary, parity = pd.read_csv(inputs["summary"]), pd.read_csv(inputs["parity"])
+    env = json.loads(Path(inputs["environment"]).read_text())
+    facts = json.loads(Path(inputs["facts"]).read_text())
+    checks = {"timer": rows("timer_check"), "drift": rows("reference_drift")}
+    for fmt, dest in (("md", md_out), ("tex", tex_out)):
+        figs = Path(os.path.relpath(inputs["figures"], os.path.dirname(os.path.abspath(dest)))).as_posix()
+        rep = build(summary, parity, claims, env, facts, config, device, checks, figs)
+        write_text_atomic(dest, paper.render(rep, fmt))

@@ -133,6 +133,9 @@ def environment(records: pd.DataFrame) -> dict:
         values = sorted({str(v) for v in records[k] if v is not None and v == v})
         env[k] = values[0] if len(values) == 1 else values
     env["n_records"] = len(records)
+    # where the runs' wall time went, summed over every record that carries the breakdown (record.OVERHEAD)
+    env["overhead_s"] = {k: float(pd.to_numeric(records[f"overhead_{k}"], errors="coerce").sum())
+                         for k in record.OVERHEAD if records[f"overhead_{k}"].notna().any()}
     env["statuses"] = records.status.value_counts().to_dict()
     return env
 

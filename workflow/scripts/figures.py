@@ -1,8 +1,13 @@
 """Snakemake shim for rule figures (snakemake --cores all results/cpu/figures)."""
 
+import json
+
+import pandas as pd
+
+from compile_study import figures, record
 from compile_study.logs import redirect_output
-from compile_study.stages import figure_stage
 
 redirect_output(snakemake.log[0])
 inp = snakemake.input
-figure_stage(inp.summary, inp.environment, inp.records, snakemake.output[0])
+environment = json.loads(open(inp.environment).read())
+figures.draw_all(pd.read_csv(inp.summary), record.table(inp.records), environment, snakemake.output[0])

@@ -1,0 +1,80 @@
+"""The pieces a paper is made of: sections of paragraphs, lists, tables and figures, as plain strings.
+
+report.py, findings.py and appendix.py fill them; paper.py places them in Markdown or LaTeX. A sentence may
+hold `code` spans and ⟦tab:key⟧ / ⟦fig:key⟧ references (resolved per format); a table cell holds data only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Column:
+    header: str
+    align: str = "l"  # "l" text, "r" numbers
+    weight: float = 1.0  # share of the line width in LaTeX
+
+
+@dataclass
+class Table:
+    key: str  # referenced as ⟦tab:key⟧
+    caption: str
+    columns: list[Column]
+    rows: list[list[str]]
+    kind: str = "table"
+    number: int = 0
+
+    @property
+    def landscape(self) -> bool:
+        return len(self.columns) > 10
+
+
+@dataclass
+class Figure:
+    key: str  # the file stem under the figure directory; referenced as ⟦fig:key⟧
+    caption: str
+    path: str  # figure directory / key, without extension (Markdown adds .png, LaTeX .pdf)
+    kind: str = "figure"
+    number: int = 0
+
+
+@dataclass
+class Para:
+    text: str
+    kind: str = "para"
+
+
+@dataclass
+class Items:
+    items: list[str]
+    kind: str = "items"
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list = field(default_factory=list)
+    prefix: str = ""  # "Appendix A" in the appendix
+
+
+@dataclass
+class Report:
+    title: str
+    byline: str  # data strings (device, versions, data set): escaped as a cell
+    notices: list[str]
+    abstract: list[str]
+    main: list[Section]
+    appendix: list[Section]
+    numbers: dict[str, int] = field(default_factory=dict)  # "tab:modes" -> 1
+
+
+def hide_paths(value) -> str:
+    """No absolute local path reaches the paper: '/home/me/data/ag_news' -> '…/ag_news'."""
+    return re.sub(r"(?<![\w.~])/(?:[^\s/]+/)+([^\s/]+)", r"…/\1", str(value))
+
+
+def plain(value) -> str:
+    """A data string made safe to place inside a sentence: no code spans, no reference marks, no absolute path."""
+    return hide_paths(re.sub(r"[`⟦⟧]", "'", " ".join(str(value).split())))

@@ -1,0 +1,77 @@
+"""A small study for the paper's tests: records made by tests.test_summary_report.record, summarised by the
+package, every section filled, and hostile strings in every place a data string can reach."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from compile_study import report
+from compile_study.summary import add_mfu, load_records, summarize
+
+from .contract import adapt
+from .test_summary_report import record
+
+HOSTILE = "GPU_|x| & 100% $5 #1 {a} \\b ^c ~d <script> `tick` ⟦tab:nothing⟧ /home/someone/secret/data"
+
+
+def _edit(path, fn):
+    rec = json.loads(path.read_text())
+    fn(rec)
+    path.write_text(json.dumps(rec))
+    return path
+
+
+def _profile(rec, top_name):
+    top = [{"name": top_name, "calls_per_step": 3, "ms_per_step": 0.5, "share": 0.5},
+           {"name": "triton_poi_fused_gelu_native_dropout_view_13", "calls_per_step": 2, "ms_per_step": 0.25,
+            "share": 0.25}]
+    prof = {"kernels_per_step": 120, "idle_fraction": 0.4, "cpu_ms_per_step": 5.0, "device_busy_ms_per_step": 4.0,
+            "wall_ms_per_step": 9.0, "triton_kernels_distinct": 7, "distinct_kernels": 20, "top_kernels": top}
+    if rec["status"] == "ok":
+        rec["metrics"] |= {"profile": prof, "reference_profile": prof | {"kernels_per_step": 150}}
+
+
+def make_study(tmp_path, hostile: str = HOSTILE, device: str = "cuda", peak: float = 800.0) -> dict:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    paths = [record(tmp_path, "eager", 32, r, ms, ref) for r, (ms, ref) in enumerate([(10.0, 10.1), (10.2, 10.0), (9.8, 9.9)])]
+    paths += [record(tmp_path, "default", 32, r, ms, 10.0) for r, ms in enumerate([8.0, 8.1, 7.9])]
+    paths += [record(tmp_path, "reduce-overhead", 32, r, ms, 10.0) for r, ms in enumerate([9.95, 10.0, 10.05])]
+    paths += [record(tmp_path, m, 32, 0, ms, 10.0, regime="dynamic") for m, ms in (("eager", 9.0), ("default", 7.0))]
+    paths += [record(tmp_path, "eager", 4096, 0, 99.0, 99.0)]
+    paths += [record(tmp_path, "default", 4096, 0, None, status="oom", error=f"OutOfMemoryError: {hostile}\n# injected")]
+    (tmp_path / "scope").mkdir(exist_ok=True)
+    paths.append(_edit(record(tmp_path / "scope", "default", 32, 0, 9.0, 10.0),
+                       lambda rec: rec["config"].update(compile_scope="forward")))
+    for p in paths:
+        _edit(p, lambda rec: (rec["env"].update(device_name=hostile, device_type=device),
+                              _profile(rec, f"void at::native::{hostile}_kernel<float, 4>(int)")))
+    _edit(paths[3], lambda rec: rec["metrics"].update(evidence_errors={"phases": hostile}))
+    summary = adapt(add_mfu(summarize(load_records(paths)), {"bf16": {"tflops": peak}}))
+    facts = {"description": hostile, "source": "csv", "notes": [hostile], "warnings": [hostile], "vocab_size": 100,
+             "max_len": 128, "splits": {s: {"rows": 10, "pad_fraction_at_max_len": 0.58, "truncated_fraction": 0.0063,
+                                            "token_length_percentiles": {"p50": 1, "p90": 2, "p99": 3, "max": 4}}
+                                        for s in ("train", "eval")}}
+    env = {"device_name": hostile, "torch": "2.11.0", "triton": "3.6.0", "cuda": "13.0", "driver": hostile,
+           "python": "3.12", "cpu_model": hostile, "cpu_cores": "16", "git_commit": hostile, "git_dirty": "True",
+           "n_records": len(paths), "statuses": {"ok": len(paths) - 1, hostile: 1}, "peak_tflops": {"bf16": peak}}
+    grids = [{"name": hostile, "compile_mode": ["eager", "default", "reduce-overhead"], "batch_size": [32, 128, 4096],
+              "shape_regime": ["static"], "precision": ["bf16"], "repeats": 3, "warmup_steps": 5, "timed_steps": 100,
+              "interleave_chunk": 10, "recompile_limit": 8, "max_epoch_steps": None, "compile_scope": ["module"]}]
+    config = {"model": {"n_layers": 4, "n_heads": 4, "d_model": 256, "d_ff": 1024, "dropout": 0.1, "max_len": 128},
+              "train": {"lr": 3e-4}, "grids": {device: grids}}
+    parity = pd.DataFrame([{"compile_mode": "default", "precision": "bf16", "batch_size": 32, "loss_steps": 20,
+                            "train_steps": 106, "max_rel_loss_diff": 0.004, "loss_rtol": 0.05, "loss_ok": True,
+                            "eager_accuracy": 0.81, "compiled_accuracy": 0.795, "accuracy_delta_points": -1.5,
+                            "accuracy_ok": False}])
+    claims = pd.DataFrame([{"topic": hostile, "claim": f"Training is 20–40% faster {hostile}", "verdict": hostile,
+                            "evidence": f"default: 1.15–1.40× {hostile}"}])
+    checks = {"timer": [], "drift": []}
+    return dict(summary=summary, parity=parity, claims=claims, environment=env, facts=facts, config=config,
+                device=device, checks=checks, figure_dir_rel="figures", records=load_records(paths))
+
+
+def build(study: dict) -> report.Report:
+    return report.build(*(study[k] for k in ("summary", "parity", "claims", "environment", "facts", "config",
+                                             "device", "checks", "figure_dir_rel")))

@@ -1,0 +1,109 @@
+"""The paper from the report model: measured values in the tables, escaping, references, grid facts from the
+config, CPU wording, and the length of the main text on the stored H200 study."""
+
+import json
+import re
+
+import pandas as pd
+import pytest
+import yaml
+
+from compile_study import claims, numbers, paper, report
+
+from .conftest import REPO
+from .contract import adapt
+from .paper_study import build, make_study
+
+STORED = REPO / "reference" / "h200x2-2026-11-30-why"
+
+
+@pytest.fixture
+def study(tmp_path):
+    return make_study(tmp_path)
+
+
+def _cells(rep, key):
+    return next(b for s in rep.main + rep.appendix for b in s.blocks if getattr(b, "key", None) == key).rows
+
+
+def test_tables_hold_the_measured_values_with_interval_and_method(study):
+    rep = build(study)
+    row = next(r for r in _cells(rep, "modes") if r[:3] == ["bf16", "32", "default"])
+    s = study["summary"].set_index(["compile_mode", "batch_size", "shape_regime", "compile_scope"])
+    d = s.loc[("default", 32, "static", "module")]
+    assert row[3] == numbers.ms(d.steady_step_ms) == "8.00"
+    assert row[4] == f"1.25× [{d.speedup_low:.2f}, {d.speedup_high:.2f}] (n = 3, range)"
+    assert row[7] == f"{d.break_even_steps:,.0f} steps ({numbers.sig(d.break_even_steps / (120_000 // 32), 2)} epochs)"
+    assert any(r[3] == "OOM at batch 4096" for r in _cells(rep, "modes"))
+    md = paper.render(rep, "md")
+    assert "| bf16 | 32 | default | 8.00 | 1.25× \\[1.23, 1.27\\] (n = 3, range) |" in md
+    assert "| default | bf16 | 32 | 4.0e-03 | 5e-02 | pass | 81.0% | 79.5% | -1.5 | FAIL |".replace("%", "\\%") in md
+
+
+def test_hostile_strings_are_escaped_in_both_formats(study):
+    rep = build(study)
+    md, tex = paper.render(rep, "md"), paper.render(rep, "tex")
+    assert "<script>" not in md and "\n# injected" not in md and "\\<script\\>" in md
+    assert "/home/someone" not in md + tex  # never an absolute local path in a sentence
+    for block in re.findall(r"(?:^\|.*\n)+", md, re.M):  # every row of a table has its header's cells
+        counts = {line.replace("\\|", "").count("|") for line in block.splitlines()}
+        assert len(counts) == 1, block
+    body = tex[tex.index(r"\begin{document}"):].replace(r"~\ref{", r"\ref{")  # the template's own ~
+    toks = re.findall(r"\\(?:[A-Za-z]+|.)|.", body, re.S)
+    for ch in "%#_^~$":
+        assert ch not in toks, f"unescaped {ch}"
+    for spec, rows in re.findall(r"\\begin\{longtable\}\{(.*?)\}\n(.*?)\\end\{longtable\}", body, re.S):
+        columns = spec.count("p{")
+        for row in rows.split("\\\\\n")[3:]:  # after the caption and the two header rows
+            if row.strip() and "rule" not in row and "\\end" not in row:
+                assert re.sub(r"\\&", "", row).count("&") == columns - 1, row
+    assert r"GPU\_\allowbreak{}|x| \& 100\% \$5 \#1 \{a\} \textbackslash{}b" in tex
+    assert "ref{tab:nothing}" not in tex  # a mark inside data stays text
+
+
+def test_every_reference_resolves_and_numbers_follow_the_order_of_placement(study):
+    rep = build(study)
+    md, tex = paper.render(rep, "md"), paper.render(rep, "tex")
+    placed = re.findall(r"\*\*Table (\d+)\.\*\*", md)
+    assert placed == [str(i) for i in range(1, len(placed) + 1)]
+    labels = set(re.findall(r"\\label\{((?:tab|fig):[\w-]+)\}", tex))
+    assert set(re.findall(r"\\ref\{([^}]+)\}", tex)) <= labels and set(rep.numbers) == labels
+    with pytest.raises(KeyError):  # a sentence that points at no table fails the render
+        rep.abstract.append("see ⟦tab:nothing⟧")
+        paper.render(rep, "md")
+
+
+def test_grid_facts_come_from_the_config_and_small_numbers_keep_their_digits(tmp_path):
+    study = make_study(tmp_path, hostile="cpu-box", device="cpu", peak=0.1423)
+    study["config"]["grids"]["cpu"][0] |= {"batch_size": [8, 32], "max_epoch_steps": 10}
+    md = paper.render(build(study), "md")
+    assert "These are CPU numbers" in md and "caps epochs at 10 steps" in md
+    assert "batch sizes 8 and 32" in md and "512" not in md.split("## Appendix")[0]
+    assert "bf16 0.142 TFLOP/s" in md  # the CPU peak as measured, not "0.1"
+    assert "Data: cpu-box; 0.63% of training rows are longer than 128 tokens".replace("%", "\\%") in md
+
+
+def test_numbers_read_as_the_paper_shows_them():
+    assert numbers.interval(1.523, 1.471, 1.58, "t on log ratio, n = 5") == "1.52× [1.47, 1.58] (95% t, n = 5)"
+    assert numbers.interval(1.3, float("nan"), float("nan"), "single run") == "1.30× (single run)"
+    assert [numbers.sig(v) for v in (771.49, 51.138, 0.14231, 12345.6)] == ["771", "51.1", "0.142", "12,346"]
+    assert numbers.break_even(float("inf"), 32).startswith("never") and numbers.shown(1.3996) == 1.40
+    assert numbers.span([15.31, 17.6], numbers.seconds) == "15.3–17.6 s"
+
+
+@pytest.mark.skipif(not (STORED / "summary.csv").is_file(), reason="the stored H200 study is not in this checkout")
+def test_main_text_of_the_stored_h200_paper_is_at_most_3000_words():
+    summary = adapt(pd.read_csv(STORED / "summary.csv"))
+    facts = json.loads((STORED / "facts.json").read_text())
+    mlp = json.loads((STORED / "claims" / "mlp.json").read_text())
+    env = json.loads((STORED / "environment.json").read_text())
+    checks = {k: json.loads((STORED / f).read_text())["results"]
+              for k, f in (("timer", "timer_check.json"), ("drift", "reference_drift.json"))}
+    rep = report.build(summary, pd.read_csv(STORED / "parity.csv"), claims.claims_table(summary, mlp, facts), env,
+                       facts, yaml.safe_load((STORED / "config.yaml").read_text()), "cuda", checks, "figures")
+    words = paper.word_counts(paper.render(rep, "md"))
+    assert words["main"] + words["main_tables"] <= 3000, words
+    assert words["appendix"] + words["appendix_tables"] > 0
+    titles = [s.title for s in rep.main]
+    assert titles[-1] == "Conclusions and recommendations" and "How far from the best step" in titles
+    assert all(re.search(r"⟦tab:\w+⟧", item) for item in rep.main[-1].blocks[0].items)  # each traced to a table

@@ -7,7 +7,6 @@ is the one summary.py and stats.py implement.
 from __future__ import annotations
 
 from compile_study import numbers as n
-from compile_study import record
 from compile_study.document import Items, Para, plain
 from compile_study.findings import Context, _join
 

@@ -134,6 +134,9 @@ def word_counts(markdown: str) -> dict[str, int]:
     return out
 
 
+LATEX_DIR = ".latex"  # latexmk's working files, beside the paper
+
+
 def first_error(log: str) -> str:
     """The first TeX error of a log ("! Undefined control sequence." and the line after it)."""
     lines = log.splitlines()
@@ -146,14 +149,17 @@ def first_error(log: str) -> str:
 def build_pdf(tex_path: str | Path) -> str:
     """paper.pdf beside paper.tex with latexmk: "built", or "skipped: latexmk not installed" where it is not.
 
-    Raises RuntimeError with the log's first error when LaTeX fails."""
+    LaTeX's own files (aux, log, ...) stay in `.latex/` beside the paper (LATEX_DIR); only the PDF is placed
+    next to the .tex. Raises RuntimeError with the log's first error when LaTeX fails."""
     if shutil.which("latexmk") is None:
         return "skipped: latexmk not installed"
     tex = Path(tex_path).resolve()
-    proc = subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", tex.name],
-                          cwd=tex.parent, capture_output=True, text=True)
+    out = tex.parent / LATEX_DIR
+    proc = subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", f"-outdir={LATEX_DIR}",
+                           tex.name], cwd=tex.parent, capture_output=True, text=True)
+    log = out / tex.with_suffix(".log").name
     if proc.returncode != 0:
-        log = tex.with_suffix(".log")
         text = log.read_text(errors="replace") if log.is_file() else proc.stdout + proc.stderr
         raise RuntimeError(f"latexmk failed on {tex.name}: {first_error(text)}")
+    shutil.copyfile(out / tex.with_suffix(".pdf").name, tex.with_suffix(".pdf"))
     return "built"

@@ -7,10 +7,10 @@ import json
 
 import pandas as pd
 
+from compile_study import record as record_mod
 from compile_study import report
-from compile_study.summary import add_mfu, load_records, summarize
+from compile_study.summary import add_mfu, summarize
 
-from .contract import adapt
 from .test_summary_report import record
 
 HOSTILE = "GPU_|x| & 100% $5 #1 {a} \\b ^c ~d <script> `tick` ⟦tab:nothing⟧ /home/someone/secret/data"
@@ -48,7 +48,7 @@ def make_study(tmp_path, hostile: str = HOSTILE, device: str = "cuda", peak: flo
         _edit(p, lambda rec: (rec["env"].update(device_name=hostile, device_type=device),
                               _profile(rec, f"void at::native::{hostile}_kernel<float, 4>(int)")))
     _edit(paths[3], lambda rec: rec["metrics"].update(evidence_errors={"phases": hostile}))
-    summary = adapt(add_mfu(summarize(load_records(paths)), {"bf16": {"tflops": peak}}))
+    summary = add_mfu(summarize(record_mod.table(paths)), {"bf16": {"tflops": peak}})
     facts = {"description": hostile, "source": "csv", "notes": [hostile], "warnings": [hostile], "vocab_size": 100,
              "max_len": 128, "splits": {s: {"rows": 10, "pad_fraction_at_max_len": 0.58, "truncated_fraction": 0.0063,
                                             "token_length_percentiles": {"p50": 1, "p90": 2, "p99": 3, "max": 4}}
@@ -69,7 +69,7 @@ def make_study(tmp_path, hostile: str = HOSTILE, device: str = "cuda", peak: flo
                             "evidence": f"default: 1.15–1.40× {hostile}"}])
     checks = {"timer": [], "drift": []}
     return dict(summary=summary, parity=parity, claims=claims, environment=env, facts=facts, config=config,
-                device=device, checks=checks, figure_dir_rel="figures", records=load_records(paths))
+                device=device, checks=checks, figure_dir_rel="figures", records=record_mod.table(paths))
 
 
 def build(study: dict) -> report.Report:

@@ -30,7 +30,7 @@ def built(tmp_path):
 def test_pdf_builds_clean_and_embeds_every_figure(built):
     d, rep = built
     assert paper.build_pdf(d / "paper.tex") == "built"
-    log = (d / "paper.log").read_text(errors="replace")
+    log = (d / paper.LATEX_DIR / "paper.log").read_text(errors="replace")
     assert (d / "paper.pdf").stat().st_size > 20_000
     assert not re.search(r"undefined", log, re.I), re.findall(r".*undefined.*", log, re.I)[:3]
     assert "Overfull" not in log, re.findall(r"Overfull.*", log)[:3]

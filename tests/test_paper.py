@@ -11,7 +11,6 @@ import yaml
 from compile_study import claims, numbers, paper, report
 
 from .conftest import REPO
-from .contract import adapt
 from .paper_study import build, make_study
 
 STORED = REPO / "reference" / "h200x2-2026-11-30-why"
@@ -32,11 +31,13 @@ def test_tables_hold_the_measured_values_with_interval_and_method(study):
     s = study["summary"].set_index(["compile_mode", "batch_size", "shape_regime", "compile_scope"])
     d = s.loc[("default", 32, "static", "module")]
     assert row[3] == numbers.ms(d.steady_step_ms) == "8.00"
-    assert row[4] == f"1.25× [{d.speedup_low:.2f}, {d.speedup_high:.2f}] (n = 3, range)"
+    interval = f"{d.speedup:.2f}× [{d.speedup_low:.2f}, {d.speedup_high:.2f}] (95% t, n = 3)"
+    assert row[4] == interval and d.speedup_method == "t on log ratio, n = 3"
     assert row[7] == f"{d.break_even_steps:,.0f} steps ({numbers.sig(d.break_even_steps / (120_000 // 32), 2)} epochs)"
     assert any(r[3] == "OOM at batch 4096" for r in _cells(rep, "modes"))
     md = paper.render(rep, "md")
-    assert "| bf16 | 32 | default | 8.00 | 1.25× \\[1.23, 1.27\\] (n = 3, range) |" in md
+    escaped = interval.replace("[", "\\[").replace("]", "\\]").replace("%", "\\%")
+    assert f"| bf16 | 32 | default | 8.00 | {escaped} |" in md
     assert "| default | bf16 | 32 | 4.0e-03 | 5e-02 | pass | 81.0% | 79.5% | -1.5 | FAIL |".replace("%", "\\%") in md
 
 
@@ -93,12 +94,12 @@ def test_numbers_read_as_the_paper_shows_them():
 
 @pytest.mark.skipif(not (STORED / "summary.csv").is_file(), reason="the stored H200 study is not in this checkout")
 def test_main_text_of_the_stored_h200_paper_is_at_most_3000_words():
-    summary = adapt(pd.read_csv(STORED / "summary.csv"))
+    summary = pd.read_csv(STORED / "summary.csv")
     facts = json.loads((STORED / "facts.json").read_text())
     mlp = json.loads((STORED / "claims" / "mlp.json").read_text())
     env = json.loads((STORED / "environment.json").read_text())
     checks = {k: json.loads((STORED / f).read_text())["results"]
-              for k, f in (("timer", "timer_check.json"), ("drift", "reference_drift.json"))}
+              for k, f in (("timer", "checks/timer_check.json"), ("drift", "checks/reference_drift.json"))}
     rep = report.build(summary, pd.read_csv(STORED / "parity.csv"), claims.claims_table(summary, mlp, facts), env,
                        facts, yaml.safe_load((STORED / "config.yaml").read_text()), "cuda", checks, "figures")
     words = paper.word_counts(paper.render(rep, "md"))

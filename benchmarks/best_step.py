@@ -68,7 +68,8 @@ def load_data(args, rows: int) -> tuple[ModelConfig, tuple, str]:
     params = dict(TINY if args.tiny else MODEL)
     if args.data_dir:
         facts = json.loads((Path(args.data_dir) / "facts.json").read_text())
-        return ModelConfig(vocab_size=facts["vocab_size"], **params), load_split(args.data_dir, "train"), facts["description"]
+        cfg = ModelConfig(vocab_size=facts["vocab_size"], **params)
+        return cfg, load_split(args.data_dir, "train"), facts["description"]
     vocab = 300 if args.tiny else 8192
     split = synthetic_split(rows, params["max_len"], vocab)
     return ModelConfig(vocab_size=vocab, **params), split, "synthetic token ids, news-like lengths (lognormal)"
@@ -186,7 +187,8 @@ def cases(args) -> list[dict]:
     out = [{"kind": "parity", "bs": 4 if args.tiny else 32}]
     out += [{"kind": "step", "variant": v, "bs": bs} for bs in step_bs for v in VARIANTS]
     for variant in ("reduce-overhead-fused", "step-graph"):
-        out += [{"kind": "tokens", "regime": r, "variant": variant, "bs": bs} for bs in token_bs for r in ("static", "packed")]
+        for bs in token_bs:
+            out += [{"kind": "tokens", "regime": r, "variant": variant, "bs": bs} for r in ("static", "packed")]
     return out
 
 
@@ -214,7 +216,8 @@ def table(results: list[dict]) -> str:
         name = {"parity": "parity (fp32, dropout off)", "step": f"bs{r['bs']} {r.get('variant')}",
                 "tokens": f"bs{r['bs']} {r.get('regime')} {r.get('variant')}"}[r["kind"]]
         if r["kind"] == "parity" and r["status"] == "ok":
-            rows.append(f"{name:38} {'passed' if r['passed'] else 'FAILED':15} loss rel diff {r['max_loss_rel_diff']:.1e}, "
+            verdict = "passed" if r["passed"] else "FAILED"
+            rows.append(f"{name:38} {verdict:15} loss rel diff {r['max_loss_rel_diff']:.1e}, "
                         f"params apart / moved {r['param_diff_over_movement']:.1e}")
         elif r["status"] == "ok":
             rows.append(f"{name:38} {'ok':15} {r['step_ms']:8.2f}  {r['real_tokens_per_s'] / 1e6:11.3f}  "
@@ -247,7 +250,8 @@ def main() -> None:
     results = []
     for case in cases(args):
         results.append(spawn(case, args, t0 + args.budget_s))
-        print(f"[{time.monotonic() - t0:6.0f} s] {json.dumps(case)}: {results[-1]['status']}", file=sys.stderr, flush=True)
+        status = results[-1]["status"]
+        print(f"[{time.monotonic() - t0:6.0f} s] {json.dumps(case)}: {status}", file=sys.stderr, flush=True)
     _, _, data = load_data(args, rows=8)
     write_json_atomic(args.out, {"benchmark": "best_step", "data": data, "model": TINY if args.tiny else MODEL,
                                  "precision": args.precision, "lr": LR, "env": collect(torch.device(args.device)),

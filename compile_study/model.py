@@ -59,7 +59,8 @@ class EncoderLayer(nn.Module):
         self.ff1 = nn.Linear(cfg.d_model, cfg.d_ff)
         self.ff2 = nn.Linear(cfg.d_ff, cfg.d_model)
 
-    def forward(self, x: torch.Tensor, attn_bias: torch.Tensor | None, block_mask: BlockMask | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attn_bias: torch.Tensor | None,
+                block_mask: BlockMask | None = None) -> torch.Tensor:
         # x: [B, L, D]; attn_bias: [B, 1, 1, L] (0 for tokens, -inf for padding) or [B, 1, L, L] (packed rows)
         B, L, D = x.shape
         q, k, v = self.qkv(self.norm1(x)).view(B, L, 3, self.n_heads, D // self.n_heads).unbind(2)
@@ -125,11 +126,12 @@ class TextClassifier(nn.Module):
         if attention not in ("flex", "sdpa"):
             raise ValueError(f"attention {attention!r} is not 'flex' or 'sdpa'")
         x = self.tok(ids) + self.pos(pos)  # [B, L, D]
+        bias, block_mask = None, None
         if attention == "flex":
-            bias, block_mask = None, document_block_mask(doc)
+            block_mask = document_block_mask(doc)
         else:
             same = doc[:, None, :, None] == doc[:, None, None, :]  # [B, 1, L, L]
-            bias, block_mask = torch.zeros(same.shape, device=ids.device, dtype=x.dtype).masked_fill(~same, float("-inf")), None
+            bias = torch.zeros(same.shape, device=ids.device, dtype=x.dtype).masked_fill(~same, float("-inf"))
         for layer in self.layers:
             x = layer(x, bias, block_mask)
         return self.head(segment_mean(self.norm(x), doc))

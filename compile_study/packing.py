@@ -115,7 +115,8 @@ def make_packed_batches(
         part = {k: v[take] for k, v in rows.items()}
         if len(take) < batch_size:  # empty rows: all padding, no sequence, so no loss
             fill = {"ids": 0, "doc": -1, "pos": 0, "labels": IGNORE_LABEL, "sources": -1}
-            part = {k: np.concatenate([v, np.full((batch_size - len(take), v.shape[1]), fill[k])]) for k, v in part.items()}
+            empty = batch_size - len(take)
+            part = {k: np.concatenate([v, np.full((empty, v.shape[1]), fill[k])]) for k, v in part.items()}
         src = part["sources"][part["sources"] >= 0]
         t = {k: torch.from_numpy(part[k]).to(device) for k in ("ids", "doc", "pos", "labels")}
         batches.append(PackedBatch(t["ids"], t["doc"], t["pos"], t["labels"], int(lengths[src].sum()), len(src),

@@ -31,7 +31,8 @@ def batches(widths, rows: int = 8, device=CPU) -> list[Batch]:
         g = torch.Generator().manual_seed(i)
         ids = torch.randint(2, 100, (rows, w), generator=g)
         ids[: rows // 2, w // 2 :] = 0  # half the rows shorter: padding in play
-        out.append(Batch(ids.to(device), torch.randint(0, 4, (rows,), generator=g).to(device), int((ids != 0).sum()), rows))
+        labels = torch.randint(0, 4, (rows,), generator=g)
+        out.append(Batch(ids.to(device), labels.to(device), int((ids != 0).sum()), rows))
     return out
 
 
@@ -108,7 +109,8 @@ def test_a_packed_step_trains_like_the_padded_step_on_the_same_sequences():
     padded, _ = padded_twin(packed, ids, labels)
     (m1, o1), (m2, o2) = fresh(), fresh()
     start = flat(m2)
-    packed_step, padded_step = make_batch_step(m1, o1, "fp32", CPU, attention="sdpa"), make_batch_step(m2, o2, "fp32", CPU)
+    packed_step = make_batch_step(m1, o1, "fp32", CPU, attention="sdpa")
+    padded_step = make_batch_step(m2, o2, "fp32", CPU)
     got, want = run_pair(packed_step, padded_step, [(packed, padded)] * 3, 3)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     assert_same_trajectory(m1, m2, start)

@@ -2,6 +2,11 @@
 
 Token embeddings + learned positions -> N pre-norm encoder layers -> masked mean
 pooling over real (non-pad) tokens -> linear head over the 4 AG News classes.
+
+A second, packed path (packing.py builds its batches) runs rows that hold several whole sequences:
+`model(ids, doc, pos)` restricts attention to each sequence, takes positions that restart per
+sequence and mean-pools per sequence, giving logits per sequence slot. `model(ids)` is the padded
+path, unchanged.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
 PAD_ID = 0  # the tokenizer reserves id 0 for padding (see data.SPECIAL_TOKENS)
 
@@ -53,13 +59,17 @@ class EncoderLayer(nn.Module):
         self.ff1 = nn.Linear(cfg.d_model, cfg.d_ff)
         self.ff2 = nn.Linear(cfg.d_ff, cfg.d_model)
 
-    def forward(self, x: torch.Tensor, attn_bias: torch.Tensor) -> torch.Tensor:
-        # x: [B, L, D]; attn_bias: [B, 1, 1, L] (0 for tokens, -inf for padding)
+    def forward(self, x: torch.Tensor, attn_bias: torch.Tensor | None,
+                block_mask: BlockMask | None = None) -> torch.Tensor:
+        # x: [B, L, D]; attn_bias: [B, 1, 1, L] (0 for tokens, -inf for padding) or [B, 1, L, L] (packed rows)
         B, L, D = x.shape
         q, k, v = self.qkv(self.norm1(x)).view(B, L, 3, self.n_heads, D // self.n_heads).unbind(2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, H, L, Dh]
         p = self.dropout if self.training else 0.0
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_bias, dropout_p=p)
+        if block_mask is None:
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_bias, dropout_p=p)
+        else:  # FlexAttention has no dropout on the attention weights: the packed flex path drops none there
+            a = flex_attention(q, k, v, block_mask=block_mask)
         x = x + F.dropout(self.proj(a.transpose(1, 2).reshape(B, L, D)), p, self.training)
         h = self.ff2(F.dropout(F.gelu(self.ff1(self.norm2(x))), p, self.training))
         return x + F.dropout(h, p, self.training)
@@ -80,8 +90,11 @@ class TextClassifier(nn.Module):
             if isinstance(m, nn.Linear) and m.bias is not None:
                 nn.init.zeros_(m.bias)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        # ids: [B, L] int64, PAD_ID marks padding -> logits [B, n_classes]
+    def forward(self, ids: torch.Tensor, doc: torch.Tensor | None = None, pos: torch.Tensor | None = None,
+                attention: str = "flex") -> torch.Tensor:
+        # ids: [B, L] int64, PAD_ID marks padding -> logits [B, n_classes]; with doc and pos: packed rows
+        if doc is not None:
+            return self.forward_packed(ids, doc, pos, attention)
         B, L = ids.shape
         keep = ids != PAD_ID  # [B, L]
         attn_bias = torch.zeros(B, 1, 1, L, device=ids.device, dtype=torch.float32)
@@ -101,8 +114,53 @@ class TextClassifier(nn.Module):
         pooled = summed / w.sum(1).clamp_min(1.0)  # masked mean over real tokens
         return self.head(pooled)
 
+    def forward_packed(self, ids: torch.Tensor, doc: torch.Tensor, pos: torch.Tensor, attention: str = "flex"):
+        """Rows of whole sequences -> logits [B, L, n_classes]: slot k's sequence at [:, k] (see packing.py).
+
+        doc: [B, L] the token's sequence slot within its row (0, 1, ...), -1 for padding; pos: [B, L]
+        position within its own sequence. attention "flex": FlexAttention with a document block mask,
+        built here from `doc` so that, compiled, the mask is data (no recompile per batch) and its cost
+        is part of the step; "sdpa": the same restriction as a dense [B, 1, L, L] mask (the CPU has no
+        FlexAttention backward, so CPU training takes this one).
+        """
+        if attention not in ("flex", "sdpa"):
+            raise ValueError(f"attention {attention!r} is not 'flex' or 'sdpa'")
+        x = self.tok(ids) + self.pos(pos)  # [B, L, D]
+        bias, block_mask = None, None
+        if attention == "flex":
+            block_mask = document_block_mask(doc)
+        else:
+            same = doc[:, None, :, None] == doc[:, None, None, :]  # [B, 1, L, L]
+            bias = torch.zeros(same.shape, device=ids.device, dtype=x.dtype).masked_fill(~same, float("-inf"))
+        for layer in self.layers:
+            x = layer(x, bias, block_mask)
+        return self.head(segment_mean(self.norm(x), doc))
+
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def document_block_mask(doc: torch.Tensor) -> BlockMask:
+    """FlexAttention mask: a token attends only to tokens of its own sequence (padding, doc -1, to padding)."""
+    B, L = doc.shape
+
+    def same_sequence(b, h, q, kv):
+        return doc[b, q] == doc[b, kv]
+
+    return create_block_mask(same_sequence, B, None, L, L, device=doc.device)
+
+
+def segment_mean(x: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
+    """x: [B, L, D], doc: [B, L] -> [B, L, D]: the mean of slot k's tokens at [:, k] (zeros for empty slots).
+
+    A row of L tokens holds at most L sequences, so L slots per row fit every packing with fixed shapes.
+    """
+    B, L, D = x.shape
+    w = (doc >= 0).to(x.dtype)  # [B, L]; padding contributes nothing
+    index = (doc.clamp_min(0) + L * torch.arange(B, device=doc.device)[:, None]).flatten()  # [B*L] flat slot
+    sums = x.new_zeros(B * L, D).index_add_(0, index, (x * w[..., None]).flatten(0, 1))
+    counts = x.new_zeros(B * L).index_add_(0, index, w.flatten())
+    return (sums / counts.clamp_min(1.0)[:, None]).view(B, L, D)
 
 
 def train_flops(cfg: ModelConfig, batch_size: int, seq_len: int) -> float:
@@ -118,3 +176,13 @@ def train_flops(cfg: ModelConfig, batch_size: int, seq_len: int) -> float:
     per_layer_macs = tokens * (4 * d * d + 2 * d * cfg.d_ff) + tokens * 2 * seq_len * d
     forward = 2 * (cfg.n_layers * per_layer_macs + batch_size * d * cfg.n_classes)
     return 3.0 * forward
+
+
+def real_train_flops(cfg: ModelConfig, lengths) -> float:
+    """Matmul FLOPs one training step needs for these sequences alone: each at its own length, no padding,
+    attention over its own tokens only (the counting of `train_flops`; equal to it for B rows of length L)."""
+    n = sum(int(x) for x in lengths)
+    sq = sum(int(x) ** 2 for x in lengths)
+    d = cfg.d_model
+    macs = cfg.n_layers * (n * (4 * d * d + 2 * d * cfg.d_ff) + 2 * sq * d) + len(lengths) * d * cfg.n_classes
+    return 3.0 * 2 * macs

@@ -122,8 +122,11 @@ def test_real_flops_count_only_the_sequences():
 
 
 def test_the_block_mask_is_data_a_compiled_packed_model_compiles_once(model):
+    # on a GPU host on the GPU, where the study uses FlexAttention (torch 2.11 cannot compile it for the CPU)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = model.to(device)
     ids, lengths, labels = split()
-    batches = make_packed_batches(ids, lengths, labels, 4, seed=0, device=CPU, max_batches=4)
+    batches = make_packed_batches(ids, lengths, labels, 4, seed=0, device=device, max_batches=4)
     with torch.no_grad():
         # eager first: eager FlexAttention runs through a small Dynamo frame of its own, counted as a graph
         expected = [model(b.ids, b.doc, b.pos) for b in batches]

@@ -6,6 +6,7 @@ rule measure_peak:
         f"logs/{DEVICE}/measure_peak.log",
     threads: workflow.cores
     resources:
+        **TIMED_JOB,
         timed_run=1,
     params:
         device=DEVICE,
@@ -28,5 +29,7 @@ rule summarize:
         claims=f"results/{DEVICE}/claims.csv",
     log:
         f"logs/{DEVICE}/summarize.log",
+    resources:
+        **CPU_JOB,
     script:
         "../scripts/summarize.py"

@@ -6,6 +6,7 @@ rule mlp_claim:
         f"logs/{DEVICE}/mlp_claim.log",
     threads: workflow.cores
     resources:
+        **TIMED_JOB,
         timed_run=1,
     params:
         device=DEVICE,

@@ -3,6 +3,8 @@ rule prepare_data:
         DATA_FILES,
     log:
         "logs/prepare_data.log",
+    resources:
+        **CPU_JOB,
     params:
         data=config["data"],
         max_len=config["model"]["max_len"],

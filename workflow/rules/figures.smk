@@ -12,5 +12,7 @@ rule figures:
         multiext("paper/figures/kernels", ".png", ".pdf"),
     log:
         f"logs/{DEVICE}/figures.log",
+    resources:
+        **CPU_JOB,
     script:
         "../scripts/figures.py"

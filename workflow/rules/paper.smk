@@ -19,6 +19,8 @@ rule paper:
         tex="paper/paper.tex",
     log:
         f"logs/{DEVICE}/paper.log",
+    resources:
+        **CPU_JOB,
     params:
         config=config,
         device=DEVICE,

@@ -19,6 +19,7 @@ rule train_run:
         RUN_RECORD.replace("results/", "logs/").replace(".json", ".log"),
     threads: workflow.cores
     resources:
+        **TIMED_JOB,
         # timed runs never overlap: the limit is set in profiles/default/config.yaml
         timed_run=1,
     params:
@@ -40,6 +41,7 @@ rule parity:
         PARITY_RECORD.replace("results/", "logs/").replace(".json", ".log"),
     threads: workflow.cores
     resources:
+        **TIMED_JOB,
         timed_run=1,
     params:
         model=config["model"],

@@ -9,6 +9,7 @@ command; it takes a few minutes on 2 cores.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -42,11 +43,17 @@ def slurm_state() -> str | None:
         import snakemake_executor_plugin_slurm  # noqa: F401
     except ImportError:
         return "snakemake-executor-plugin-slurm is not installed (pip install -r requirements.txt)"
-    res = subprocess.run(["sinfo", "-h", "-p", "debug", "-o", "%T"], capture_output=True, text=True, timeout=30)
+    start = "as root, bash tests/cluster/start-slurm.sh"
+    if not Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).is_file():
+        return f"SLURM is not configured (no slurm.conf): {start}"
+    try:
+        res = subprocess.run(["sinfo", "-h", "-p", "debug", "-o", "%T"], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return f"SLURM is not up (sinfo did not answer in 20 s): {start}"
     states = res.stdout.split()
     if res.returncode != 0 or not any(s.startswith(("idle", "mix", "alloc")) for s in states):
         why = res.stderr.strip() or f"node states {states or 'none'} in partition debug"
-        return f"SLURM is not up ({why}): as root, bash tests/cluster/start-slurm.sh"
+        return f"SLURM is not up ({why}): {start}"
     return None
 
 

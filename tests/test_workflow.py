@@ -81,8 +81,8 @@ def test_lint_is_clean():
     assert res.returncode == 0 and "Lints for" not in res.stdout + res.stderr, res.stdout + res.stderr
 
 
-@pytest.mark.e2e
-def test_tiny_study_end_to_end(tmp_path):
+def write_tiny_config(study_dir) -> bool:
+    """The tiny CPU study (eager and default at batch 16, one repeat) as study_dir/config.yaml; True on real AG News."""
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     real = (AG_NEWS_DIR / "test.csv").is_file()
     cfg["data"] |= {"source": "csv" if real else "synthetic", "csv_dir": str(AG_NEWS_DIR), "vocab_size": 500,
@@ -93,26 +93,40 @@ def test_tiny_study_end_to_end(tmp_path):
                             "shape_regime": ["static"], "precision": ["fp32"], "repeats": 1, "warmup_steps": 2,
                             "timed_steps": 6, "interleave_chunk": 3, "max_epoch_steps": 4}]
     cfg["claims"] = {"mlp": {"cpu": {"batch_sizes": [8], "steps": 5, "repeats": 2}}}
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    profile = ["--workflow-profile", str(REPO / "profiles" / "default"), "--cores", "2"]
-    res = snakemake(*profile, cwd=tmp_path)
-    assert res.returncode == 0, res.stderr[-3000:]
+    (study_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    return real
 
-    runs = tmp_path / "results/cpu/runs"
+
+def check_tiny_paper(study_dir, real: bool) -> dict:
+    """The tiny study's records are ok, and the summary and both papers show their numbers; returns the compiled run's metrics."""
+    runs = study_dir / "results/cpu/runs"
     records = {p.parent.parent.parent.name: json.loads(p.read_text()) for p in runs.rglob("r0.json")}
     assert set(records) == {"eager", "default"} and all(r["status"] == "ok" for r in records.values())
     assert records["default"]["metrics"]["graphs_compiled"] == 1 and records["eager"]["metrics"]["graphs_compiled"] == 0
     m = records["default"]["metrics"]
-    summary = pd.read_csv(tmp_path / "results/cpu/summary.csv").set_index("compile_mode")
+    summary = pd.read_csv(study_dir / "results/cpu/summary.csv").set_index("compile_mode")
     assert summary.loc["default", "speedup"] == pytest.approx(m["in_process_speedup"])
 
-    paper = (tmp_path / "paper/paper.md").read_text()
+    paper = (study_dir / "paper/paper.md").read_text()
     assert "A CPU run" in paper and "CPU numbers" in paper
-    tex = (tmp_path / "paper/paper.tex").read_text()
+    tex = (study_dir / "paper/paper.tex").read_text()
     assert "\\begin{document}" in tex and f"{m['in_process_speedup']:,.2f}×" in tex
     assert ("AG News test split (7,600 rows)" if real else "SYNTHETIC") in paper
     row = f"| fp32 | 16 | default | 1/1 | {m['steady_step_ms']:,.2f} | {m['reference_step_ms']:,.2f} | {m['in_process_speedup']:,.2f}× |"
     assert row in paper
+    return m
+
+
+@pytest.mark.e2e
+def test_tiny_study_end_to_end(tmp_path):
+    real = write_tiny_config(tmp_path)
+    profile = ["--workflow-profile", str(REPO / "profiles" / "default"), "--cores", "2"]
+    res = snakemake(*profile, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+
+    m = check_tiny_paper(tmp_path, real)
+    runs = tmp_path / "results/cpu/runs"
+    paper = (tmp_path / "paper/paper.md").read_text()
     for name in ("speedup", "regimes", "buckets", "timeline", "kernels"):
         assert (tmp_path / f"paper/figures/{name}.png").stat().st_size > 10_000
     # profiler evidence: a trace per run, its per-step numbers in the record and the paper

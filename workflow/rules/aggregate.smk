@@ -12,5 +12,7 @@ rule summarize:
         claims=L.claims,
     log:
         L.log("summarize"),
+    resources:
+        **CPU_JOB,
     script:
         "../scripts/summarize.py"

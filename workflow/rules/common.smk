@@ -146,3 +146,22 @@ def before_start():
         sys.exit(config_check.format_errors(_device_errors, _sources))
     if not STORED:
         print(plan_message(RUNS, L, DEVICE, GPUS), file=sys.stderr)
+
+
+def slurm_resources(partition, **request):
+    """A job's SLURM request (profiles/slurm reads it; local runs ignore it): site settings from config `cluster`."""
+    site = config["cluster"]
+    wanted = {"slurm_partition": site[partition], "slurm_account": site["account"]}
+    return {k: v for k, v in (wanted | request).items() if v is not None}
+
+
+# CPU-only stages go to the CPU partition. A timed job takes a whole GPU and cores of its own, so that no
+# other job shares its device or its cores (on a CPU grid: the cores alone, on the CPU partition).
+CPU_JOB = slurm_resources("cpu_partition")
+TIMED_JOB = slurm_resources(
+    "gpu_partition" if DEVICE == "cuda" else "cpu_partition",
+    cpus_per_task=config["cluster"]["timed_cpus"],
+    gpu=1 if DEVICE == "cuda" else None,
+    gpu_model=config["cluster"]["gpu_model"] if DEVICE == "cuda" else None,
+    constraint=config["cluster"]["constraint"],
+)

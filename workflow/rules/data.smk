@@ -4,6 +4,8 @@ rule prepare_data:
         DATA_FILES,
     log:
         L.log("prepare_data"),
+    resources:
+        **CPU_JOB,
     params:
         data=config["data"],
         max_len=config["model"]["max_len"],
@@ -20,6 +22,8 @@ rule study_facts:
         L.facts,
     log:
         L.log("study_facts"),
+    resources:
+        **CPU_JOB,
     run:
         shutil.copyfile(input[0], output[0])
 
@@ -30,6 +34,8 @@ rule study_config:
         L.config,
     log:
         L.log("study_config"),
+    resources:
+        **CPU_JOB,
     params:
         config=config,
     script:

@@ -8,5 +8,7 @@ rule figures:
         directory(L.figures),
     log:
         L.log("figures"),
+    resources:
+        **CPU_JOB,
     script:
         "../scripts/figures.py"

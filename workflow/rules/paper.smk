@@ -15,6 +15,8 @@ rule paper:
         tex=L.paper("tex"),
     log:
         L.log("paper"),
+    resources:
+        **CPU_JOB,
     params:
         device=DEVICE,
     script:
@@ -30,5 +32,7 @@ rule paper_pdf:
         L.paper("pdf"),
     log:
         L.log("paper_pdf"),
+    resources:
+        **CPU_JOB,
     script:
         "../scripts/paper_pdf.py"

@@ -16,6 +16,7 @@ rule train_run:
         ),
     threads: TIMED_THREADS
     resources:
+        **TIMED_JOB,
         timed_run=1,
     params:
         run=run_params,
@@ -38,6 +39,7 @@ rule parity:
         L.log("parity/{precision}/{compile_mode}"),
     threads: TIMED_THREADS
     resources:
+        **TIMED_JOB,
         timed_run=1,
     params:
         model=config["model"],
@@ -55,6 +57,7 @@ rule measure_peak:
         L.log("measure_peak"),
     threads: TIMED_THREADS
     resources:
+        **TIMED_JOB,
         timed_run=1,
     params:
         device=DEVICE,
@@ -70,6 +73,7 @@ rule mlp_claim:
         L.log("mlp_claim"),
     threads: TIMED_THREADS
     resources:
+        **TIMED_JOB,
         timed_run=1,
     params:
         device=DEVICE,
@@ -92,6 +96,7 @@ rule method_check:
         check="|".join(CHECKS),
     threads: TIMED_THREADS
     resources:
+        **TIMED_JOB,
         timed_run=1,
     params:
         device=DEVICE,

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from compile_study.batches import reference_regime
+from compile_study.vocab import Regime
 
 # A cell: a configuration apart from the compile mode; regimes that differ only in how they are
 # compiled (dynamic-*) share the eager runs of `dynamic`.
@@ -49,7 +49,7 @@ def load_records(paths: Iterable[str | Path]) -> pd.DataFrame:
         row = {k: cfg[k] for k in ("compile_mode", "batch_size", "shape_regime", "precision", "repeat")}
         row["compile_scope"] = cfg.get("compile_scope", "module")  # records before scopes existed: module
         row |= {"device_type": env["device_type"], "status": rec["status"], "error": rec.get("error")}
-        row |= {"reference_regime": reference_regime(cfg["shape_regime"]), "inductor_cache": env.get("inductor_cache")}
+        row |= {"reference_regime": Regime.parse(cfg["shape_regime"]).reference, "inductor_cache": env.get("inductor_cache")}
         row |= {k: env.get(k) for k in ENV_KEYS}
         row |= {k: metrics.get(k) for k in SCALAR_METRICS}
         for side in ("profile", "reference_profile"):

@@ -20,18 +20,18 @@ from .conftest import REPO, TINY_MODEL
 # the way a real out-of-memory error and a real compiler error would.
 INJECT = '''
 import torch, torch._dynamo.exc
-from compile_study import train
+from compile_study import run
 
-_measure = train.measure
+_measure = run.measure
 
-def measure(model_cfg, cfg, data_dir, device, trace_path=None):
+def measure(model_cfg, cfg, *args, **kwargs):
     if cfg.batch_size == 32:
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (injected by the test)")
     if cfg.batch_size == 16:
         raise torch._dynamo.exc.InternalTorchDynamoError("injected compiler failure")
-    return _measure(model_cfg, cfg, data_dir, device, trace_path)
+    return _measure(model_cfg, cfg, *args, **kwargs)
 
-train.measure = measure
+run.measure = measure
 '''
 
 

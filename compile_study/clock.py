@@ -10,7 +10,9 @@ Torch-free, so that the run's shim can start the clock before the heavy imports:
     run_and_record(..., clock=clock)      # adds cuda_init_s, data_load_s, timed_s, ... (record.OVERHEAD)
 
 Parts do not overlap, so they add up to the total but for the small pieces no part names (building the
-models, the reference's untimed first steps, the environment query).
+models, the environment query). `timed_s` is the timing protocol's wall time (epochs, the eager
+reference's untimed first steps, the interleaved block) less what is booked as `compile_s`, the warm-up
+steps' excess over steady-state steps.
 """
 
 from __future__ import annotations

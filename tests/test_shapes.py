@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from compile_study.batches import Batch, bucket_batches, make_batches, padding_fraction
+from compile_study.compile import compile_model, make_step
 from compile_study.compile_stats import CompileWatch
 from compile_study.model import ModelConfig, TextClassifier
 from compile_study.vocab import Regime
-from compile_study.compile import compile_model, make_step
 
 from .conftest import TINY_MODEL
 

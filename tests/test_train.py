@@ -1,4 +1,7 @@
 import json
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -6,6 +9,7 @@ import torch
 
 from compile_study import record, run
 from compile_study.batches import make_batches
+from compile_study.clock import Clock
 from compile_study.compile import compile_model, make_step
 from compile_study.data import load_split
 from compile_study.model import ModelConfig, TextClassifier
@@ -13,7 +17,7 @@ from compile_study.protocol import interleaved_block
 from compile_study.record import RunConfig
 from compile_study.run import run_and_record
 
-from .conftest import TINY_MODEL
+from .conftest import REPO, TINY_MODEL
 
 CPU = torch.device("cpu")
 
@@ -130,3 +134,16 @@ def test_compiled_losses_match_eager(synthetic_data):
         losses[mode] = torch.stack([step(b) for b in batches])
     torch.testing.assert_close(losses["default"], losses["eager"], rtol=1e-4, atol=1e-5)
     assert losses["eager"][-1] < losses["eager"][0]  # it does learn
+
+
+def test_the_clock_counts_from_the_process_creation():
+    code = "import time; time.sleep(0.5); from compile_study.clock import Clock; print(Clock.since_process_start().elapsed())"
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    wall = time.perf_counter() - t0
+    assert 0.5 <= float(out.stdout) <= wall + 0.02  # /proc ticks are 10 ms
+    clock = Clock()
+    with clock.part("timed_s"):
+        time.sleep(0.05)
+    clock.move("timed_s", "compile_s", 1.0)  # never more than the source holds
+    assert clock.parts["timed_s"] == 0 and clock.parts["compile_s"] >= 0.05

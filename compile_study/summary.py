@@ -60,7 +60,7 @@ def load_records(paths: Iterable[str | Path]) -> pd.DataFrame:
         row["evidence_errors"] = "; ".join(f"{k}: {v}" for k, v in (metrics.get("evidence_errors") or {}).items()) or None
         row["graph_break_reasons"] = "; ".join(metrics.get("graph_break_reasons") or []) or None
         row["recompile_limit_hit"] = metrics.get("recompile_limit_hit")
-        row["step_cv"] = np.std(metrics["step_times_ms"]) / np.mean(metrics["step_times_ms"]) if metrics else np.nan
+        row["step_cv"] = np.std(metrics["step_times_ms"]) / np.mean(metrics["step_times_ms"]) if metrics.get("step_times_ms") else np.nan
         rows.append(row)
     if not rows:
         raise ValueError("no run records to summarise")

@@ -151,14 +151,17 @@ def make_compiled_step(model, optimizer, compile_mode: str, precision: str, devi
     return step
 
 
-def make_graph_step(model, optimizer, cfg: RunConfig, device: torch.device, batches: list[Batch]):
-    """Scope `step-graph`: the compiled model's whole training step replayed from one CUDA graph."""
+def make_graph_step(model, optimizer, cfg: RunConfig, device: torch.device):
+    """Scope `step-graph`: the compiled model's whole training step replayed from one CUDA graph per shape.
+
+    Each shape is captured when first seen, inside the timed warm-up steps, so that capture and
+    compilation count as the run's compile cost as they do for every other scope."""
     if device.type != "cuda":
         raise NotApplicable(f"step-graph captures the whole step as a CUDA graph; there are none on {device.type}")
     from compile_study.step_graph import make_graphed_step  # CUDA only: imported where it can run
 
     compiled = compile_model(model, cfg.compile_mode, "step-graph", **cfg.regime.compile_kwargs())
-    return make_graphed_step(compiled, optimizer, cfg.precision, device, batches)
+    return make_graphed_step(compiled, optimizer, cfg.precision, device)
 
 
 def scope_model_config(model_cfg: ModelConfig, scope: str) -> ModelConfig:
@@ -188,13 +191,12 @@ def subject_model(model_cfg: ModelConfig, run: RunConfig, device: torch.device):
                      tensor_lr=(compiled and scope == "step") or graph, capturable=graph)
 
 
-def build_step(model, optimizer, cfg: RunConfig, device: torch.device, watch: CompileWatch,
-               batches: list[Batch] = ()):
-    """The measured model's step for the run's compile mode and scope (`batches`: shapes a graph step captures)."""
+def build_step(model, optimizer, cfg: RunConfig, device: torch.device, watch: CompileWatch):
+    """The measured model's step for the run's compile mode and scope."""
     kwargs = cfg.regime.compile_kwargs()
     if cfg.compile_mode != "eager" and cfg.compile_scope == "step":
         return make_compiled_step(model, optimizer, cfg.compile_mode, cfg.precision, device, **kwargs)
     if cfg.compile_scope == "step-graph":
-        return make_graph_step(model, optimizer, cfg, device, list(batches))
+        return make_graph_step(model, optimizer, cfg, device)
     compiled = compile_model(model, cfg.compile_mode, cfg.compile_scope, **kwargs)
     return make_step(compiled, optimizer, cfg.precision, device, eager_model=model, watch=watch)

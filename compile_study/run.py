@@ -144,7 +144,8 @@ def evidence(subject: Side, reference: Side, cfg: RunConfig, batches: list[Batch
         with clock.part("inference_s"):
             inference = guarded("inference", errors, lambda: inference_block(
                 subject.model, reference.model, cfg, batches, device)) or {}
-    return {**inference, **phases.get("subject", {}), **{f"reference_{k}": v for k, v in phases.get("reference", {}).items()},
+    reference_phases = {f"reference_{k}": v for k, v in phases.get("reference", {}).items()}
+    return {**inference, **phases.get("subject", {}), **reference_phases,
             "profile": profile["subject"], "reference_profile": profile["reference"], "evidence_errors": errors}
 
 
@@ -152,7 +153,7 @@ def train_subject(model_cfg, cfg: RunConfig, batches: list[Batch], device, clock
     """Build the subject, train it for two epochs -> (its Side, the epochs' metrics, its compile watch)."""
     watch = CompileWatch().start()
     model, optimizer = subject_model(model_cfg, cfg, device)
-    subject = Side(model, optimizer, build_step(model, optimizer, cfg, device, watch, batches))
+    subject = Side(model, optimizer, build_step(model, optimizer, cfg, device, watch))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     with clock.part("timed_s"):
@@ -261,7 +262,8 @@ def failure(rec: dict, exc: Exception) -> None:
 
 
 def run_and_record(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device: str | None = None,
-                   threads: int | None = None, trace_path: str | Path | None = None, clock: Clock | None = None) -> dict:
+                   threads: int | None = None, trace_path: str | Path | None = None,
+                   clock: Clock | None = None) -> dict:
     """Measure one configuration; a failure becomes the record's status, never an exception.
 
     `clock`: the shim's, started at process creation (else one starts here and process_start_s and

@@ -137,7 +137,8 @@ def test_compiled_losses_match_eager(synthetic_data):
 
 
 def test_the_clock_counts_from_the_process_creation():
-    code = "import time; time.sleep(0.5); from compile_study.clock import Clock; print(Clock.since_process_start().elapsed())"
+    code = ("import time; time.sleep(0.5); from compile_study.clock import Clock; "
+            "print(Clock.since_process_start().elapsed())")
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     wall = time.perf_counter() - t0

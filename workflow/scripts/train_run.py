@@ -32,6 +32,7 @@ record = run_and_record(model_cfg, cfg, data_dir, snakemake.params.device, snake
 record["env"]["inductor_cache"] = cache_state
 print(record["status"], record["error"] or "", record["metrics"].get("steady_step_ms"))
 if not os.path.exists(snakemake.output.trace):  # no profiler pass ran: an empty, openable trace says why
-    why = f"{record['status']}: {record['error']}" if record["status"] != "ok" else "evidence is taken by another repeat"
+    ok = record["status"] == "ok"
+    why = "evidence is taken by another repeat" if ok else f"{record['status']}: {record['error']}"
     write_empty_trace(snakemake.output.trace, why)
 write_json_atomic(snakemake.output.record, record)

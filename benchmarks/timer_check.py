@@ -19,10 +19,12 @@ import torch
 from torch.utils.benchmark import Timer
 
 from compile_study.batches import make_batches
+from compile_study.compile import compile_model, make_step, new_model, set_precision
 from compile_study.data import load_split
 from compile_study.io import write_json_atomic
+from compile_study.record import RunConfig
+from compile_study.run import model_config_for
 from compile_study.timing import time_steps
-from compile_study.train import RunConfig, compile_model, make_step, model_config_for, new_model, set_precision
 
 MODEL = {"n_layers": 4, "n_heads": 4, "d_model": 256, "d_ff": 1024, "dropout": 0.1, "max_len": 128}
 

@@ -1,12 +1,13 @@
 """Turning encoded splits into device-resident batches (built once, before any timing).
 
-Shape regimes (the `shape_regime` wildcard):
+Shape regimes (`vocab.Regime`; vocab.REGIME_TEXT says each in a line):
 - `static`: every batch padded to max_len: one shape.
 - `dynamic`, `dynamic-true`, `dynamic-false`, `dynamic-marked`: random batches, each padded only to
-  its own longest sequence; the suffix says how it is compiled (see `compile_kwargs`).
+  its own longest sequence; the suffix says how it is compiled (`Regime.compile_kwargs`).
 - `bucketed-<e1>-<e2>-...`: sequences grouped by the smallest bucket edge >= their length, each
   batch padded to its edge, batches shuffled across buckets, every example seen once per epoch
   (a bucket's last partial batch is filled with one-token rows whose label is ignored).
+- `packed`: built by compile_study.packing, not here.
 
 Random and static batches drop the split's last partial batch, which would be another shape.
 """
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-DYNAMIC_REGIMES = ("dynamic", "dynamic-true", "dynamic-false", "dynamic-marked")
+from compile_study.vocab import Regime
+
 IGNORE_LABEL = -100  # F.cross_entropy's default ignore_index: filler rows add no loss
 FILLER_TOKEN = 1  # [UNK]; a filler row is never all padding (that would make attention NaN)
 
@@ -29,34 +31,6 @@ class Batch:
     labels: torch.Tensor  # [B] int64, IGNORE_LABEL for filler rows
     real_tokens: int  # non-pad tokens of real rows
     real_rows: int
-
-
-def bucket_edges(shape_regime: str) -> list[int]:
-    """'bucketed-32-64-128' -> [32, 64, 128]."""
-    return [int(e) for e in shape_regime.split("-")[1:]]
-
-
-def reference_regime(shape_regime: str) -> str:
-    """The eager run a compiled run is compared with: eager does not care how dynamic is set."""
-    return "dynamic" if shape_regime in DYNAMIC_REGIMES else shape_regime
-
-
-def compile_kwargs(shape_regime: str) -> dict:
-    """torch.compile's `dynamic` per regime; buckets keep static, specialised graphs."""
-    return {
-        "dynamic-true": {"dynamic": True},
-        "dynamic-false": {"dynamic": False},
-    }.get(shape_regime, {"dynamic": False} if shape_regime.startswith("bucketed") else {"dynamic": None})
-
-
-def validate_regime(shape_regime: str, max_len: int) -> None:
-    if shape_regime == "static" or shape_regime in DYNAMIC_REGIMES:
-        return
-    if not shape_regime.startswith("bucketed-"):
-        raise ValueError(f"shape_regime {shape_regime!r} is not static, one of {DYNAMIC_REGIMES}, or bucketed-<edges>")
-    edges = bucket_edges(shape_regime)
-    if edges != sorted(set(edges)) or edges[-1] != max_len or edges[0] < 1:
-        raise ValueError(f"bucket edges {edges} must be strictly increasing, >= 1, and end at max_len={max_len}")
 
 
 def _to_batch(ids, labels, rows, width, device) -> Batch:
@@ -75,39 +49,44 @@ def bucket_batches(lengths: np.ndarray, edges: list[int], batch_size: int, rng) 
     return [plan[i] for i in rng.permutation(len(plan))]
 
 
+def _fill(b: Batch, batch_size: int, width: int, device) -> Batch:
+    """A bucket's last, partial batch filled to the batch size with ignored rows: one shape per bucket."""
+    n = batch_size - b.real_rows
+    filler_ids = torch.zeros(n, width, dtype=torch.int64, device=device)
+    filler_ids[:, 0] = FILLER_TOKEN
+    filler_labels = torch.full((n,), IGNORE_LABEL, dtype=torch.int64, device=device)
+    return Batch(torch.cat([b.ids, filler_ids]), torch.cat([b.labels, filler_labels]), b.real_tokens, b.real_rows)
+
+
 def make_batches(
     ids: np.ndarray,  # [N, max_len] int32, 0-padded
     lengths: np.ndarray,  # [N] real tokens per row
     labels: np.ndarray,  # [N]
     batch_size: int,
-    shape_regime: str,
+    shape_regime: str | Regime,
     seed: int | None,
     device: torch.device,
     max_batches: int | None = None,
     drop_last: bool = True,
 ) -> list[Batch]:
     """-> the epoch's batches in order (seeded), already on `device`."""
+    regime = Regime.parse(shape_regime) if isinstance(shape_regime, str) else shape_regime
     max_len = ids.shape[1]
-    validate_regime(shape_regime, max_len)
+    regime.check(max_len)
+    if regime.kind == "packed":
+        raise ValueError("packed batches are built by compile_study.packing, not by make_batches")
     rng = np.random.default_rng(seed)
-    if shape_regime.startswith("bucketed"):
-        batches = []
-        for rows, edge in bucket_batches(lengths, bucket_edges(shape_regime), batch_size, rng):
+    batches = []
+    if regime.kind == "bucketed":
+        for rows, edge in bucket_batches(lengths, list(regime.edges), batch_size, rng):
             b = _to_batch(ids, labels, rows, edge, device)
-            if len(rows) < batch_size:  # fill to the batch size: one shape per bucket
-                n = batch_size - len(rows)
-                filler_ids = torch.zeros(n, edge, dtype=torch.int64, device=device)
-                filler_ids[:, 0] = FILLER_TOKEN
-                filler_labels = torch.full((n,), IGNORE_LABEL, dtype=torch.int64, device=device)
-                b = Batch(torch.cat([b.ids, filler_ids]), torch.cat([b.labels, filler_labels]), b.real_tokens, b.real_rows)
-            batches.append(b)
+            batches.append(_fill(b, batch_size, edge, device) if len(rows) < batch_size else b)
     else:
         order = rng.permutation(len(labels)) if seed is not None else np.arange(len(labels))
         n = len(order) // batch_size if drop_last else -(-len(order) // batch_size)
-        batches = []
         for b in range(n):
             rows = order[b * batch_size : (b + 1) * batch_size]
-            width = max_len if shape_regime == "static" else int(lengths[rows].max())
+            width = max_len if regime.kind == "static" else int(lengths[rows].max())
             batches.append(_to_batch(ids, labels, rows, width, device))
     if max_batches is not None:
         batches = batches[:max_batches]

@@ -17,9 +17,11 @@ from pathlib import Path
 import torch
 
 from compile_study.batches import make_batches
+from compile_study.compile import compile_model, make_step, new_model, set_precision
 from compile_study.data import load_split
 from compile_study.model import ModelConfig
-from compile_study.train import RunConfig, compile_model, eval_accuracy, make_step, new_model, set_precision
+from compile_study.protocol import eval_accuracy
+from compile_study.record import RunConfig
 
 # Max |compiled - eager| / |eager| loss over the first steps, per precision.
 LOSS_RTOL = {"fp32": 1e-3, "tf32": 1e-2, "bf16": 5e-2}

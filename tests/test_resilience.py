@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 from .conftest import REPO, TINY_MODEL
@@ -20,18 +21,18 @@ from .conftest import REPO, TINY_MODEL
 # the way a real out-of-memory error and a real compiler error would.
 INJECT = '''
 import torch, torch._dynamo.exc
-from compile_study import train
+from compile_study import run
 
-_measure = train.measure
+_measure = run.measure
 
-def measure(model_cfg, cfg, data_dir, device, trace_path=None):
+def measure(model_cfg, cfg, *args, **kwargs):
     if cfg.batch_size == 32:
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (injected by the test)")
     if cfg.batch_size == 16:
         raise torch._dynamo.exc.InternalTorchDynamoError("injected compiler failure")
-    return _measure(model_cfg, cfg, data_dir, device, trace_path)
+    return _measure(model_cfg, cfg, *args, **kwargs)
 
-train.measure = measure
+run.measure = measure
 '''
 
 
@@ -62,6 +63,9 @@ def test_failed_configurations_are_recorded_and_the_study_completes(tmp_path):
     assert rec[8]["status"] == "ok" and rec[8]["metrics"]["steady_step_ms"] > 0
     assert rec[32]["status"] == "oom" and "out of memory" in rec[32]["error"]
     assert rec[16]["status"] == "compile_error" and "injected compiler failure" in rec[16]["error"]
+    overhead = rec[8]["metrics"]["overhead_s"]  # counted by the shim from the process's creation
+    assert overhead["process_start_s"] > 0 and overhead["imports_s"] > 0 and overhead["total_s"] > overhead["timed_s"]
+    assert sum(v for k, v in overhead.items() if k != "total_s") == pytest.approx(overhead["total_s"], rel=0.05)
     summary = pd.read_csv(tmp_path / "results/cpu/summary.csv").set_index("batch_size")
     assert summary.loc[32, "status"] == "oom" and summary.loc[8, "status"] == "ok"
     paper = (tmp_path / "paper/paper.md").read_text()

@@ -1,14 +1,18 @@
-"""Compile scopes: one side of the graph pair, the whole step, a deliberate graph break (CPU, tiny model)."""
+"""Compile scopes: one side of the graph pair, its no-Inductor baseline, the whole step, the fused optimizer,
+a deliberate graph break and its like-for-like reference (CPU, tiny model)."""
 
 import dataclasses
 
 import pytest
 import torch
 
+from compile_study.compile import build_step, subject_model
 from compile_study.compile_stats import CompileWatch
 from compile_study.model import ModelConfig, TextClassifier
 from compile_study.profiling import profile_steps
-from compile_study.train import RunConfig, build_step, new_model, phase_split
+from compile_study.protocol import phase_split
+from compile_study.record import RunConfig
+from compile_study.run import reference_side
 
 from .conftest import TINY_MODEL
 from .test_shapes import batch
@@ -22,13 +26,13 @@ def train(scope: str, mode: str = "default", model_cfg: ModelConfig = MODEL) -> 
     """Four steps of `scope` -> losses, the compile report and a CPU profile of two more steps."""
     torch._dynamo.reset()
     run = RunConfig(mode, 4, "static", "fp32", 0, compile_scope=scope, lr=1e-3)
-    model, opt = new_model(model_cfg, run, CPU, tensor_lr=scope == "step" and mode != "eager")
+    model, opt = subject_model(model_cfg, run, CPU)
     watch = CompileWatch().start()
     step = build_step(model, opt, run, CPU, watch)
     losses = torch.stack([step(b) for b in BATCHES])
     report = watch.report()
     profile = profile_steps(lambda i: step(BATCHES[i]), 2, CPU)
-    return {"losses": losses, "report": report, "profile": profile, "step": step}
+    return {"losses": losses, "report": report, "profile": profile, "step": step, "model": model, "opt": opt}
 
 
 @pytest.fixture(scope="module")
@@ -74,10 +78,40 @@ def test_nonzero_pooling_breaks_the_graph_once_and_computes_the_same_model(eager
     ids = BATCHES[0].ids.clone()
     ids[:, 10:] = 0  # padding: the pooling must skip it either way
     torch.testing.assert_close(a(ids), b(ids))
-    broken = train("graph-break", model_cfg=nonzero)
+    broken = train("graph-break")  # the scope itself switches the subject's pooling
+    assert broken["model"].cfg.pooling == "nonzero"
     r = broken["report"]
     assert r["graph_breaks"] == 1 and r["graphs_compiled"] == 2
     torch.testing.assert_close(broken["losses"], eager["losses"], rtol=1e-4, atol=1e-5)
+
+
+def test_the_graph_break_reference_pools_like_its_subject():
+    """Like for like: the eager reference of a graph-break run is the same nonzero-pooling model, uncompiled."""
+    run = RunConfig("default", 4, "static", "fp32", 0, compile_scope="graph-break", lr=1e-3, warmup_steps=0)
+    reference = reference_side(MODEL, run, CPU, BATCHES)
+    assert reference.model.cfg.pooling == "nonzero"
+    subject = train("graph-break")
+    torch.testing.assert_close(torch.stack([reference.step(b) for b in BATCHES]), subject["losses"],
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_aot_eager_replays_the_graph_pair_without_inductor_and_trains_like_eager(eager):
+    """The baseline the one-side scopes are read against: AOTAutograd's graphs, no Inductor on either side."""
+    aot = train("aot-eager")
+    torch.testing.assert_close(aot["losses"], eager["losses"], rtol=1e-4, atol=1e-5)
+    assert aot["report"]["graphs_compiled"] == 1 and aot["report"]["generated_kernels"] == 0
+    forward = train("forward")  # Inductor on one side fuses there: fewer operators than no Inductor at all
+    assert forward["profile"]["kernels_per_step"] < aot["profile"]["kernels_per_step"]
+
+
+@pytest.mark.parametrize("mode", ["eager", "default"])
+def test_fused_adamw_trains_like_foreach_adamw(mode, eager):
+    fused = train("fused-adamw", mode)
+    assert all(group["fused"] for group in fused["opt"].param_groups)
+    torch.testing.assert_close(fused["losses"], eager["losses"], rtol=1e-4, atol=1e-5)
+    run = RunConfig(mode, 4, "static", "fp32", 0, compile_scope="fused-adamw", warmup_steps=0)
+    reference = reference_side(MODEL, run, CPU, BATCHES)  # compared with eager on fused AdamW too
+    assert all(group["fused"] for group in reference.optimizer.param_groups)
 
 
 def test_phase_split_times_forward_backward_and_optimizer(eager):
@@ -86,5 +120,5 @@ def test_phase_split_times_forward_backward_and_optimizer(eager):
 
 
 def test_one_side_scopes_refuse_other_modes():
-    with pytest.raises(ValueError, match="default only"):
+    with pytest.raises(ValueError, match="does not run with compile_mode 'reduce-overhead'"):
         RunConfig("reduce-overhead", 4, "static", "fp32", 0, compile_scope="forward")

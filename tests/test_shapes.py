@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from compile_study.batches import Batch, bucket_batches, compile_kwargs, make_batches, padding_fraction
+from compile_study.batches import Batch, bucket_batches, make_batches, padding_fraction
+from compile_study.compile import compile_model, make_step
 from compile_study.compile_stats import CompileWatch
 from compile_study.model import ModelConfig, TextClassifier
-from compile_study.train import compile_model, make_step
+from compile_study.vocab import Regime
 
 from .conftest import TINY_MODEL
 
@@ -28,7 +29,7 @@ def compiled_training(shape_regime: str, batches: list[Batch], recompile_limit: 
     model = TextClassifier(ModelConfig(vocab_size=100, **TINY_MODEL))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     watch = CompileWatch().start()
-    step = make_step(compile_model(model, "default", **compile_kwargs(shape_regime)), opt, "fp32", CPU, model, watch)
+    step = make_step(compile_model(model, "default", **Regime.parse(shape_regime).compile_kwargs()), opt, "fp32", CPU, model, watch)
     for i, b in enumerate(batches):
         assert torch.isfinite(step(b))
         watch.after_step(i)
@@ -95,3 +96,9 @@ def test_dynamic_batches_pad_to_their_own_longest_row():
         ids[r, :n] = 3
     for b in make_batches(ids, lengths, np.zeros(8), 4, "dynamic", 1, CPU):
         assert b.ids.shape[1] == int((b.ids != 0).sum(1).max())
+
+
+def test_packed_batches_are_left_to_the_packing_module():
+    ids, lengths = np.ones((8, 32), dtype=np.int32), np.full(8, 32)
+    with pytest.raises(ValueError, match="packed batches are built by compile_study.packing"):
+        make_batches(ids, lengths, np.zeros(8), 4, "packed", 0, CPU)

@@ -1,16 +1,23 @@
 import json
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 import torch
 
-from compile_study import train
+from compile_study import record, run
 from compile_study.batches import make_batches
+from compile_study.clock import Clock
+from compile_study.compile import compile_model, make_step
 from compile_study.data import load_split
 from compile_study.model import ModelConfig, TextClassifier
-from compile_study.train import RunConfig, compile_model, make_step, run_and_record
+from compile_study.protocol import interleaved_block
+from compile_study.record import RunConfig
+from compile_study.run import run_and_record
 
-from .conftest import TINY_MODEL
+from .conftest import REPO, TINY_MODEL
 
 CPU = torch.device("cpu")
 
@@ -40,7 +47,48 @@ def test_record_schema_of_an_eager_run(synthetic_data):
     assert m["epoch1_s"] > 0 and m["epoch2_s"] > 0 and 0 <= m["eval_accuracy"] <= 1
     assert m["graphs_compiled"] == 0 and m["peak_memory_bytes"] > 0 and m["achieved_tflops"] > 0
     assert rec["env"]["dynamo_recompile_limit"] == 8 and rec["env"]["float32_matmul_precision"] == "highest"
+    assert rec["schema_version"] == record.SCHEMA_VERSION and rec["config"]["evidence"] is True
+    assert m["chunk_first"] == ["subject", "reference", "subject"]  # 5 steps in chunks of 2: three chunks
+    assert set(m["profile"]) >= set(record.PROFILE) and m["forward_ms"] > 0 and m["evidence_errors"] == {}
+    assert m["inference_step_ms"] > 0  # static, module scope: the inference block ran
+    assert set(m) - {"overhead_s"} <= set(record.SCALARS) | set(record.SERIES) | set(record.TEXTS)  # all declared
     json.dumps(rec)  # serialisable as it stands
+
+
+def test_without_evidence_the_phase_split_profiler_and_inference_are_absent(synthetic_data):
+    rec = run_and_record(tiny_model_cfg(synthetic_data), tiny_run(repeat=1, evidence=False), synthetic_data, "cpu")
+    m = rec["metrics"]
+    assert rec["status"] == "ok" and m["steady_step_ms"] > 0 and 0 <= m["eval_accuracy"] <= 1
+    evidence = {"forward_ms", "reference_forward_ms", "profile", "reference_profile", "inference_step_ms",
+                "inference_speedup", "evidence_errors"}
+    assert not evidence & set(m)  # absent, not None-filled
+    assert m["overhead_s"]["phase_split_s"] == m["overhead_s"]["profiler_s"] == m["overhead_s"]["inference_s"] == 0
+
+
+def test_overhead_parts_are_non_negative_and_add_up_to_the_total(synthetic_data):
+    rec = run_and_record(tiny_model_cfg(synthetic_data), tiny_run(timed_steps=20), synthetic_data, "cpu")
+    parts = rec["metrics"]["overhead_s"]
+    assert list(parts) == list(record.OVERHEAD) and all(v >= 0 for v in parts.values())
+    named = sum(v for k, v in parts.items() if k != "total_s")
+    assert named <= parts["total_s"] and named == pytest.approx(parts["total_s"], rel=0.05), parts
+    assert parts["timed_s"] > 0 and parts["profiler_s"] > 0 and parts["accuracy_s"] > 0 and parts["data_load_s"] > 0
+    assert parts["compile_s"] == pytest.approx(rec["metrics"]["warmup_excess_s"])
+
+
+def test_interleaved_chunks_alternate_which_side_runs_first():
+    calls = []
+    steps = {name: (lambda b, name=name: calls.append(name) or torch.zeros(())) for name in ("subject", "reference")}
+    block = interleaved_block(steps, [None], 7, 2, CPU, {"subject": [], "reference": []})
+    assert block["chunk_first"] == ["subject", "reference", "subject", "reference"]
+    s, r = "subject", "reference"
+    assert calls == [s, s, r, r] + [r, r, s, s] + [s, s, r, r] + [r, s]  # chunks of 2, the last of 1
+
+
+def test_step_graph_on_the_cpu_is_recorded_as_not_applicable(synthetic_data):
+    cfg = tiny_run(compile_mode="default", compile_scope="step-graph")
+    rec = run_and_record(tiny_model_cfg(synthetic_data), cfg, synthetic_data, "cpu")
+    assert rec["status"] == "not_applicable" and "CUDA graph" in rec["error"] and "\n" not in rec["error"]
+    assert "traceback" not in rec and set(rec["metrics"]) == {"overhead_s"}
 
 
 def test_static_batches_have_one_shape_and_count_real_tokens(synthetic_data):
@@ -65,9 +113,10 @@ def test_a_failure_becomes_the_record_status(synthetic_data, monkeypatch, exc, s
     def boom(*a, **k):
         raise exc
 
-    monkeypatch.setattr(train, "measure", boom)
+    monkeypatch.setattr(run, "measure", boom)
     rec = run_and_record(tiny_model_cfg(synthetic_data), tiny_run(), synthetic_data, "cpu")
-    assert rec["status"] == status and str(exc).split(".")[0] in rec["error"] and rec["metrics"] == {}
+    assert rec["status"] == status and str(exc).split(".")[0] in rec["error"]
+    assert set(rec["metrics"]) == {"overhead_s"} and rec["metrics"]["overhead_s"]["total_s"] > 0
 
 
 def test_compiled_losses_match_eager(synthetic_data):
@@ -85,3 +134,17 @@ def test_compiled_losses_match_eager(synthetic_data):
         losses[mode] = torch.stack([step(b) for b in batches])
     torch.testing.assert_close(losses["default"], losses["eager"], rtol=1e-4, atol=1e-5)
     assert losses["eager"][-1] < losses["eager"][0]  # it does learn
+
+
+def test_the_clock_counts_from_the_process_creation():
+    code = ("import time; time.sleep(0.5); from compile_study.clock import Clock; "
+            "print(Clock.since_process_start().elapsed())")
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    wall = time.perf_counter() - t0
+    assert 0.5 <= float(out.stdout) <= wall + 0.02  # /proc ticks are 10 ms
+    clock = Clock()
+    with clock.part("timed_s"):
+        time.sleep(0.05)
+    clock.move("timed_s", "compile_s", 1.0)  # never more than the source holds
+    assert clock.parts["timed_s"] == 0 and clock.parts["compile_s"] >= 0.05

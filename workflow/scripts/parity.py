@@ -13,7 +13,7 @@ import torch  # noqa: E402
 
 from compile_study.io import write_json_atomic  # noqa: E402
 from compile_study.parity import check  # noqa: E402
-from compile_study.train import model_config_for  # noqa: E402
+from compile_study.run import model_config_for  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
 data_dir = os.path.dirname(snakemake.input.data[0])

@@ -1,0 +1,202 @@
+"""The compile switch and the training steps it applies to: one code path, compilation a setting of it.
+
+    python -m pytest tests/test_scopes.py -q    # every scope on the CPU, tiny model
+
+Eager is the reference path; `compile_mode` switches compilation on, `compile_scope` says how much is
+compiled (vocab.SCOPE_TEXT says it in one line each):
+- `module`: `torch.compile(model)`: the forward and, through AOTAutograd, its backward; the loss, the
+  `backward()` call and the optimizer step stay eager Python. fullgraph=True, so a graph break fails loudly.
+- `fused-adamw`: `module` with `AdamW(fused=True)` (in eager mode too: what fusing the optimizer alone gives).
+- `forward` / `backward`: the same AOTAutograd graph pair, Inductor compiling one side only; the other
+  side's graph runs its aten ops one by one. A compiled forward always has an AOTAutograd backward graph
+  (autograd cannot differentiate through a fused kernel), so an "uncompiled" side means that traced graph
+  replayed without Inductor, not the original eager code: read these scopes against `aot-eager`.
+- `aot-eager`: the graph pair with no Inductor on either side (backend "aot_eager"): graph replay alone.
+- `step`: forward, loss, `backward()` (compiled autograd) and the optimizer step compiled as one function
+  (compiled optimizer; the learning rate a tensor so that it never forces a recompile).
+- `step-graph`: the compiled model, loss, backward and fused capturable AdamW captured as one CUDA graph
+  (compile_study.step_graph); on any other device the run is `NotApplicable`.
+- `graph-break`: `module` on a model whose pooling goes through `torch.nonzero` (a data-dependent shape),
+  compiled with fullgraph=False: what one graph break costs. Its eager reference pools the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+
+import torch
+from torch._dynamo.exc import FailOnRecompileLimitHit
+from torch.nn import functional as F
+
+from compile_study.batches import Batch
+from compile_study.compile_stats import CompileWatch
+from compile_study.model import ModelConfig, TextClassifier
+from compile_study.record import RunConfig
+
+ONE_SIDE_SCOPES = ("forward", "backward")  # Inductor on one side of the graph pair (a custom backend)
+
+
+class NotApplicable(RuntimeError):
+    """The configuration cannot run on this device; recorded as status `not_applicable`, not as a failure."""
+
+
+def set_precision(precision: str) -> None:
+    """Global matmul precision: TF32 only for `tf32` (bf16 is autocast, see `autocast`)."""
+    torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+
+
+def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _mode(compile_mode: str) -> str | None:
+    return None if compile_mode == "default" else compile_mode
+
+
+def inductor_one_side(side: str):
+    """A torch.compile backend: Inductor compiles only the `side` ("forward" or "backward") of AOTAutograd's
+    graph pair; the other graph runs its aten ops one by one, uncompiled."""
+    from torch._functorch.aot_autograd import make_boxed_func
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    def inner_compile(gm, example_inputs, **kwargs):
+        if kwargs.get("is_backward", False) != (side == "backward"):
+            return make_boxed_func(gm.forward)  # left uncompiled
+        return compile_fx_inner(gm, example_inputs, **kwargs)
+
+    return functools.partial(compile_fx, inner_compile=inner_compile)
+
+
+def compile_model(model: torch.nn.Module, compile_mode: str, scope: str = "module", **kwargs) -> torch.nn.Module:
+    """The one switch: eager, or the module compiled as `scope` says (the module docstring); kwargs: `dynamic`."""
+    if compile_mode == "eager":
+        return model
+    if scope == "step":
+        raise ValueError("scope 'step' compiles the whole step, not the module: use make_compiled_step")
+    if scope in ONE_SIDE_SCOPES:
+        # AOTAutograd's cache does not key on the inner compiler: with it on, a cache filled by a `module`
+        # compile of the same graph hands back both sides compiled (seen on torch 2.13)
+        torch._functorch.config.enable_autograd_cache = False
+        return torch.compile(model, backend=inductor_one_side(scope), fullgraph=True, **kwargs)
+    if scope == "aot-eager":
+        return torch.compile(model, backend="aot_eager", fullgraph=True, **kwargs)
+    # fullgraph=True: a graph break fails loudly instead of silently running part of it eagerly;
+    # the graph-break variant is the one place where breaks are allowed (and counted)
+    return torch.compile(model, mode=_mode(compile_mode), fullgraph=scope != "graph-break", **kwargs)
+
+
+def forward_loss(model, batch_ids: torch.Tensor, labels: torch.Tensor, precision: str, device: torch.device):
+    """Logits under the run's precision, cross-entropy in fp32 (filler rows, label -100, are ignored)."""
+    with autocast(precision, device):
+        logits = model(batch_ids)  # [B, n_classes]
+    return F.cross_entropy(logits.float(), labels)
+
+
+def make_step(model, optimizer, precision: str, device: torch.device, eager_model=None,
+              watch: CompileWatch | None = None):
+    """One training step on a batch; returns the detached loss (no host sync).
+
+    `step(batch, mark)` calls `mark()` after the loss and after backward(), for the phase split.
+    """
+
+    def forward(ids: torch.Tensor) -> torch.Tensor:
+        try:
+            return model(ids)  # [B, n_classes]
+        except FailOnRecompileLimitHit:
+            if eager_model is None:
+                raise
+            # Past the recompile limit Dynamo runs the frame eagerly; fullgraph=True makes that an
+            # error instead, so do what Dynamo would have done, and count it.
+            watch.fallback_steps += 1
+            return eager_model(ids)
+
+    def step(batch: Batch, mark=None) -> torch.Tensor:
+        torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs (reduce-overhead) need it; a no-op otherwise
+        loss = forward_loss(forward, batch.ids, batch.labels, precision, device)
+        if mark:
+            mark()
+        loss.backward()
+        if mark:
+            mark()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return step
+
+
+def make_compiled_step(model, optimizer, compile_mode: str, precision: str, device: torch.device, **kwargs):
+    """Scope `step`: forward, loss, backward (compiled autograd) and optimizer step as one compiled function."""
+    torch._dynamo.config.compiled_autograd = True  # applies to backward() calls inside compiled code only
+
+    def train_step(ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        loss = forward_loss(model, ids, labels, precision, device)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    compiled = torch.compile(train_step, mode=_mode(compile_mode), fullgraph=False, **kwargs)
+
+    def step(batch: Batch, mark=None) -> torch.Tensor:  # one compiled call: no phases to mark
+        torch.compiler.cudagraph_mark_step_begin()
+        loss = compiled(batch.ids, batch.labels)
+        optimizer.zero_grad(set_to_none=True)  # outside: Dynamo does not trace Optimizer.zero_grad
+        return loss
+
+    return step
+
+
+def make_graph_step(model, optimizer, cfg: RunConfig, device: torch.device):
+    """Scope `step-graph`: the compiled model's whole training step replayed from one CUDA graph per shape.
+
+    Each shape is captured when first seen, inside the timed warm-up steps, so that capture and
+    compilation count as the run's compile cost as they do for every other scope."""
+    if device.type != "cuda":
+        raise NotApplicable(f"step-graph captures the whole step as a CUDA graph; there are none on {device.type}")
+    from compile_study.step_graph import make_graphed_step  # CUDA only: imported where it can run
+
+    compiled = compile_model(model, cfg.compile_mode, "step-graph", **cfg.regime.compile_kwargs())
+    return make_graphed_step(compiled, optimizer, cfg.precision, device)
+
+
+def scope_model_config(model_cfg: ModelConfig, scope: str) -> ModelConfig:
+    """The model a scope trains, subject and eager reference alike: graph-break pools through torch.nonzero."""
+    return dataclasses.replace(model_cfg, pooling="nonzero") if scope == "graph-break" else model_cfg
+
+
+def new_model(cfg: ModelConfig, run: RunConfig, device: torch.device, fused: bool = False,
+              tensor_lr: bool = False, capturable: bool = False):
+    """Model (seeded: every side starts from the same weights) and AdamW.
+
+    fused: one kernel for all parameters; tensor_lr: the learning rate a tensor, so that a compiled optimizer
+    never recompiles when it changes; capturable (with both): state and lr on the device, for a CUDA graph.
+    """
+    torch.manual_seed(run.seed)
+    model = TextClassifier(cfg).to(device)
+    lr = torch.tensor(run.lr, device=device if capturable else None) if tensor_lr else run.lr
+    return model, torch.optim.AdamW(model.parameters(), lr=lr, fused=fused or None, capturable=capturable)
+
+
+def subject_model(model_cfg: ModelConfig, run: RunConfig, device: torch.device):
+    """The measured model and its optimizer, as the run's scope needs them."""
+    compiled = run.compile_mode != "eager"
+    scope = run.compile_scope
+    graph = scope == "step-graph"
+    return new_model(scope_model_config(model_cfg, scope), run, device, fused=scope == "fused-adamw" or graph,
+                     tensor_lr=(compiled and scope == "step") or graph, capturable=graph)
+
+
+def build_step(model, optimizer, cfg: RunConfig, device: torch.device, watch: CompileWatch):
+    """The measured model's step for the run's compile mode and scope."""
+    kwargs = cfg.regime.compile_kwargs()
+    if cfg.compile_mode != "eager" and cfg.compile_scope == "step":
+        return make_compiled_step(model, optimizer, cfg.compile_mode, cfg.precision, device, **kwargs)
+    if cfg.compile_scope == "step-graph":
+        return make_graph_step(model, optimizer, cfg, device)
+    compiled = compile_model(model, cfg.compile_mode, cfg.compile_scope, **kwargs)
+    return make_step(compiled, optimizer, cfg.precision, device, eager_model=model, watch=watch)

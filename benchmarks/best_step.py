@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from compile_study.batches import make_batches
+from compile_study.compile import compile_model, set_precision
 from compile_study.compile_stats import unique_graphs
 from compile_study.data import load_split
 from compile_study.env import collect
@@ -41,7 +42,6 @@ from compile_study.packing import make_packed_batches, real_lengths
 from compile_study.profiling import profile_steps
 from compile_study.step_graph import NotApplicable, make_batch_step, make_graphed_step, make_optimizer
 from compile_study.timing import synchronize, time_call, time_steps
-from compile_study.train import compile_model, set_precision
 
 MODEL = {"n_layers": 4, "n_heads": 4, "d_model": 256, "d_ff": 1024, "dropout": 0.1, "max_len": 128}
 TINY = {"n_layers": 2, "n_heads": 2, "d_model": 32, "d_ff": 64, "dropout": 0.1, "max_len": 32}

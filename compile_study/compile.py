@@ -199,4 +199,20 @@ def build_step(model, optimizer, cfg: RunConfig, device: torch.device, watch: Co
     if cfg.compile_scope == "step-graph":
         return make_graph_step(model, optimizer, cfg, device)
     compiled = compile_model(model, cfg.compile_mode, cfg.compile_scope, **kwargs)
+    if cfg.regime.kind == "packed":
+        return make_packed_step(compiled, optimizer, cfg.precision, device, packed_attention(device, compiled=True))
     return make_step(compiled, optimizer, cfg.precision, device, eager_model=model, watch=watch)
+
+
+def packed_attention(device: torch.device, compiled: bool) -> str:
+    """How packed rows keep their sequences apart: FlexAttention with a document block mask where it is
+    compiled on CUDA; elsewhere SDPA with the same mask as a dense [B, 1, L, L] boolean (FlexAttention has no
+    CPU backward, and run eagerly it is an unfused reference implementation)."""
+    return "flex" if device.type == "cuda" and compiled else "sdpa"
+
+
+def make_packed_step(model, optimizer, precision: str, device: torch.device, attention: str):
+    """A step on packed batches (compile_study/packing.py), with the phase marks of `make_step`."""
+    from compile_study.step_graph import make_batch_step  # step_graph builds on this module
+
+    return make_batch_step(model, optimizer, precision, device, attention)

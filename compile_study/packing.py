@@ -24,7 +24,7 @@ import torch
 from torch.nn import functional as F
 
 from compile_study.batches import IGNORE_LABEL
-from compile_study.train import autocast
+from compile_study.compile import autocast
 
 
 @dataclass

@@ -34,15 +34,18 @@ from compile_study.clock import Clock
 from compile_study.compile import (
     NotApplicable,
     build_step,
+    make_packed_step,
     make_step,
     new_model,
+    packed_attention,
     scope_model_config,
     set_precision,
     subject_model,
 )
 from compile_study.compile_stats import CompileWatch
 from compile_study.data import load_split
-from compile_study.model import ModelConfig, train_flops
+from compile_study.model import ModelConfig, real_train_flops, train_flops
+from compile_study.packing import make_packed_batches, real_lengths
 from compile_study.profiling import profile_steps
 from compile_study.protocol import (
     check_finite,
@@ -55,7 +58,7 @@ from compile_study.protocol import (
 )
 from compile_study.record import RunConfig
 from compile_study.timing import synchronize
-from compile_study.vocab import reference_scope
+from compile_study.vocab import Regime
 
 
 @dataclass
@@ -68,7 +71,10 @@ class Side:
 
 
 def load_batches(cfg: RunConfig, data_dir, device: torch.device, regime: str) -> list[Batch]:
+    """The epoch's batches; packed ones hold whole sequences in rows of max_len tokens (packing.py)."""
     ids, lengths, labels = load_split(data_dir, "train")
+    if Regime.parse(regime).kind == "packed":
+        return make_packed_batches(ids, lengths, labels, cfg.batch_size, cfg.seed, device, cfg.max_epoch_steps)
     return make_batches(ids, lengths, labels, cfg.batch_size, regime, cfg.seed, device, cfg.max_epoch_steps)
 
 
@@ -79,10 +85,14 @@ def prepare_compiler(cfg: RunConfig) -> None:
 
 
 def reference_side(model_cfg: ModelConfig, cfg: RunConfig, device: torch.device, batches: list[Batch]) -> Side:
-    """The eager reference: the subject's model and optimizer kind, uncompiled; its first steps untimed."""
-    fused = reference_scope(cfg.compile_scope) == "fused-adamw"
-    model, optimizer = new_model(scope_model_config(model_cfg, cfg.compile_scope), cfg, device, fused=fused)
-    step = make_step(model, optimizer, cfg.precision, device)
+    """The eager reference: the subject's model, uncompiled, with AdamW as torch picks it (foreach), for every
+    scope: one yardstick, so that eager with fused AdamW, reduce-overhead with it and the whole-step graph
+    separate what fusing the optimizer, compiling and removing the host each give. Its first steps untimed."""
+    model, optimizer = new_model(scope_model_config(model_cfg, cfg.compile_scope), cfg, device)
+    if cfg.regime.kind == "packed":
+        step = make_packed_step(model, optimizer, cfg.precision, device, packed_attention(device, compiled=False))
+    else:
+        step = make_step(model, optimizer, cfg.precision, device)
     for b in batches[: cfg.warmup_steps]:
         step(b)
     return Side(model, optimizer, step)
@@ -94,12 +104,6 @@ def warmup_excess_s(epochs: dict, steady_ms: float) -> float:
     return max(0.0, sum(epochs["warmup_step_s"]) - len(epochs["warmup_step_s"]) * steady_ms / 1e3)
 
 
-def real_train_flops(model_cfg: ModelConfig, batch: Batch) -> float:
-    """Matmul FLOPs of a step had every real row been computed at its own length (no padding, no filler)."""
-    lengths = (batch.ids[: batch.real_rows] != 0).sum(1).tolist()
-    return sum(train_flops(model_cfg, 1, n) for n in lengths)
-
-
 def block_metrics(block: dict, cfg: RunConfig, model_cfg: ModelConfig, own_batches: dict) -> dict:
     """Step times, speedup, throughput and FLOP rates of the steady-state block."""
     step_ms, ref_ms = block["times"]["subject"], block["times"]["reference"]
@@ -109,7 +113,8 @@ def block_metrics(block: dict, cfg: RunConfig, model_cfg: ModelConfig, own_batch
     static_timed = [own_batches[static][i % len(own_batches[static])] for i in range(n)]
     static_tokens_per_s = sum(b.real_tokens for b in static_timed) / block["walls"][static]
     flops = sum(train_flops(model_cfg, *b.ids.shape) for b in timed)
-    real_flops = sum(real_train_flops(model_cfg, b) for b in timed)
+    # matmul FLOPs had every real sequence been computed at its own length (no padding, no filler)
+    real_flops = sum(real_train_flops(model_cfg, real_lengths(b)) for b in timed)
     q = statistics.quantiles(step_ms, n=10)
     steady_ms, reference_ms = statistics.median(step_ms), statistics.median(ref_ms)
     return {

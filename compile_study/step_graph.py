@@ -27,15 +27,11 @@ from dataclasses import fields, replace
 
 import torch
 
+from compile_study.compile import NotApplicable, forward_loss
 from compile_study.packing import PackedBatch, packed_loss
-from compile_study.train import forward_loss
 
 GRAPH_COMPILE_MODES = ("eager", "default", "max-autotune-no-cudagraphs")  # modes that do not capture graphs themselves
 WARMUP_STEPS = 3  # the recipe's side-stream warm-up (compilation happens in the first)
-
-
-class NotApplicable(RuntimeError):
-    """This configuration cannot run on this device (not a failure of the configuration)."""
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, device: torch.device, fused: bool = False,
@@ -57,7 +53,7 @@ def batch_loss(model, batch, precision: str, device: torch.device, attention: st
 
 
 def make_batch_step(model, optimizer, precision: str, device: torch.device, attention: str = "flex"):
-    """An ordinary (eager or compiled-module) step for padded or packed batches, like `train.make_step`:
+    """An ordinary (eager or compiled-module) step for padded or packed batches, like `compile.make_step`:
     `step(batch, mark)` calls `mark()` after the loss and after backward()."""
 
     def step(batch, mark=None) -> torch.Tensor:

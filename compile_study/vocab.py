@@ -40,7 +40,8 @@ SCOPE_MODES = {
     "step-graph": ("default", "max-autotune-no-cudagraphs"),  # the capture is the CUDA graph: no Inductor graphs
     "graph-break": ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
 }
-CUDA_ONLY_SCOPES = ("step-graph",)  # recorded as not applicable on the CPU
+CUDA_ONLY_SCOPES = ("step-graph",)
+PACKED_SCOPES = ("module", "fused-adamw", "step-graph")  # packed batches go through the model's packed path  # recorded as not applicable on the CPU
 
 # --- precisions ---------------------------------------------------------------------------------------------
 PRECISIONS = ("fp32", "tf32", "bf16")  # fp32 with TF32 off; TF32 matmuls; bf16 autocast
@@ -126,17 +127,14 @@ def runs_with(mode: str, scope: str, regime: str) -> bool:
 
     Eager runs the scopes that change what runs eagerly (module, fused-adamw) and the regimes that change the
     batches (not dynamic-true/false/marked: the `dynamic` eager run is their reference); every other scope runs
-    with the modes SCOPE_MODES allows.
+    with the modes SCOPE_MODES allows; packed batches run with PACKED_SCOPES only.
     """
     r = Regime.parse(regime)
+    if r.kind == "packed" and scope not in PACKED_SCOPES:
+        return False
     if mode == "eager":
         return scope in ("module", "fused-adamw") and not r.compiled_only
     return mode in SCOPE_MODES[scope]
-
-
-def reference_scope(scope: str) -> str:
-    """The eager run a scope is compared with: fused-adamw against eager with fused AdamW, the rest module."""
-    return "fused-adamw" if scope in ("fused-adamw", "step-graph") else "module"
 
 
 def wildcard_constraints() -> dict[str, str]:

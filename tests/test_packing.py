@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from compile_study.batches import Batch
+from compile_study.compile import forward_loss
 from compile_study.compile_stats import unique_graphs
 from compile_study.model import ModelConfig, TextClassifier, real_train_flops, train_flops
 from compile_study.packing import best_fit_rows, make_packed_batches, packed_loss, real_lengths
-from compile_study.train import forward_loss
 
 from .conftest import TINY_MODEL
 

@@ -110,8 +110,8 @@ def test_fused_adamw_trains_like_foreach_adamw(mode, eager):
     assert all(group["fused"] for group in fused["opt"].param_groups)
     torch.testing.assert_close(fused["losses"], eager["losses"], rtol=1e-4, atol=1e-5)
     run = RunConfig(mode, 4, "static", "fp32", 0, compile_scope="fused-adamw", warmup_steps=0)
-    reference = reference_side(MODEL, run, CPU, BATCHES)  # compared with eager on fused AdamW too
-    assert all(group["fused"] for group in reference.optimizer.param_groups)
+    reference = reference_side(MODEL, run, CPU, BATCHES)  # one yardstick: eager with AdamW as torch picks it
+    assert not any(group["fused"] for group in reference.optimizer.param_groups)
 
 
 def test_phase_split_times_forward_backward_and_optimizer(eager):

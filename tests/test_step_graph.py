@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from compile_study.batches import Batch
+from compile_study.compile import compile_model, make_step
 from compile_study.model import ModelConfig, TextClassifier
 from compile_study.packing import make_packed_batches
 from compile_study.step_graph import (
@@ -15,7 +16,6 @@ from compile_study.step_graph import (
     make_optimizer,
     training_state_kept,
 )
-from compile_study.train import compile_model, make_step
 
 from .conftest import TINY_MODEL
 from .test_packing import padded_twin, split

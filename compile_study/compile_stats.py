@@ -6,6 +6,7 @@ kernels, CUDA-graph recordings.
 (Dynamo frames, lazily compiled backwards, CUDA-graph recordings) from Dynamo's compile callbacks,
 which also time them. Graph breaks from `counters["graph_break"]` (reason -> count); kernels Inductor
 generated from `torch._inductor.metrics.generated_kernel_count` (zero when every graph came from the cache).
+Compiled autograd's captures and compiles from `counters["compiled_autograd"]`.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class CompileWatch:
         self._graphs0 = unique_graphs()
         self._breaks0 = Counter(counters["graph_break"])
         self._kernels0 = generated_kernels()
+        self._autograd0 = Counter(counters["compiled_autograd"])
         self._last = self._graphs0
         callback_handler.register_start_callback(self._on_start)
         callback_handler.register_end_callback(self._on_end)
@@ -70,6 +72,7 @@ class CompileWatch:
         reasons = Counter(m.recompile_reason.split(": ", 1)[-1] for m in metrics if m.recompile_reason)
         graphs = unique_graphs() - self._graphs0
         breaks = Counter(counters["graph_break"]) - self._breaks0
+        autograd = Counter(counters["compiled_autograd"]) - self._autograd0
         return {
             "graphs_compiled": graphs,
             "recompiles": max(0, graphs - 1),
@@ -85,4 +88,8 @@ class CompileWatch:
             "graph_breaks": sum(breaks.values()),
             "graph_break_reasons": [f"{n}× {r.splitlines()[0]}" for r, n in breaks.most_common(5)],
             "generated_kernels": generated_kernels() - self._kernels0,
+            # compiled autograd (scope `step`): a capture traces the backward graph in Python, a compile makes it
+            # a new graph; either one in a steady state means backward() is traced again at every step
+            "compiled_autograd_captures": autograd["captures"],
+            "compiled_autograd_compiles": autograd["compiles"],
         }

@@ -42,8 +42,7 @@ def measured_seconds(patterns: list[str], device: str) -> dict[tuple, list[float
 
 def estimate(runs: dict, layout: Layout, device: str) -> dict:
     """Runs to do, their estimated seconds, and how many estimates came from measurements."""
-    known = measured_seconds([layout.record_pattern.split("/runs/")[0] + "/runs/**/r*.json",
-                              "reference/*/runs/**/r*.json"], device)
+    known = measured_seconds([layout.records_glob, "reference/*/runs/**/r*.json"], device)
     todo = [key for key in runs if not Path(layout.record(key)).exists()]
     seconds, measured = 0.0, 0
     for mode, scope, *_ in todo:

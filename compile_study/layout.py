@@ -50,6 +50,11 @@ class Layout:
     def trace_pattern(self) -> str:
         return self._p(RECORD.replace(".json", ".trace.json.gz"))
 
+    @property
+    def records_glob(self) -> str:
+        """Every run record of the study (glob.glob with recursive=True)."""
+        return self._p("runs/**/r*.json")
+
     def record(self, key: tuple) -> str:
         return self.record_pattern.format(**dict(zip(RUN_KEYS, key)))
 

@@ -96,6 +96,8 @@ SCALARS = {
     "dynamo_frames_compiled": "Dynamo frames compiled", "lazy_backward_compiles": "backward graphs compiled lazily",
     "cudagraph_recordings": "CUDA graphs recorded", "compile_events_s": "time inside compile events",
     "graph_breaks": "graph breaks", "generated_kernels": "kernels Inductor generated (0 when cached)",
+    "compiled_autograd_captures": "backward graphs compiled autograd traced (scope step)",
+    "compiled_autograd_compiles": "backward graphs compiled autograd compiled (scope step)",
     "inference_step_ms": "eval-mode step, subject", "inference_reference_step_ms": "eval-mode step, eager",
     "inference_speedup": "inference_reference_step_ms / inference_step_ms",
     "inference_warmup_s": "inference warm-up (its compilation)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from compile_study import grid
+from compile_study import figures, grid, numbers
 
 from .conftest import AG_NEWS_DIR, REPO, TINY_MODEL
 
@@ -38,20 +39,19 @@ def shipped_config() -> dict:
 
 def test_grid_expansion_of_the_shipped_gpu_grid():
     runs = grid.expand(shipped_config()["grids"]["cuda"])
-    # modes: (6 eager + 6 default + 6 reduce-overhead + 2 max-autotune + 2 max-autotune-no-cudagraphs)
-    #   x 3 precisions x 3 repeats = 198
-    # shapes: 8 regimes (3 bucket sets); eager runs 5 of them (not dynamic-true/false/marked);
-    #   (5 + 8 + 8) x 2 batch sizes x 3 repeats = 126, of which 18 (static bf16, batch 64/256) are in modes
-    # scopes: (eager + default x 5 scopes) x 2 batch sizes x 3 repeats = 36, of which 12 (module) are in modes
-    assert len(runs) == 198 + 126 - 18 + 36 - 12
-    assert ("max-autotune", "module", 128, "static", "bf16", 0) not in runs  # max-autotune only at 32 and 512
-    assert ("max-autotune-no-cudagraphs", "module", 512, "static", "fp32", 2) in runs
-    assert ("eager", "module", 64, "dynamic-true", "bf16", 0) not in runs
-    assert ("eager", "module", 64, "dynamic", "bf16", 0) in runs
-    assert ("eager", "forward", 32, "static", "bf16", 0) not in runs  # eager is every scope's reference
-    assert ("default", "backward", 512, "static", "bf16", 1) in runs
-    assert ("default", "module", 256, "bucketed-64-128", "bf16", 2) in runs
-    assert runs[("default", "module", 64, "static", "bf16", 0)]["sub_grid"] == "modes"
+    per_grid = {}
+    for steps in runs.values():
+        per_grid[steps["sub_grid"]] = per_grid.get(steps["sub_grid"], 0) + 1
+    # modes: 3 modes x 3 batch sizes x 5 repeats; autotune: 2 x 2 x 3; precision: (eager, default) x 2 precisions
+    # x 3; fused-optimizer: 2 x 2 x 3; whole-step: 2 x 3; scopes: 5 x 3; dynamic: eager's `dynamic` + default's
+    # four, x 3; padding: 2 modes x 3 regimes x 2 batch sizes x 3
+    assert per_grid == {"modes": 45, "autotune": 12, "precision": 12, "fused-optimizer": 12, "whole-step": 6,
+                        "scopes": 15, "dynamic": 15, "padding": 36}
+    assert ("eager", "module", 256, "dynamic-true", "bf16", 0) not in runs  # eager's reference is `dynamic`
+    assert ("eager", "fused-adamw", 512, "static", "bf16", 2) in runs  # what fusing AdamW alone gives
+    assert ("default", "step-graph", 32, "static", "bf16", 0) in runs
+    assert ("reduce-overhead", "module", 256, "packed", "bf16", 1) in runs
+    assert runs[("default", "module", 32, "static", "bf16", 0)]["sub_grid"] == "modes"
 
 
 def test_one_side_scopes_run_in_default_mode_only():
@@ -72,8 +72,9 @@ def test_dry_run_lists_every_stage_and_the_whole_grid(device, tmp_path):
     assert res.returncode == 0, res.stderr
     counts = job_counts(res.stdout)
     assert counts["train_run"] == len(grid.expand(grids))
-    for rule in ("prepare_data", "measure_peak", "summarize", "figures", "paper"):
+    for rule in ("prepare_data", "measure_peak", "summarize", "figures", "paper", "study_config", "study_facts"):
         assert counts[rule] == 1
+    assert counts.get("method_check", 0) == len(shipped_config()["checks"][device])
 
 
 def test_lint_is_clean():
@@ -99,21 +100,21 @@ def write_tiny_config(study_dir) -> bool:
 
 def check_tiny_paper(study_dir, real: bool) -> dict:
     """The tiny study's records are ok, and the summary and both papers show their numbers; returns the compiled run's metrics."""
-    runs = study_dir / "results/cpu/runs"
-    records = {p.parent.parent.parent.name: json.loads(p.read_text()) for p in runs.rglob("r0.json")}
+    root = study_dir / "results/cpu"
+    records = {p.parent.parent.parent.name: json.loads(p.read_text()) for p in (root / "runs").rglob("r0.json")}
     assert set(records) == {"eager", "default"} and all(r["status"] == "ok" for r in records.values())
     assert records["default"]["metrics"]["graphs_compiled"] == 1 and records["eager"]["metrics"]["graphs_compiled"] == 0
     m = records["default"]["metrics"]
-    summary = pd.read_csv(study_dir / "results/cpu/summary.csv").set_index("compile_mode")
-    assert summary.loc["default", "speedup"] == pytest.approx(m["in_process_speedup"])
+    summary = pd.read_csv(root / "summary.csv").set_index("compile_mode")
+    assert summary.loc["default", "speedup"] == pytest.approx(m["in_process_speedup"])  # one process: its own ratio
+    assert summary.loc["default", "speedup_method"] == "single run"
 
-    paper = (study_dir / "paper/paper.md").read_text()
-    assert "A CPU run" in paper and "CPU numbers" in paper
-    tex = (study_dir / "paper/paper.tex").read_text()
-    assert "\\begin{document}" in tex and f"{m['in_process_speedup']:,.2f}×" in tex
-    assert ("AG News test split (7,600 rows)" if real else "SYNTHETIC") in paper
-    row = f"| fp32 | 16 | default | 1/1 | {m['steady_step_ms']:,.2f} | {m['reference_step_ms']:,.2f} | {m['in_process_speedup']:,.2f}× |"
-    assert row in paper
+    paper, tex = (root / "paper.md").read_text(), (root / "paper.tex").read_text()
+    assert "CPU numbers" in paper and "CPU numbers" in tex and "\\begin{document}" in tex
+    assert ("AG News test split (7,600 rows)" if real else "synthetic") in paper
+    speedup = f"{numbers.times(m['in_process_speedup'])} (single run)"
+    row = f"| fp32 | 16 | default | {numbers.ms(m['steady_step_ms'])} | {speedup} | single run, no verdict |"
+    assert row in paper and speedup in tex
     return m
 
 
@@ -125,19 +126,25 @@ def test_tiny_study_end_to_end(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
 
     m = check_tiny_paper(tmp_path, real)
-    runs = tmp_path / "results/cpu/runs"
-    paper = (tmp_path / "paper/paper.md").read_text()
-    for name in ("speedup", "regimes", "buckets", "timeline", "kernels"):
-        assert (tmp_path / f"paper/figures/{name}.png").stat().st_size > 10_000
+    root = tmp_path / "results/cpu"
+    runs, paper = root / "runs", (root / "paper.md").read_text()
+    for name in figures.FIGURES:
+        assert (root / f"figures/{name}.png").stat().st_size > 10_000 and f"figures/{name}.png" in paper
+    if shutil.which("latexmk"):
+        assert (root / "paper.pdf").read_bytes().startswith(b"%PDF")
+    # where the time went: every record says, and the parts add up
+    parts = {k: v for k, v in m["overhead_s"].items() if k != "total_s"}
+    assert min(parts.values()) >= 0 and sum(parts.values()) == pytest.approx(m["overhead_s"]["total_s"], rel=0.05)
     # profiler evidence: a trace per run, its per-step numbers in the record and the paper
     trace = json.loads(gzip.decompress((runs / "static/fp32/default/module/bs16/r0.trace.json.gz").read_bytes()))
     assert trace["traceEvents"] and m["profile"]["kernels_per_step"] > 0
     assert m["reference_profile"]["kernels_per_step"] > m["profile"]["kernels_per_step"]  # Inductor fused ops away
-    assert f"| fp32 | 16 | default | {m['profile']['kernels_per_step']:,.0f} | {m['reference_profile']['kernels_per_step']:,.0f} |" in paper
+    kernels = f"| fp32 | 16 | default | {numbers.count(m['profile']['kernels_per_step'])} | "
+    assert kernels + f"{numbers.count(m['reference_profile']['kernels_per_step'])} |" in paper
     # the claims table: computed verdicts, the MLP benchmark measured, what the grid lacks said so
-    claims = pd.read_csv(tmp_path / "results/cpu/claims.csv").set_index("claim")
+    claims = pd.read_csv(root / "claims.csv").set_index("claim")
     assert len(claims) == 6 and "## Common claims, checked" in paper
-    mlp = json.loads((tmp_path / "results/cpu/claims/mlp.json").read_text())
+    mlp = json.loads((root / "claims/mlp.json").read_text())
     assert mlp["rows"][0]["status"] == "ok" and f"{mlp['rows'][0]['proper_speedup']:.2f}×" in paper
     dynamic = claims.loc[claims.index.str.startswith("Dynamic shapes")].iloc[0]
     assert dynamic.verdict == "not measured"  # the tiny grid has no dynamic-shape run

@@ -1,3 +1,9 @@
+# Copies into the study directory: cheap, so never sent to a cluster's queue.
+localrules:
+    study_facts,
+    study_config,
+
+
 rule prepare_data:
     """AG News (hub, CSV or a labelled synthetic stand-in) -> token ids, lengths, labels, tokenizer, facts."""
     output:

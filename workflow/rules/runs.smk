@@ -24,7 +24,7 @@ rule train_run:
         device=DEVICE,
         cache_dir=inductor_cache_dir,
         expected_runs=len(RUNS),
-        records_glob=L.record_pattern.split("/runs/")[0] + "/runs/**/r*.json",
+        records_glob=L.records_glob,
     script:
         "../scripts/train_run.py"
 

@@ -9,8 +9,8 @@ clock = Clock.since_process_start()  # first: the record's overhead_s counts fro
 
 import os  # noqa: E402
 
-from compile_study.isolation import bound_threads, claim_gpu, use_inductor_cache  # noqa: E402
-from compile_study.logs import redirect_output  # noqa: E402
+from compile_study.isolation import bound_threads, claim_gpu, job_threads, use_inductor_cache  # noqa: E402
+from compile_study.logs import redirect_output, to_console  # noqa: E402
 
 redirect_output(snakemake.log[0])
 bound_threads(snakemake.threads)  # before torch is imported
@@ -19,6 +19,7 @@ cache_state = use_inductor_cache(snakemake.params.cache_dir, fresh=snakemake.par
 clock.lap("process_start_s")  # interpreter, Snakemake's preamble, the GPU claim and the cache set-up
 
 with clock.part("imports_s"):
+    from compile_study.estimate import progress_message
     from compile_study.io import write_json_atomic
     from compile_study.profiling import write_empty_trace
     from compile_study.record import RunConfig
@@ -27,7 +28,7 @@ with clock.part("imports_s"):
 data_dir = os.path.dirname(snakemake.input.data[0])
 model_cfg = model_config_for(data_dir, snakemake.params.model)
 cfg = RunConfig(**snakemake.params.run)
-record = run_and_record(model_cfg, cfg, data_dir, snakemake.params.device, snakemake.threads,
+record = run_and_record(model_cfg, cfg, data_dir, snakemake.params.device, job_threads(snakemake.threads),
                         trace_path=snakemake.output.trace, clock=clock)
 record["env"]["inductor_cache"] = cache_state
 print(record["status"], record["error"] or "", record["metrics"].get("steady_step_ms"))
@@ -36,3 +37,4 @@ if not os.path.exists(snakemake.output.trace):  # no profiler pass ran: an empty
     why = "evidence is taken by another repeat" if ok else f"{record['status']}: {record['error']}"
     write_empty_trace(snakemake.output.trace, why)
 write_json_atomic(snakemake.output.record, record)
+to_console(progress_message(snakemake.params.records_glob, snakemake.params.expected_runs, snakemake.params.device))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 
-
 _console = None  # the job's stderr before the redirect: Snakemake's own output
 
 

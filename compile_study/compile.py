@@ -56,9 +56,10 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
 
 
 # max-autotune's search, bounded: the mode's own options, but no coordinate-descent tuning of every pointwise and
-# reduction kernel (on an H200 that took max-autotune-no-cudagraphs at batch 512 past 280 s of compilation);
-# the GEMM autotuning that defines the mode is kept.
-AUTOTUNE_BOUND = {"coordinate_descent_tuning": False}
+# reduction kernel and no benchmarking of each GEMM template's epilogue fusions (on an H200, max-autotune-no-
+# cudagraphs at batch 512 compiled for over 280 s unbounded and over 150 s without coordinate descent alone);
+# the GEMM autotuning that defines the mode (Triton templates against cuBLAS, per shape) is kept.
+AUTOTUNE_BOUND = {"coordinate_descent_tuning": False, "benchmark_epilogue_fusion": False}
 
 
 def mode_kwargs(compile_mode: str) -> dict:
@@ -212,7 +213,8 @@ def build_step(model, optimizer, cfg: RunConfig, device: torch.device, watch: Co
         return make_graph_step(model, optimizer, cfg, device)
     compiled = compile_model(model, cfg.compile_mode, cfg.compile_scope, **kwargs)
     if cfg.regime.kind == "packed":
-        return make_packed_step(compiled, optimizer, cfg.precision, device, packed_attention(device, compiled=True))
+        attention = packed_attention(device, compiled=cfg.compile_mode != "eager")
+        return make_packed_step(compiled, optimizer, cfg.precision, device, attention)
     return make_step(compiled, optimizer, cfg.precision, device, eager_model=model, watch=watch)
 
 

@@ -32,4 +32,8 @@ start=$SECONDS
 in_container snakemake --cores all --configfile config.yaml .ci/tiny-study.yaml
 grep -q "AG News test split (7,600 rows)" paper/paper.md  # ../shared was mounted where config.yaml looks
 grep -q "A CPU run" paper/paper.md
-echo "tiny study inside the container: paper/paper.md and paper/paper.tex in $((SECONDS - start)) s"
+# the PDF from the LaTeX paper, with the image's TeX
+podman run --rm --user "$(id -u):$(id -g)" -v "$PWD":/study -w /study/paper compile-study:cpu \
+    latexmk -pdf -interaction=nonstopmode -quiet paper.tex >/dev/null
+test -s paper/paper.pdf
+echo "tiny study inside the container: paper/paper.md, paper/paper.tex and paper/paper.pdf in $((SECONDS - start)) s"

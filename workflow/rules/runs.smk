@@ -99,6 +99,6 @@ rule method_check:
         **TIMED_JOB,
         timed_run=1,
     params:
-        device=DEVICE,
+        model=config["model"],
     script:
         "../scripts/method_check.py"

@@ -1,6 +1,6 @@
 """Independent check of the study's step timer (a benchmark to run on the device, not a test).
 
-    python benchmarks/timer_check.py resources/data results/cuda/timer_check.json
+    snakemake --cores all results/cuda/checks/timer_check.json        (config `checks`; rule method_check)
 
 Times the same training step three ways: the study's harness (`compile_study.timing.time_steps`:
 one CUDA event pair per step, one synchronisation per block), `torch.utils.benchmark.Timer`
@@ -12,6 +12,7 @@ does not favour either; the harness passes when the median of its rounds is with
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 
@@ -26,14 +27,12 @@ from compile_study.record import RunConfig
 from compile_study.run import model_config_for
 from compile_study.timing import time_steps
 
-MODEL = {"n_layers": 4, "n_heads": 4, "d_model": 256, "d_ff": 1024, "dropout": 0.1, "max_len": 128}
 
-
-def check(data_dir: str, mode: str, batch_size: int, precision: str, device: torch.device,
+def check(data_dir: str, model: dict, mode: str, batch_size: int, precision: str, device: torch.device,
           steps: int = 200, min_run_time: float = 3.0, rounds: int = 3) -> dict:
     torch._dynamo.reset()
     set_precision(precision)
-    cfg = model_config_for(data_dir, MODEL)
+    cfg = model_config_for(data_dir, model)
     run = RunConfig(mode, batch_size, "static", precision, 0)
     model, optimizer = new_model(cfg, run, device)
     step = make_step(compile_model(model, mode), optimizer, precision, device)
@@ -60,14 +59,15 @@ def check(data_dir: str, mode: str, batch_size: int, precision: str, device: tor
     return out
 
 
-def main(data_dir: str, out_path: str) -> None:
+def main(data_dir: str, out_path: str, model: dict) -> None:
+    """The check's cases for the device found, the study's model (config `model`), JSON to out_path."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     cases = [("eager", 64), ("default", 64), ("default", 256), ("reduce-overhead", 64)]
     settings = {"steps": 100, "min_run_time": 1.0}  # ~30 s a case, compilation included
     if device.type == "cpu":  # ~0.4 s a step on 2 cores: fewer steps per round
         cases, settings = [("eager", 16), ("default", 16)], {"steps": 20, "min_run_time": 8.0}
     precision = "bf16" if device.type == "cuda" else "fp32"
-    results = [check(data_dir, mode, bs, precision, device, **settings) for mode, bs in cases]
+    results = [check(data_dir, model, mode, bs, precision, device, **settings) for mode, bs in cases]
     write_json_atomic(out_path, {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
                                  "torch": torch.__version__, "results": results})
     print(f"{'mode':16} {'batch':>5} {'harness':>9} {'block':>9} {'Timer':>9} {'do_bench':>9} {'ratio':>7}")
@@ -77,4 +77,4 @@ def main(data_dir: str, out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]))

@@ -1,6 +1,6 @@
 """Does compiling a model slow down eager code in the same process? (a benchmark to run on the device)
 
-    python benchmarks/reference_drift.py resources/data results/cuda/reference_drift.json
+    snakemake --cores all results/cuda/checks/reference_drift.json    (config `checks`; rule method_check)
 
 Every run of the study times its eager reference inside the process that compiled the subject. If
 compilation made later eager steps slower (a larger Python heap for the garbage collector to walk,
@@ -37,8 +37,6 @@ from compile_study.record import RunConfig
 from compile_study.run import model_config_for
 from compile_study.timing import time_steps
 
-MODEL = {"n_layers": 4, "n_heads": 4, "d_model": 256, "d_ff": 1024, "dropout": 0.1, "max_len": 128}
-
 
 def _median_ms(step, batch, steps: int, rounds: int, device) -> float:
     return statistics.median(statistics.median(time_steps(lambda i: step(batch), steps, device)[0]) for _ in range(rounds))
@@ -48,10 +46,10 @@ def _gc_state() -> dict:
     return {"tracked_objects": len(gc.get_objects()), "collections": [s["collections"] for s in gc.get_stats()]}
 
 
-def one_case(data_dir: str, mode: str, batch_size: int, precision: str, steps: int, rounds: int) -> dict:
+def one_case(data_dir: str, model: dict, mode: str, batch_size: int, precision: str, steps: int, rounds: int) -> dict:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     set_precision(precision)
-    cfg = model_config_for(data_dir, MODEL)
+    cfg = model_config_for(data_dir, model)
     run = RunConfig("eager", batch_size, "static", precision, 0)
     batch = make_batches(*load_split(data_dir, "train"), batch_size, "static", 0, device, max_batches=1)[0]
     model_a, opt_a = new_model(cfg, run, device)
@@ -90,7 +88,8 @@ def one_case(data_dir: str, mode: str, batch_size: int, precision: str, steps: i
     return out
 
 
-def main(data_dir: str, out_path: str) -> None:
+def main(data_dir: str, out_path: str, model: dict) -> None:
+    """The check's cases for the device found, the study's model (config `model`), JSON to out_path."""
     cuda = torch.cuda.is_available()
     cases = [("default", 16), ("default", 64), ("reduce-overhead", 16)] if cuda else [("default", 8)]
     precision, steps, rounds = ("bf16", 50, 5) if cuda else ("fp32", 10, 3)
@@ -98,8 +97,8 @@ def main(data_dir: str, out_path: str) -> None:
     for mode, bs in cases:  # one fresh process per case: "before" must see nothing compiled
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "case.json"
-            subprocess.run([sys.executable, __file__, "--case", data_dir, mode, str(bs), precision, str(steps), str(rounds),
-                            str(out)], check=True)
+            subprocess.run([sys.executable, "-m", "compile_study.reference_drift", "--case", data_dir, json.dumps(model),
+                            mode, str(bs), precision, str(steps), str(rounds), str(out)], check=True)
             results.append(json.loads(out.read_text()))
     write_json_atomic(out_path, {"device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
                                  "results": results})
@@ -113,8 +112,8 @@ def main(data_dir: str, out_path: str) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--case":
-        data_dir, mode, bs, precision, steps, rounds, out = sys.argv[2:9]
-        result = one_case(data_dir, mode, int(bs), precision, int(steps), int(rounds))
+        data_dir, model, mode, bs, precision, steps, rounds, out = sys.argv[2:10]
+        result = one_case(data_dir, json.loads(model), mode, int(bs), precision, int(steps), int(rounds))
         Path(out).write_text(json.dumps(result))
     else:
-        main(*sys.argv[1:3])
+        main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]))

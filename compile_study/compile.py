@@ -128,9 +128,16 @@ def make_step(model, optimizer, precision: str, device: torch.device, eager_mode
             watch.fallback_steps += 1
             return eager_model(ids)
 
-    def step(batch: Batch, mark=None) -> torch.Tensor:
+    return step_of(lambda batch: forward_loss(forward, batch.ids, batch.labels, precision, device), optimizer)
+
+
+def step_of(loss_of, optimizer):
+    """`step(batch, mark=None) -> loss`: loss_of(batch), backward(), the optimizer step; the detached loss (no
+    host sync). `mark()` is called after the loss and after backward(), for the phase split."""
+
+    def step(batch, mark=None) -> torch.Tensor:
         torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs (reduce-overhead) need it; a no-op otherwise
-        loss = forward_loss(forward, batch.ids, batch.labels, precision, device)
+        loss = loss_of(batch)
         if mark:
             mark()
         loss.backward()

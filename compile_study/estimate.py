@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from compile_study import record
 from compile_study.layout import Layout
 
 # Seconds per run when nothing has been measured yet (order of magnitude only; the message says "prior").
@@ -31,8 +31,8 @@ def measured_seconds(patterns: list[str], device: str) -> dict[tuple, list[float
     for pattern in patterns:
         for path in glob.glob(pattern, recursive=True):
             try:
-                rec = json.loads(Path(path).read_text())
-            except (OSError, ValueError):
+                rec = record.read(path)
+            except (OSError, ValueError, KeyError):
                 continue
             total = ((rec.get("metrics") or {}).get("overhead_s") or {}).get("total_s")
             if total and rec.get("env", {}).get("device_type") == device:
@@ -68,7 +68,7 @@ def progress_message(records_glob: str, expected: int, device: str) -> str:
     done = len(glob.glob(records_glob, recursive=True))
     times = [t for ts in measured_seconds([records_glob], device).values() for t in ts]
     eta = f"; ETA ~{max(expected - done, 0) * statistics.mean(times) / 60:.0f} min" if times else ""
-    return f"progress: {done}/{expected} runs recorded{eta} (one run at a time per GPU)"
+    return f"progress: {done}/{expected} runs recorded{eta} (timed runs go one at a time per device)"
 
 
 def main(argv: list[str] | None = None) -> None:

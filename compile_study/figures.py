@@ -196,7 +196,8 @@ def overhead(records: pd.DataFrame, title: str, stem: Path) -> None:
 
 def buckets(summary: pd.DataFrame, title: str, stem: Path) -> None:
     """Bucket sets: padding waste vs real tokens/s, each point labelled with its graph count."""
-    s = vocab.usable(summary[summary.shape_regime.str.startswith("bucketed") & (summary.compile_scope == "module")])
+    s = vocab.usable(summary[summary.shape_regime.map(lambda x: vocab.Regime.parse(x).kind == "bucketed")
+                                & (summary.compile_scope == "module")])
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     if s.empty:
         _empty(ax, "bucket sets")

@@ -116,8 +116,8 @@ def is_stored_study(directory: str | Path = ".") -> bool:
 
 def stored_device(record_paths: list[str]) -> str:
     """The device a stored study ran on (its records say it)."""
-    import json
+    from compile_study import record
 
     if not record_paths:
         raise SystemExit("this stored study has no run records under runs/")
-    return json.loads(Path(record_paths[0]).read_text())["env"]["device_type"]
+    return record.read(record_paths[0])["env"]["device_type"]

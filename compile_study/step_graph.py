@@ -27,7 +27,7 @@ from dataclasses import fields, replace
 
 import torch
 
-from compile_study.compile import NotApplicable, forward_loss
+from compile_study.compile import NotApplicable, forward_loss, step_of
 from compile_study.packing import PackedBatch, packed_loss
 
 GRAPH_COMPILE_MODES = ("eager", "default", "max-autotune-no-cudagraphs")  # modes that do not capture graphs themselves
@@ -56,19 +56,7 @@ def make_batch_step(model, optimizer, precision: str, device: torch.device, atte
     """An ordinary (eager or compiled-module) step for padded or packed batches, like `compile.make_step`:
     `step(batch, mark)` calls `mark()` after the loss and after backward()."""
 
-    def step(batch, mark=None) -> torch.Tensor:
-        torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs (reduce-overhead) need it; a no-op otherwise
-        loss = batch_loss(model, batch, precision, device, attention)
-        if mark:
-            mark()
-        loss.backward()
-        if mark:
-            mark()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.detach()
-
-    return step
+    return step_of(lambda batch: batch_loss(model, batch, precision, device, attention), optimizer)
 
 
 def tensor_fields(batch) -> dict[str, torch.Tensor]:

@@ -107,7 +107,32 @@ def best_step_text(ctx: Context, table) -> str:
                    f"{n.ms(e.profile_device_busy_ms_per_step)} ms of it ({n.percent(e.profile_idle_fraction, 2)} idle); "
                    f"`{c.compile_mode}` takes {n.ms(c.steady_step_ms)} ms, "
                    f"{n.times(c.steady_step_ms / c.profile_device_busy_ms_per_step)} its device-busy time.")
-    return " ".join(out + [tail, "⟦tab:beststep⟧ lists every profiled configuration."])
+    return " ".join(out + [tail, step_scope_text(ctx) or "", "⟦tab:beststep⟧ lists every profiled configuration."])
+
+
+def step_scope_text(ctx: Context) -> str | None:
+    """Why the whole step compiled (scope `step`) gains what it gains: its host time, graphs, breaks and what
+    compiled autograd traced, against the module compiled in the same mode, from the records' evidence."""
+    s = vocab.usable(ctx.summary[(ctx.summary.shape_regime == "static") & (ctx.summary.precision == ctx.precision)])
+    out = []
+    for _, r in s[s.compile_scope == "step"].sort_values("batch_size").iterrows():
+        module = s[(s.compile_scope == "module") & (s.batch_size == r.batch_size) & (s.compile_mode == r.compile_mode)]
+        host = f"host CPU {n.ms(r.profile_cpu_ms_per_step)} ms per step"
+        if len(module) and n.finite(module.iloc[0].profile_cpu_ms_per_step):
+            host += f" against {n.ms(module.iloc[0].profile_cpu_ms_per_step)} ms for the compiled module"
+        traced = r.get("compiled_autograd_captures")
+        autograd = (f"; compiled autograd traced backward {n.count(traced)} times in {n.count(r.subject_steps)} steps"
+                    if n.finite(traced) else "")
+        reasons = f" ({plain_reasons(r.graph_break_reasons)})" if isinstance(r.graph_break_reasons, str) else ""
+        out.append(f"At batch {int(r.batch_size)} the whole step compiled (`{r.compile_mode}`, scope `step`) runs "
+                   f"{n.times(r.speedup)} eager: {host}, {n.count(r.graphs_compiled)} graphs and "
+                   f"{n.count(r.graph_breaks)} graph breaks{reasons}{autograd}.")
+    return " ".join(out) or None
+
+
+def plain_reasons(text: str, limit: int = 2) -> str:
+    """The first graph-break reasons, shortened for a sentence."""
+    return "; ".join(part.strip()[:80] for part in text.split(";")[:limit])
 
 
 def host_advice(ctx: Context) -> str | None:

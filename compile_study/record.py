@@ -44,7 +44,7 @@ class RunConfig:
     recompile_limit: int = 8  # torch._dynamo.config.recompile_limit (8 is torch's default)
     phase_steps: int = 20  # steps per model in the forward/backward/optimizer split
     profile_steps: int = 3  # steps under torch.profiler (after as many unprofiled ones)
-    evidence: bool = True  # phase split, profiler and inference (taken once per configuration: repeat 0)
+    evidence: bool = True  # phase split, profiler, inference, eval accuracy (once per configuration: repeat 0)
 
     def __post_init__(self) -> None:
         for key, allowed in (("compile_mode", vocab.COMPILE_MODES), ("precision", vocab.PRECISIONS),

@@ -195,12 +195,13 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
         metrics |= evidence(subject, reference, cfg, batches, device, trace_path, clock)
     loss_values = check_finite(losses["subject"], "measured model")
     check_finite(losses["reference"], "eager reference")
-    with clock.part("accuracy_s"):
-        accuracy = eval_accuracy(subject.model, eval_batches, cfg.precision, device)
+    if cfg.evidence:  # like the rest of the evidence, once per configuration (the repeats train alike)
+        with clock.part("accuracy_s"):
+            metrics["eval_accuracy"] = eval_accuracy(subject.model, eval_batches, cfg.precision, device)
     return metrics | {
         "padding_fraction": padding_fraction(batches), "distinct_shapes": len({tuple(b.ids.shape) for b in batches}),
         "epoch_steps": len(batches), "subject_steps": 2 * len(batches) + cfg.timed_steps,
-        "final_loss": float(loss_values[-1]), "eval_accuracy": accuracy,
+        "final_loss": float(loss_values[-1]),
     }
 
 

@@ -11,6 +11,7 @@ only markup), `cell` for table cells and every string that came from data. Templ
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -155,8 +156,10 @@ def build_pdf(tex_path: str | Path) -> str:
         return "skipped: latexmk not installed"
     tex = Path(tex_path).resolve()
     out = tex.parent / LATEX_DIR
+    # a fixed date in the PDF's metadata: the same .tex gives the same bytes (a stored study rebuilds byte-identical)
+    env = os.environ | {"SOURCE_DATE_EPOCH": "0", "FORCE_SOURCE_DATE": "1"}
     proc = subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", f"-outdir={LATEX_DIR}",
-                           tex.name], cwd=tex.parent, capture_output=True, text=True)
+                           tex.name], cwd=tex.parent, capture_output=True, text=True, env=env)
     log = out / tex.with_suffix(".log").name
     if proc.returncode != 0:
         text = log.read_text(errors="replace") if log.is_file() else proc.stdout + proc.stderr

@@ -175,8 +175,9 @@ def main_sections(ctx: findings.Context, summary: pd.DataFrame) -> list[Section]
     out.append(Section("How far from the best step", step))
     if claims is not None:
         out.append(Section("Common claims, checked", paras(findings.claims_sentence(ctx)) + [claims]))
-    out.append(Section("Conclusions and recommendations",
-                       [Items(conclusions.items(ctx, {"scopes"} if (summary.compile_scope != "module").any() else set()))]))
+    advice = conclusions.items(ctx, {"scopes"} if (summary.compile_scope != "module").any() else set())
+    out.append(Section("Conclusions and recommendations", [Items(advice)] if advice else paras(
+        "No compiled configuration has numbers in this study, so there is nothing to recommend.")))
     return out
 
 

@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from compile_study import numbers
+
 from .conftest import REPO, TINY_MODEL
 
 # Loaded by every Python process of the test's study (via PYTHONPATH): makes two configurations fail
@@ -68,9 +70,9 @@ def test_failed_configurations_are_recorded_and_the_study_completes(tmp_path):
     assert sum(v for k, v in overhead.items() if k != "total_s") == pytest.approx(overhead["total_s"], rel=0.05)
     summary = pd.read_csv(tmp_path / "results/cpu/summary.csv").set_index("batch_size")
     assert summary.loc[32, "status"] == "oom" and summary.loc[8, "status"] == "ok"
-    paper = (tmp_path / "paper/paper.md").read_text()
+    paper = (tmp_path / "results/cpu/paper.md").read_text()
     assert "OOM at batch 32" in paper and "compile error at batch 16" in paper
-    assert f"| fp32 | 8 | eager | 1/1 | {rec[8]['metrics']['steady_step_ms']:,.2f} |" in paper
+    assert f"| fp32 | 8 | eager | 1/1 | {numbers.ms(rec[8]['metrics']['steady_step_ms'])} |" in paper
 
 
 def test_a_killed_study_resumes_with_every_earlier_record_intact(tmp_path):
@@ -105,4 +107,4 @@ def test_a_killed_study_resumes_with_every_earlier_record_intact(tmp_path):
     for p in after:
         assert json.loads(p.read_text())["status"] == "ok"  # no truncated record
     assert not list(tmp_path.rglob(".*.tmp"))  # no partial file left anywhere
-    assert (tmp_path / "paper/paper.md").is_file()
+    assert (tmp_path / "results/cpu/paper.md").is_file()

@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 
@@ -29,12 +30,15 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+CODE = Path(__file__).resolve().parents[1]  # the checkout this package runs from (not the study's directory)
+
+
 def git_state() -> dict:
-    """The code revision; where the tree was copied without .git, STUDY_GIT_COMMIT names it."""
-    commit = _run(["git", "rev-parse", "HEAD"])
+    """The revision of the code that runs; where the tree was copied without .git, STUDY_GIT_COMMIT names it."""
+    commit = _run(["git", "-C", str(CODE), "rev-parse", "HEAD"])
     if commit is None:
         return {"git_commit": os.environ.get("STUDY_GIT_COMMIT", "unknown"), "git_dirty": None}
-    status = _run(["git", "status", "--porcelain", "--untracked-files=no"])
+    status = _run(["git", "-C", str(CODE), "status", "--porcelain", "--untracked-files=no"])
     return {"git_commit": commit, "git_dirty": bool(status)}
 
 

@@ -18,10 +18,16 @@ def _best_per_batch(h: pd.DataFrame) -> pd.DataFrame:
 
 
 def mode_advice(ctx: Context) -> str | None:
-    """Rule: the mode with the highest speedup at each batch size (main precision); one mode if it wins at all."""
+    """Rule: the mode with the highest speedup at each batch size (main precision); one mode if it wins at all;
+    no compilation where even that mode is measurably slower than eager everywhere."""
     best = _best_per_batch(ctx.head[ctx.head.precision == ctx.precision])
     if best.empty:
         return None
+    slower = best[best.verdict == "slower"]
+    if len(slower) == len(best):  # even the best mode's interval lies below the A/A band at every batch size
+        speeds = _join([f"{n.times(r.speedup)} at {int(r.batch_size)}" for r in best.itertuples()])
+        return (f"Do not compile: in {ctx.precision} even the fastest compiled mode is measurably slower than eager "
+                f"at every batch size measured ({speeds}; ⟦tab:modes⟧).")
     if best.compile_mode.nunique() == 1:
         mode = best.compile_mode.iloc[0]
         return (f"Compile with `mode=\"{mode}\"`: in {ctx.precision} it is the fastest mode at every batch size "

@@ -18,7 +18,7 @@ import jsonschema
 import yaml
 
 from compile_study import grid, vocab
-from compile_study.data import CSV_LAYOUT, DataError, check_split, split_labels
+from compile_study.sources import CSV_LAYOUT, DataError, check_split, split_labels
 
 MERGED = "the merged config"  # where a value came from when no single source set it
 

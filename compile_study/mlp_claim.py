@@ -107,6 +107,20 @@ def block_ms(step: Callable[[], object], steps: int, device: torch.device) -> fl
     return 1e3 * time_call(block, device) / steps
 
 
+def alternating_rounds(steps_by_name: dict, steps: int, repeats: int, device: torch.device) -> dict:
+    """After warm-up, `repeats` rounds of one synchronised block each, the order alternating between rounds."""
+    for step in steps_by_name.values():
+        for _ in range(WARMUP_STEPS):
+            step()
+    rounds: dict[str, list] = {"order": [], "eager_ms": [], "compiled_ms": []}
+    for r in range(repeats):
+        order = ("eager", "compiled") if r % 2 == 0 else ("compiled", "eager")
+        for name in order:
+            rounds[f"{name}_ms"].append(block_ms(steps_by_name[name], steps, device))
+        rounds["order"].append("-".join(order))
+    return rounds
+
+
 def measure(batch_size: int, device: torch.device, steps: int, repeats: int, seed: int) -> dict:
     x, y = make_inputs(batch_size, device, seed)
     eager = Trainer(device, seed, compiled=False)
@@ -123,16 +137,7 @@ def measure(batch_size: int, device: torch.device, steps: int, repeats: int, see
         warm_eager_s, warm_compiled_s = published_pair(e_step, c_step, steps)
         warm_tail_s = drain(device)
 
-        for _ in range(WARMUP_STEPS):
-            e_step()
-        for _ in range(WARMUP_STEPS):
-            c_step()
-        rounds: dict[str, list] = {"order": [], "eager_ms": [], "compiled_ms": []}
-        for r in range(repeats):
-            order = ("eager", "compiled") if r % 2 == 0 else ("compiled", "eager")
-            for name in order:
-                rounds[f"{name}_ms"].append(block_ms(e_step if name == "eager" else c_step, steps, device))
-            rounds["order"].append("-".join(order))
+        rounds = alternating_rounds({"eager": e_step, "compiled": c_step}, steps, repeats, device)
         del eager, compiled, e_step, c_step
     proper_eager_ms = statistics.median(rounds["eager_ms"])
     proper_compiled_ms = statistics.median(rounds["compiled_ms"])

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from compile_study import config_check, grid
-from compile_study.data import KNOWN_SHA256, DataError, load_csv, read_ag_news_csv
+from compile_study.sources import KNOWN_SHA256, DataError, load_csv, read_ag_news_csv
 
 from .conftest import REPO
 

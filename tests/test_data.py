@@ -4,8 +4,8 @@ import time
 import numpy as np
 import pytest
 
-from compile_study import data
-from compile_study.data import DataError, load_corpus, read_ag_news_csv, split_indices
+from compile_study import data, sources
+from compile_study.sources import DataError, load_corpus, read_ag_news_csv, split_indices
 
 from .conftest import AG_NEWS_DIR, data_cfg
 
@@ -49,7 +49,7 @@ def test_split_is_deterministic_stratified_and_disjoint():
 
 
 def test_synthetic_is_labelled_as_such_and_news_like():
-    c = data.make_synthetic(2000, 0.1, seed=0)
+    c = sources.make_synthetic(2000, 0.1, seed=0)
     assert c.source == "synthetic" and "not AG News" in c.description
     words = np.array([len(t.split()) for t in c.train_texts])
     assert 30 <= np.median(words) <= 45 and np.percentile(words, 99) > 70
@@ -71,15 +71,15 @@ def test_auto_falls_over_quickly_to_csv_then_synthetic(tmp_path, monkeypatch):
 def test_hub_check_honours_offline_mode(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     t0 = time.perf_counter()
-    assert data.hub_reachable(timeout_s=30) is False
+    assert sources.hub_reachable(timeout_s=30) is False
     assert time.perf_counter() - t0 < 1
 
 
 @pytest.mark.skipif(not (AG_NEWS_DIR / "test.csv").is_file(), reason="shared AG News test split not present")
 def test_real_ag_news_test_split_is_recognised(tmp_path):
-    c = data.load_csv(AG_NEWS_DIR, 0.1, seed=0)
+    c = sources.load_csv(AG_NEWS_DIR, 0.1, seed=0)
     assert c.description.startswith("AG News test split (7,600 rows)")
-    assert c.input_sha256["test.csv"] == data.KNOWN_SHA256["test.csv"]
+    assert c.input_sha256["test.csv"] == sources.KNOWN_SHA256["test.csv"]
     assert len(c.train_texts) == 6840 and len(c.eval_texts) == 760
 
 
@@ -107,9 +107,9 @@ def test_prepare_writes_ids_lengths_labels_and_facts(synthetic_data):
 
 def test_a_local_path_is_shown_without_the_machine_it_lives_on(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert data.display_path("../shared/data/ag_news") == "../shared/data/ag_news"  # as configured
-    assert data.display_path(tmp_path / "csv" / "ag") == "csv/ag"  # inside the study directory
-    assert data.display_path("/somewhere/else/ag_news") == "ag_news"  # elsewhere: the directory's name
+    assert sources.display_path("../shared/data/ag_news") == "../shared/data/ag_news"  # as configured
+    assert sources.display_path(tmp_path / "csv" / "ag") == "csv/ag"  # inside the study directory
+    assert sources.display_path("/somewhere/else/ag_news") == "ag_news"  # elsewhere: the directory's name
 
 
 def test_facts_name_the_csv_directory_by_its_display_form(tmp_path, monkeypatch):
@@ -118,7 +118,7 @@ def test_facts_name_the_csv_directory_by_its_display_form(tmp_path, monkeypatch)
     elsewhere.mkdir(parents=True)
     write(elsewhere, "".join(f'"{1 + i % 4}","title {i}","words {i}"\n' for i in range(40)))
     monkeypatch.chdir(study)
-    c = data.load_csv(elsewhere, 0.1, seed=0, verify_sha256=False)
+    c = sources.load_csv(elsewhere, 0.1, seed=0, verify_sha256=False)
     assert c.csv_dir == "ag_csv" and c.notes[0].startswith("read from ag_csv: only test.csv present")
     assert str(tmp_path) not in " ".join(c.notes + [c.description])
 
@@ -126,7 +126,7 @@ def test_facts_name_the_csv_directory_by_its_display_form(tmp_path, monkeypatch)
 def test_empty_split_is_refused_before_tokenizing():
     with pytest.raises(DataError, match=r"data.eval_fraction 0.01 leaves the eval split empty: of the 40 rows of the "
                                         r"synthetic corpus \(World \d+, Sports \d+, Business \d+, Sci/Tech \d+\)"):
-        data.make_synthetic(40, 0.01, seed=0)
+        sources.make_synthetic(40, 0.01, seed=0)
     with pytest.raises(DataError, match="leaves the train split empty: .* use data.eval_fraction below 0.9"):
         split_indices([0] * 5 + [1] * 5, 0.96, seed=0)
     tr, ev = split_indices([0] * 5 + [1] * 5, 0.2, seed=0)
@@ -135,14 +135,14 @@ def test_empty_split_is_refused_before_tokenizing():
 
 def test_split_labels_are_the_labels_that_get_split(tmp_path):
     cfg = data_cfg(synthetic_rows=400)
-    labels, what = data.split_labels(cfg)
-    c = data.make_synthetic(400, 0.1, seed=0)
-    assert sorted(labels) == sorted(c.train_labels + c.eval_labels) and what == data.SYNTHETIC
+    labels, what = sources.split_labels(cfg)
+    c = sources.make_synthetic(400, 0.1, seed=0)
+    assert sorted(labels) == sorted(c.train_labels + c.eval_labels) and what == sources.SYNTHETIC
     write(tmp_path, '"3","a","b"\n"1","c","d"\n')
-    assert data.split_labels(data_cfg(source="csv", csv_dir=str(tmp_path)))[0] == [2, 0]
-    assert data.split_labels(data_cfg(source="auto", csv_dir=str(tmp_path))) is None  # the hub may answer
+    assert sources.split_labels(data_cfg(source="csv", csv_dir=str(tmp_path)))[0] == [2, 0]
+    assert sources.split_labels(data_cfg(source="auto", csv_dir=str(tmp_path))) is None  # the hub may answer
     write(tmp_path, '"3","a","b"\n', name="train.csv")
-    assert data.split_labels(data_cfg(source="csv", csv_dir=str(tmp_path))) is None  # eval = test.csv, no split
+    assert sources.split_labels(data_cfg(source="csv", csv_dir=str(tmp_path))) is None  # eval = test.csv, no split
 
 
 def test_a_single_class_and_heavy_truncation_are_warned_in_the_log_and_the_facts(tmp_path, capsys):

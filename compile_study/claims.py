@@ -27,10 +27,6 @@ _ok = vocab.usable
 _range = n.span
 
 
-def _x(value: float) -> str:
-    return n.times(value) if n.finite(value) else "not measured"
-
-
 def _count_verdict(flags: pd.Series, what: str) -> str:
     """holds / does not hold / depends, with how many of the configurations showed `what`."""
     n, k = len(flags), int(flags.sum())

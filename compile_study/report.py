@@ -23,10 +23,6 @@ from compile_study import numbers as n
 from compile_study.document import Column, Figure, Items, Para, Report, Section, Table, plain
 
 
-def mode_order(modes) -> list[str]:
-    return sorted(set(modes), key=vocab.COMPILE_MODES.index)
-
-
 def label(r) -> str:
     return f"{r['compile_mode']}, batch {int(r['batch_size'])}, {r['precision']}"
 

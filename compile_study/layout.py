@@ -6,6 +6,7 @@ A study directory holds everything its paper is made from and the paper itself:
     <root>/runs/<regime>/<precision>/<mode>/<scope>/bs<B>/r<repeat>.json (+ .trace.json.gz)   one record per run
     <root>/parity/<precision>/<mode>.json   <root>/peak.json   <root>/claims/mlp.json   <root>/checks/*.json
     <root>/summary.csv  parity.csv  claims.csv  environment.json  figures/  paper.md  paper.tex  paper.pdf
+    <root>/README.md (generated)   <root>/calls.jsonl (the calls that ran it)   <root>/logs/ (a stored study's)
 
 A live study's root is `results/<device>` (under the project); a stored one (e.g. `reference/<name>`) is the
 same directory with its runs already done, and `snakemake --cores all --directory reference/<name>` remakes
@@ -96,6 +97,15 @@ class Layout:
 
     def paper(self, ext: str) -> str:
         return self._p(f"paper.{ext}")
+
+    @property
+    def readme(self) -> str:
+        return self._p("README.md")
+
+    @property
+    def calls(self) -> str:
+        """One line per call that ran the study (compile_study/session.py), when it was run through it."""
+        return self._p("calls.jsonl")
 
     def log(self, name: str) -> str:
         return f"{self.logs}/{name}.log"

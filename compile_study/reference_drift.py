@@ -91,7 +91,7 @@ def one_case(data_dir: str, model: dict, mode: str, batch_size: int, precision: 
 def main(data_dir: str, out_path: str, model: dict) -> None:
     """The check's cases for the device found, the study's model (config `model`), JSON to out_path."""
     cuda = torch.cuda.is_available()
-    cases = [("default", 16), ("default", 64), ("reduce-overhead", 16)] if cuda else [("default", 8)]
+    cases = [("default", 32), ("reduce-overhead", 32)] if cuda else [("default", 8)]
     precision, steps, rounds = ("bf16", 50, 5) if cuda else ("fp32", 10, 3)
     results = []
     for mode, bs in cases:  # one fresh process per case: "before" must see nothing compiled

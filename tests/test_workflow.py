@@ -42,12 +42,12 @@ def test_grid_expansion_of_the_shipped_gpu_grid():
     per_grid = {}
     for steps in runs.values():
         per_grid[steps["sub_grid"]] = per_grid.get(steps["sub_grid"], 0) + 1
-    # modes: 3 modes x 3 batch sizes x 5 repeats; autotune: 2 x 2 x 3; precision: (eager, default) x 2 precisions
-    # x 3; fused-optimizer: 2 x 2 x 3; whole-step: 2 x 3; scopes: 5 x 3; dynamic: eager's `dynamic` + default's
-    # four, x 3; padding: 2 modes x 3 regimes x 2 batch sizes x 3
-    assert per_grid == {"modes": 45, "autotune": 12, "precision": 12, "fused-optimizer": 12, "whole-step": 6,
-                        "scopes": 15, "dynamic": 15, "padding": 36}
-    assert ("eager", "module", 256, "dynamic-true", "bf16", 0) not in runs  # eager's reference is `dynamic`
+    # three processes per cell (t intervals and A/A verdicts), but the two one-process cells whose point is their
+    # deterministic evidence; the padding grid: 2 modes x 3 regimes x 2 batch sizes x 3
+    assert per_grid == {"modes": 18, "autotune-small": 3, "autotune-large": 3, "precision": 6, "fused-optimizer": 6,
+                        "fused-graphs": 3, "whole-step": 6, "scopes": 9, "compiled-step": 1, "dynamic": 6,
+                        "dynamic-false": 1, "padding": 36}
+    assert ("eager", "module", 256, "dynamic-false", "bf16", 0) not in runs  # eager's reference is `dynamic`
     assert ("eager", "fused-adamw", 512, "static", "bf16", 2) in runs  # what fusing AdamW alone gives
     assert ("default", "step-graph", 32, "static", "bf16", 0) in runs
     assert ("reduce-overhead", "module", 256, "packed", "bf16", 1) in runs
@@ -72,7 +72,8 @@ def test_dry_run_lists_every_stage_and_the_whole_grid(device, tmp_path):
     assert res.returncode == 0, res.stderr
     counts = job_counts(res.stdout)
     assert counts["train_run"] == len(grid.expand(grids))
-    for rule in ("prepare_data", "measure_peak", "summarize", "figures", "paper", "study_config", "study_facts"):
+    for rule in ("prepare_data", "measure_peak", "summarize", "figures", "paper", "study_config", "study_facts",
+                 "study_readme"):
         assert counts[rule] == 1
     assert counts.get("method_check", 0) == len(shipped_config()["checks"][device])
 
@@ -150,4 +151,14 @@ def test_tiny_study_end_to_end(tmp_path):
     dynamic = claims.loc[claims.index.str.startswith("Dynamic shapes")].iloc[0]
     assert dynamic.verdict == "not measured"  # the tiny grid has no dynamic-shape run
     assert m["inference_speedup"] == pytest.approx(m["inference_reference_step_ms"] / m["inference_step_ms"])
+    # the generated README: the code's commit, the abstract, where the time went
+    readme = (root / "README.md").read_text()
+    assert f"commit `{m_commit(runs)}`" in readme and paper.split("## Abstract")[1].split()[0] in readme
+    assert "| compile mode | runs | seconds | per run |" in readme and "| default | 1 |" in readme
     assert "Nothing to be done" in snakemake("-n", *profile, cwd=tmp_path).stdout  # a rerun redoes nothing
+
+
+def m_commit(runs) -> str:
+    commits = {json.loads(p.read_text())["env"]["git_commit"] for p in runs.rglob("r*.json")}
+    assert len(commits) == 1
+    return commits.pop()

@@ -86,6 +86,46 @@ def parity_records(wildcards=None):
     ]
 
 
+def parity_cell(wildcards):
+    """The grid's first static `module` cell of this mode and precision (smallest batch), or None: the parity
+    check runs at its batch size on its Inductor cache, after its runs, so that it reuses that cell's
+    compilation (max-autotune's GEMM search above all) instead of paying for another."""
+    keys = sorted(
+        k
+        for k in RUNS
+        if k[0] == wildcards.compile_mode
+        and k[1] == "module"
+        and k[3] == "static"
+        and k[4] == wildcards.precision
+    )
+    return keys[0] if keys else None
+
+
+def parity_inputs(wildcards):
+    """The prepared data and, where the grid has one, the records of the parity check's cell (parity_cell)."""
+    cell = parity_cell(wildcards)
+    if cell is None:
+        return {"data": DATA_FILES}
+    mode, scope, bs, regime, precision, _ = cell
+    last = max(k[-1] for k in RUNS if k[:-1] == cell[:-1])
+    return {"data": DATA_FILES, "cell": L.record((mode, scope, bs, regime, precision, last))}
+
+
+def parity_settings(wildcards):
+    """The parity settings of the device, at the batch size of parity_cell where the grid has one."""
+    cell = parity_cell(wildcards)
+    settings = dict(config["parity"][DEVICE])
+    return settings | ({"batch_size": cell[2]} if cell else {})
+
+
+def parity_cache_dir(wildcards):
+    cell = parity_cell(wildcards)
+    if cell is None:
+        return f"resources/inductor_cache/{DEVICE}/parity-{wildcards.precision}-{wildcards.compile_mode}"
+    mode, scope, bs, regime, precision, _ = cell
+    return cache_dir_of(regime, precision, mode, scope, bs)
+
+
 def optional_inputs(wildcards=None):
     """Peak, MLP claim and method checks: made by this study's rules, or whatever a stored study has."""
     if not STORED:
@@ -103,9 +143,14 @@ def cold_run_record(wildcards):
     return L.record_pattern.format(**{**dict(wildcards.items()), "repeat": 0})
 
 
+def cache_dir_of(regime, precision, mode, scope, batch_size):
+    """One Inductor/Triton cache per configuration (its repeats share it: repeat 0 cold, the others warm)."""
+    return f"resources/inductor_cache/{DEVICE}/{regime}-{precision}-{mode}-{scope}-bs{batch_size}"
+
+
 def inductor_cache_dir(wildcards):
     w = wildcards
-    return f"resources/inductor_cache/{DEVICE}/{w.shape_regime}-{w.precision}-{w.compile_mode}-{w.compile_scope}-bs{w.batch_size}"
+    return cache_dir_of(w.shape_regime, w.precision, w.compile_mode, w.compile_scope, w.batch_size)
 
 
 def run_params(wildcards):
@@ -128,9 +173,18 @@ def run_params(wildcards):
     )
 
 
+def call_log(wildcards=None):
+    """The study's calls.jsonl where it was run through compile_study.session."""
+    return {"calls": L.calls} if os.path.exists(L.calls) else {}
+
+
+# How the README names the study's directory in its rebuild command (a stored study: under reference/).
+STUDY_DIR = f"reference/{os.path.basename(os.getcwd())}" if STORED else L.root
+
+
 def paper_targets():
     """Markdown and LaTeX always; the PDF where latexmk is installed (else the paper_pdf rule is skipped)."""
-    targets = [L.paper("md"), L.paper("tex")]
+    targets = [L.paper("md"), L.paper("tex"), L.readme]
     if shutil.which("latexmk"):
         targets.append(L.paper("pdf"))
     else:

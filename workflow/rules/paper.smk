@@ -36,3 +36,24 @@ rule paper_pdf:
         **CPU_JOB,
     script:
         "../scripts/paper_pdf.py"
+
+
+rule study_readme:
+    """The study directory's README.md: what it holds, which code and hardware made it, how it was run (its
+    calls.jsonl), where its time went, its headline, and how to remake it (compile_study/readme.py)."""
+    input:
+        unpack(call_log),
+        records=run_records,
+        environment=L.environment,
+        facts=L.facts,
+        paper=L.paper("md"),
+    output:
+        L.readme,
+    log:
+        L.log("study_readme"),
+    resources:
+        **CPU_JOB,
+    params:
+        rebuild=f"snakemake --cores all --directory {STUDY_DIR} --forcerun summarize",
+    script:
+        "../scripts/study_readme.py"

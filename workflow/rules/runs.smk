@@ -30,9 +30,10 @@ rule train_run:
 
 
 rule parity:
-    """Eager vs compiled with dropout off and the same seed: losses and final accuracy."""
+    """Eager vs compiled with dropout off and the same seed: losses and final accuracy. Where the grid has a
+    static cell of the mode and precision, at its batch size and on its Inductor cache (parity_cell)."""
     input:
-        data=DATA_FILES,
+        unpack(parity_inputs),
     output:
         L.parity_pattern,
     log:
@@ -43,8 +44,9 @@ rule parity:
         timed_run=1,
     params:
         model=config["model"],
-        settings=config["parity"][DEVICE],
+        settings=parity_settings,
         device=DEVICE,
+        cache_dir=parity_cache_dir,
     script:
         "../scripts/parity.py"
 

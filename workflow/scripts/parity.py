@@ -2,12 +2,14 @@
 
 import os
 
-from compile_study.isolation import bound_threads, claim_gpu
+from compile_study.isolation import bound_threads, claim_gpu, use_inductor_cache
 from compile_study.logs import redirect_output
 
 redirect_output(snakemake.log[0])
 bound_threads(snakemake.threads)  # before torch is imported
 gpu_lock = claim_gpu("resources/locks")  # held until the process ends
+# the cache of the grid cell at the parity batch size (rule parity says why), warm after that cell's runs
+print("inductor cache:", use_inductor_cache(snakemake.params.cache_dir, fresh=False))
 
 import torch  # noqa: E402
 

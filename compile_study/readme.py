@@ -1,0 +1,121 @@
+"""The study directory's README.md, generated from what is in it (rule study_readme): what the study is, which
+code and hardware made it, how it was run (each call of calls.jsonl, session.py), where its time went, its
+headline (the paper's abstract) and how to remake its outputs.
+
+    snakemake --cores all results/cuda/README.md
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from compile_study import record
+from compile_study.io import write_text_atomic
+
+
+def _code(records: pd.DataFrame) -> str:
+    commits = sorted({str(c) for c in records.git_commit.dropna()})
+    dirty = int(records.git_dirty.fillna(True).astype(bool).sum())
+    state = ("clean tree: every record says `git_dirty: false`" if dirty == 0
+             else f"**{dirty} of {len(records)} records were made from a tree with uncommitted changes**")
+    if len(commits) == 1:
+        return f"commit `{commits[0]}`, {state}"
+    return f"**{len(commits)} commits** ({', '.join(f'`{c[:12]}`' for c in commits)}), {state}"
+
+
+def _calls(calls: list[dict]) -> list[str]:
+    if not calls:
+        return ["No call log (`calls.jsonl`): the study was not run through `python -m compile_study.session`."]
+    rows = ["| call | start (UTC) | wall | exit status | host | command |", "|---:|---|---:|---:|---|---|"]
+    for c in calls:
+        host = f"{len(c['gpus'])}× {c['gpus'][0]}, {c['host_cpus']} CPUs" if c["gpus"] else f"{c['host_cpus']} CPUs"
+        rows.append(f"| {c['call']} | {c['start_utc']} | {c['wall_s'] / 60:.1f} min | {c['exit_status']} | {host} "
+                    f"| `{' '.join(c['command'])}` |")
+    total = sum(c["wall_s"] for c in calls)
+    rows += ["", f"{len(calls)} call(s), {total / 60:.1f} min of wall time in all (each call's Snakemake log is "
+                 "under `logs/calls/`)."]
+    return rows
+
+
+def _time(records: pd.DataFrame) -> list[str]:
+    """Seconds of run wall time by part (record.OVERHEAD), summed over the records, and by compile mode."""
+    parts = [k for k in record.OVERHEAD if k != "total_s" and records[f"overhead_{k}"].notna().any()]
+    if not parts:
+        return ["The records predate the per-run breakdown of wall time."]
+    total = pd.to_numeric(records["overhead_total_s"], errors="coerce").sum()
+    rows = ["| part | seconds | share |", "|---|---:|---:|"]
+    for k in parts:
+        s = pd.to_numeric(records[f"overhead_{k}"], errors="coerce").sum()
+        rows.append(f"| {k.removesuffix('_s').replace('_', ' ')} | {s:.0f} | {s / total:.0%} |")
+    by_mode = records.groupby("compile_mode").overhead_total_s.agg(["count", "sum", "mean"])
+    rows += ["", "| compile mode | runs | seconds | per run |", "|---|---:|---:|---:|"]
+    rows += [f"| {m} | {int(r['count'])} | {r['sum']:.0f} | {r['mean']:.0f} |" for m, r in by_mode.iterrows()]
+    return [f"Run processes, summed: {total / 60:.1f} min (timed jobs run one per GPU at once, so the calls' wall "
+            "time is shorter by about the number of GPUs).", "", *rows]
+
+
+def _abstract(paper_md: str) -> list[str]:
+    """The paper's abstract, as rendered (its table references point into paper.md)."""
+    lines = paper_md.splitlines()
+    start = lines.index("## Abstract") + 1
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("## "))
+    return "\n".join(lines[start:end]).strip().splitlines()
+
+
+def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], paper_md: str, rebuild: str) -> str:
+    devices = env.get("device_name")
+    gpus = ", ".join(devices) if isinstance(devices, list) else devices
+    days = sorted({c["start_utc"][:10] for c in calls})
+    when = f", {days[0]}" + (f" to {days[-1]}" if len(days) > 1 else "") if days else ""
+    status = ", ".join(f"{n} {s}" for s, n in sorted(env.get("statuses", {}).items()))
+    cells = records.groupby(list(record.RUN_KEYS[:-1])).ngroups
+    lines = [
+        f"# Study on {gpus}{when}",
+        "",
+        "Generated from this directory's files by the study's pipeline (rule `study_readme`); do not edit.",
+        "",
+        "## What it holds",
+        "",
+        f"- {len(records)} run records ({status}) of {cells} configurations under `runs/`, the parity checks under "
+        "`parity/`, the peak and method checks, and the summary, claims, figures and paper made from them.",
+        f"- Code: {_code(records)}.",
+        f"- Hardware and versions: {gpus}; torch {env.get('torch')}, triton {env.get('triton')}, CUDA "
+        f"{env.get('cuda')}, Python {env.get('python')}, driver {env.get('driver')}; CPU {env.get('cpu_model')}.",
+        f"- Data: {facts.get('description', facts.get('source'))}.",
+        "",
+        "## Headline (the paper's abstract; its tables are in the paper)",
+        "",
+        *_abstract(paper_md),
+        "",
+        "The paper: `paper.md`, `paper.tex`, `paper.pdf`; every number in it comes from `summary.csv`.",
+        "",
+        "## How it was run",
+        "",
+        *_calls(calls),
+        "",
+        "## Where the time went",
+        "",
+        *_time(records),
+        "",
+        "## Remaking the outputs",
+        "",
+        "The summary, claims, figures, paper and this README are remade from the records by the same rules:",
+        "",
+        f"    {rebuild}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write(inputs: dict, rebuild: str, out: str | Path) -> None:
+    """inputs: records, environment, facts, paper (Markdown) and, where it exists, calls (calls.jsonl)."""
+    records = record.table(inputs["records"])
+    calls_path = inputs.get("calls")
+    calls = ([json.loads(ln) for ln in Path(calls_path).read_text().splitlines() if ln.strip()]
+             if calls_path and Path(calls_path).is_file() else [])
+    text = build(records, json.loads(Path(inputs["environment"]).read_text()),
+                 json.loads(Path(inputs["facts"]).read_text()), calls, Path(inputs["paper"]).read_text(), rebuild)
+    write_text_atomic(out, text)

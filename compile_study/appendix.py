@@ -9,7 +9,7 @@ from collections import Counter
 
 import pandas as pd
 
-from compile_study import grid, vocab
+from compile_study import grid, stats, vocab
 from compile_study import numbers as n
 from compile_study.document import Column, Para, Section, Table, plain
 
@@ -203,6 +203,33 @@ def check_tables(checks: dict) -> list[Table]:
     return out
 
 
+# stats.verdict reads a ratio as a speedup; here it is a step time's, concurrent over solo
+CONCURRENT_VERDICT = {"faster": "two at once are measurably slower", "slower": "two at once are measurably faster"}
+
+
+def concurrency_paras(check: dict, summary: pd.DataFrame) -> list[Para]:
+    """The concurrency check's result against the A/A band of its cell in the study; none where it did not apply."""
+    if not check.get("applicable"):
+        return []
+    s, cores = check["summary"], len(check["cores"][0])
+    overlaps = n.span(s["overlaps"], lambda v: n.percent(v, 2))
+    text = (f"Two timed runs at once on two GPUs ({plain(check['gpus'][0])}) of one host, each on its own {cores} "
+            f"core{'s' if cores > 1 else ''} (1/{check['shares']} of the host's): step time "
+            f"{n.interval(s['ratio'], s['low'], s['high'], s['method'])} of one run alone on the same GPU and cores, "
+            f"over {len(check['results'])} rounds ({check['compile_mode']}, {check['shape_regime']} shapes, "
+            f"{check['precision']}, batch {check['batch_size']}; the two timed blocks overlapping {overlaps}).")
+    cell = summary[(summary.compile_mode == "eager") & (summary.compile_scope == "module")
+                   & (summary.shape_regime == check["shape_regime"]) & (summary.precision == check["precision"])
+                   & (summary.batch_size == check["batch_size"])]
+    if cell.empty or not n.finite(cell.aa_low.iloc[0]):
+        return [Para(text)]
+    band = stats.Band(cell.aa_low.iloc[0], cell.aa_high.iloc[0], stats.NAN, stats.NAN, int(cell.aa_n.iloc[0]))
+    iv = stats.speedup_interval(r["ratio"] for r in check["results"])
+    verdict = stats.verdict(iv, band)
+    return [Para(f"{text} The study's A/A band for that cell is [{n.fixed(band.low)}, {n.fixed(band.high)}]: "
+                 f"{CONCURRENT_VERDICT.get(verdict, verdict)}.")]
+
+
 def missing_runs(summary: pd.DataFrame, grids: list[dict]) -> list[str]:
     """Configurations of the grid with fewer records than repeats (a study stopped before they ran)."""
     expected = Counter(key[:-1] for key in grid.expand(grids))  # run key without the repeat
@@ -245,7 +272,8 @@ def sections(summary, parity, environment, config, device, checks) -> list[Secti
               ("Profiler detail", profile_table(summary)), ("Top kernels", kernel_table(summary)),
               ("Parity", parity_table(parity))]
     out = [Section(title, [t]) for title, t in tables if t is not None]
-    checks_found = check_tables(checks or {})
+    checks = checks or {}
+    checks_found = check_tables(checks) + concurrency_paras(checks.get("concurrency") or {}, summary)
     if checks_found:
         out.append(Section("Checks of the method", checks_found))
     outcomes = outcome_paras(summary, config["grids"][device])

@@ -23,7 +23,7 @@ from compile_study.record import RUN_KEYS
 
 RECORD = "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}.json"
 PARITY = "parity/{precision}/{compile_mode}.json"
-CHECKS = ("timer_check", "reference_drift")  # optional method checks (compile_study/checks.py)
+CHECKS = ("timer_check", "reference_drift", "concurrency")  # optional method checks (compile_study/<name>.py)
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,10 @@
     paper.render(rep, "md")   # or "tex": the templates only place what this module wrote
 
 `summary` is summary.csv (one row per configuration, speedup intervals with their method), `claims` the
-claims table (claims.py), `checks` the method checks ({"timer": rows, "drift": rows}). Sentences use two
-marks only: `code` spans and ⟦tab:key⟧ / ⟦fig:key⟧ references, resolved per format by paper.py; strings that
-come from data pass through `plain` first so they cannot make marks. Main-text sections are here, appendix
-sections in appendix.py, the abstract and conclusions in findings.py.
+claims table (claims.py), `checks` the method checks ({"timer": rows, "drift": rows, "concurrency": its JSON}).
+Sentences use two marks only: `code` spans and ⟦tab:key⟧ / ⟦fig:key⟧ references, resolved per format by
+paper.py; strings that come from data pass through `plain` first so they cannot make marks. Main-text sections
+are here, appendix sections in appendix.py, the abstract and conclusions in findings.py.
 """
 
 from __future__ import annotations
@@ -197,19 +197,20 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     """The study directory's files (layout.py) -> paper.md and paper.tex (figure paths relative to each paper).
 
     inputs: summary, parity, claims, environment, facts, figures, and the method checks present
-    (timer_check, reference_drift)."""
+    (timer_check, reference_drift, concurrency)."""
     from compile_study import paper
     from compile_study.io import write_text_atomic
 
-    def rows(name: str) -> list:
+    def check(name: str) -> dict:
         path = inputs.get(name)
-        return json.loads(Path(path).read_text())["results"] if path and Path(path).is_file() else []
+        return json.loads(Path(path).read_text()) if path and Path(path).is_file() else {}
 
     claims = pd.read_csv(inputs["claims"]) if inputs.get("claims") else None
     summary, parity = pd.read_csv(inputs["summary"]), pd.read_csv(inputs["parity"])
     env = json.loads(Path(inputs["environment"]).read_text())
     facts = json.loads(Path(inputs["facts"]).read_text())
-    checks = {"timer": rows("timer_check"), "drift": rows("reference_drift")}
+    checks = {"timer": check("timer_check").get("results", []), "drift": check("reference_drift").get("results", []),
+              "concurrency": check("concurrency")}
     for fmt, dest in (("md", md_out), ("tex", tex_out)):
         figs = Path(os.path.relpath(inputs["figures"], os.path.dirname(os.path.abspath(dest)))).as_posix()
         rep = build(summary, parity, claims, env, facts, config, device, checks, figs)

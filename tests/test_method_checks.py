@@ -1,15 +1,19 @@
-"""The method checks run as rules of the DAG (config `checks`): the step timer against torch.utils.benchmark."""
+"""The method checks run as rules of the DAG (config `checks`): the step timer against torch.utils.benchmark, and
+two timed runs at once against one alone (on the CPU: two processes on one core each)."""
 
 from __future__ import annotations
 
 import importlib
+import json
 
 import pytest
 import torch
+import yaml
 
-from compile_study import timer_check
+from compile_study import concurrency, config_check, timer_check
+from compile_study.layout import CHECKS
 
-from .conftest import TINY_MODEL
+from .conftest import REPO, TINY_MODEL
 
 
 def test_timer_check_times_one_step_three_ways_and_compares_them(synthetic_data):
@@ -20,7 +24,35 @@ def test_timer_check_times_one_step_three_ways_and_compares_them(synthetic_data)
     assert out["within_3pct"] == (abs(out["harness_vs_timer"] - 1) <= 0.03)
 
 
-@pytest.mark.parametrize("name", ["timer_check", "reference_drift"])
+@pytest.mark.parametrize("name", ["timer_check", "reference_drift", "concurrency"])
 def test_each_check_the_rule_names_has_a_main_taking_the_studys_model(name):
     main = importlib.import_module(f"compile_study.{name}").main
     assert list(main.__code__.co_varnames[:3]) == ["data_dir", "out_path", "model"]
+
+
+def test_two_concurrent_runs_on_disjoint_cores_are_timed_against_one_alone(synthetic_data):
+    out = concurrency.run_check(str(synthetic_data), TINY_MODEL, device="cpu", shares=2, rounds=2, steps=30, warmup=3,
+                                batch_size=8)
+    assert out["applicable"] and [r["order"] for r in out["results"]] == ["concurrent first", "solo first"]
+    for r in out["results"]:
+        assert len(r["concurrent_ms"]) == 2 and all(ms > 0 for ms in r["concurrent_ms"] + [r["solo_ms"]])
+        assert r["ratio"] == pytest.approx(r["concurrent_ms"][0] / r["solo_ms"])
+        first, second = map(set, r["concurrent_cores"])
+        assert first and second and not first & second and r["solo_cores"] == r["concurrent_cores"][0]
+        assert r["overlap"] > 0  # both released at one signal: their timed blocks ran together
+    s = out["summary"]
+    assert s["n"] == 2 and s["low"] <= s["ratio"] <= s["high"] and s["overlaps"] == [r["overlap"] for r in out["results"]]
+
+
+def test_the_concurrency_check_does_not_apply_with_fewer_than_two_gpus(tmp_path, monkeypatch):
+    monkeypatch.setattr(concurrency, "count_gpus", lambda: 1)
+    concurrency.main("unused", str(tmp_path / "concurrency.json"), TINY_MODEL)
+    out = json.loads((tmp_path / "concurrency.json").read_text())
+    assert out["applicable"] is False and "1 GPU" in out["reason"]
+
+
+def test_every_check_the_layout_names_is_one_a_config_may_turn_on():
+    schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
+    assert yaml.safe_load(schema.read_text())["definitions"]["checks"]["items"]["enum"] == list(CHECKS)
+    config = yaml.safe_load((REPO / "config.yaml").read_text()) | {"checks": {"cuda": list(CHECKS)}}
+    assert config_check.schema_errors(config, schema) == []

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from compile_study import claims, numbers, paper, report
+from compile_study import claims, numbers, paper, report, stats
 
 from .conftest import REPO
-from .paper_study import build, make_study
+from .paper_study import HOSTILE, build, make_study
 
 STORED = REPO / "reference" / "h200x2-2026-11-30-why"
 
@@ -108,3 +108,30 @@ def test_main_text_of_the_stored_h200_paper_is_at_most_3000_words():
     titles = [s.title for s in rep.main]
     assert titles[-1] == "Conclusions and recommendations" and "How far from the best step" in titles
     assert all(re.search(r"⟦tab:\w+⟧", item) for item in rep.main[-1].blocks[0].items)  # each traced to a table
+
+
+def _concurrency_check(ratios, gpu="NVIDIA H200") -> dict:
+    """A concurrency check's JSON as compile_study.concurrency writes it (the fields the paper reads)."""
+    iv = stats.speedup_interval(ratios)
+    results = [{"ratio": r, "overlap": 0.97 + i / 100} for i, r in enumerate(ratios)]
+    return {"applicable": True, "gpus": [gpu, gpu], "shares": 2, "cores": [list(range(8)), list(range(8, 16))],
+            "compile_mode": "eager", "shape_regime": "static", "precision": "bf16", "batch_size": 32,
+            "results": results, "summary": {"ratio": iv.point, "low": iv.low, "high": iv.high, "method": iv.method,
+                                            "n": iv.n, "overlaps": [r["overlap"] for r in results]}}
+
+
+def test_the_concurrency_check_is_one_sentence_against_its_cells_band_and_absent_where_it_did_not_apply(study):
+    study["checks"]["concurrency"] = _concurrency_check([1.01, 1.02, 1.00], gpu=HOSTILE)
+    md, tex = (paper.render(build(study), fmt) for fmt in ("md", "tex"))
+    iv = stats.speedup_interval([1.01, 1.02, 1.00])
+    eager = study["summary"].query("compile_mode == 'eager' and batch_size == 32 and shape_regime == 'static'").iloc[0]
+    sentence = (f"each on its own 8 cores (1/2 of the host's): step time {iv.point:.2f}× [{iv.low:.2f}, {iv.high:.2f}] "
+                f"(95% t, n = 3) of one run alone on the same GPU and cores, over 3 rounds (eager, static shapes, bf16, "
+                f"batch 32; the two timed blocks overlapping 97–99%). The study's A/A band for that cell is "
+                f"[{eager.aa_low:.2f}, {eager.aa_high:.2f}]: no measurable difference.")
+    assert sentence.replace("[", "\\[").replace("]", "\\]").replace("%", "\\%") in md
+    assert "/home/someone" not in md + tex and "Two timed runs at once" in tex
+    study["checks"]["concurrency"] = _concurrency_check([1.30, 1.31, 1.32])
+    assert "two at once are measurably slower." in paper.render(build(study), "md")
+    study["checks"]["concurrency"] = {"applicable": False, "reason": "1 GPU(s) on this host"}
+    assert "Two timed runs at once" not in paper.render(build(study), "md")

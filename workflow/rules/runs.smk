@@ -87,7 +87,8 @@ rule mlp_claim:
 
 
 rule method_check:
-    """A check of the method (config `checks`): the step timer, or drift of the in-process reference."""
+    """A check of the method (config `checks`): the step timer, drift of the in-process reference, or two timed
+    runs at once (concurrency: it uses every GPU itself, so it holds the whole `timed_run` pool)."""
     input:
         data=DATA_FILES,
     output:
@@ -96,10 +97,10 @@ rule method_check:
         L.log("checks/{check}"),
     wildcard_constraints:
         check="|".join(CHECKS),
-    threads: TIMED_THREADS
+    threads: lambda wc: min(workflow.cores, 2 * TIMED_THREADS) if wc.check == "concurrency" else TIMED_THREADS
     resources:
         **TIMED_JOB,
-        timed_run=1,
+        timed_run=lambda wc: max(1, GPUS) if wc.check == "concurrency" else 1,
     params:
         model=config["model"],
     script:

@@ -8,10 +8,11 @@ from compile_study.logs import redirect_output
 
 redirect_output(snakemake.log[0])
 bound_threads(snakemake.threads)  # before torch is imported
-gpu_lock = claim_gpu("resources/locks")  # held until the process ends
+# held until the process ends; the concurrency check places its own processes on the GPUs
+gpu_lock = None if snakemake.wildcards.check == "concurrency" else claim_gpu("resources/locks")
 
 import torch  # noqa: E402
 
 torch.set_num_threads(job_threads(snakemake.threads))
-check = importlib.import_module(f"compile_study.{snakemake.wildcards.check}")  # timer_check or reference_drift
+check = importlib.import_module(f"compile_study.{snakemake.wildcards.check}")  # layout.CHECKS
 check.main(os.path.dirname(snakemake.input.data[0]), snakemake.output[0], dict(snakemake.params.model))

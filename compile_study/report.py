@@ -81,8 +81,11 @@ def shapes_table(summary: pd.DataFrame) -> Table | None:
             Column("real tokens/s", "r", 1.0), Column("vs eager static [interval] (method)", "r", 2.4),
             Column("graphs", "r", 0.6), Column("recompile limit", weight=0.8), Column("padding", "r", 0.8),
             Column("cold compile", "r", 0.9)]
-    caption = ("Shape regimes: real (non-pad) tokens/s, and its ratio to eager on statically padded batches in "
-               "the same process (one yardstick for every regime: padding saved and compilation together).")
+    yard = ("the median of eager's static runs at that batch size, across processes" if
+            (sel.get("gain_yardstick", pd.Series(dtype=str)) == "eager static runs").any() else "eager in the same process")
+    caption = ("Shape regimes: real (non-pad) tokens/s, and its ratio to eager on statically padded batches "
+               f"({yard}; static rows: their speedup), one yardstick for every regime: padding saved and "
+               "compilation together.")
     return Table("shapes", caption, cols, rows)
 
 

@@ -13,7 +13,7 @@ from compile_study import claims, numbers, paper, report, stats
 from .conftest import REPO
 from .paper_study import HOSTILE, build, make_study
 
-STORED = REPO / "reference" / "h200x2-2026-11-30-why"
+STORED = REPO / "reference" / "h200x2-2026-11-30"
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def test_main_text_of_the_stored_h200_paper_is_at_most_3000_words():
     facts = json.loads((STORED / "facts.json").read_text())
     mlp = json.loads((STORED / "claims" / "mlp.json").read_text())
     env = json.loads((STORED / "environment.json").read_text())
-    checks = {k: json.loads((STORED / f).read_text())["results"]
+    checks = {k: json.loads((STORED / f).read_text())["results"] if (STORED / f).is_file() else []
               for k, f in (("timer", "checks/timer_check.json"), ("drift", "checks/reference_drift.json"))}
     rep = report.build(summary, pd.read_csv(STORED / "parity.csv"), claims.claims_table(summary, mlp, facts), env,
                        facts, yaml.safe_load((STORED / "config.yaml").read_text()), "cuda", checks, "figures")

@@ -15,7 +15,7 @@ from compile_study.layout import Layout
 from .conftest import REPO
 
 STORED = sorted(p.parent for p in (REPO / "reference").glob("*/config.yaml"))
-REGENERATED = ("summary.csv", "parity.csv", "claims.csv", "environment.json", "paper.md", "paper.tex") + (
+REGENERATED = ("summary.csv", "parity.csv", "claims.csv", "environment.json", "paper.md", "paper.tex", "README.md") + (
     ("paper.pdf",) if shutil.which("latexmk") else ())  # the PDF too where it is built (its date is fixed)
 
 

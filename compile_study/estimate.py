@@ -41,9 +41,10 @@ def measured_seconds(patterns: list[str], device: str) -> dict[tuple, list[float
     return out
 
 
-def estimate(runs: dict, layout: Layout, device: str) -> dict:
-    """Runs to do, their estimated seconds, and how many estimates came from measurements."""
-    known = measured_seconds([layout.records_glob, "reference/*/runs/**/r*.json"], device)
+def estimate(runs: dict, layout: Layout, device: str, measured: list[str] | None = None) -> dict:
+    """Runs to do, their estimated seconds, and how many estimates came from measurements (the records of
+    `measured`, globs; default: this study's, then any stored study's)."""
+    known = measured_seconds(measured or [layout.records_glob, "reference/*/runs/**/r*.json"], device)
     todo = [key for key in runs if not Path(layout.record(key)).exists()]
     seconds, measured = 0.0, 0
     for mode, scope, *_ in todo:

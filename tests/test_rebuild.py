@@ -45,3 +45,14 @@ def test_a_live_and_a_stored_study_share_one_layout():
 def test_rebuild_refuses_a_directory_that_is_not_a_stored_study(tmp_path):
     with pytest.raises(SystemExit, match="not a stored study"):
         rebuild.rebuild(tmp_path)
+
+
+def test_the_project_readme_quotes_the_stored_study_as_generated():
+    """README.md's results block is what compile_study.readme makes from the stored study today (rerun
+    `python -m compile_study.readme README.md reference/<name>` after the study or the summary changes)."""
+    from compile_study import readme
+
+    study = next(p for p in STORED if (p / "calls.jsonl").is_file())
+    current = (REPO / "README.md").read_text()
+    assert readme.update_project_readme(REPO / "README.md", study.relative_to(REPO)) == current
+    assert f"reference/{study.name}/README.md" in current and "| 512 | `reduce-overhead` |" in current

@@ -9,6 +9,7 @@ import pandas as pd
 from compile_study import numbers as n
 from compile_study import vocab
 from compile_study.findings import Context, _join, _value, compiled, shape_rows
+from compile_study.vocab import Regime
 
 
 def _best_per_batch(h: pd.DataFrame) -> pd.DataFrame:
@@ -60,8 +61,8 @@ def shapes_advice(ctx: Context) -> str | None:
         kind = vocab.Regime.parse(r.shape_regime).kind
         advice = {"bucketed": "pad to a few bucket lengths", "packed": "pack sequences into full rows",
                   "static": "padding to max_len costs nothing here"}.get(kind, "pad each batch to its longest row")
-        out.append(f"At batch {b}, {advice}: `{r.compile_mode}` on {r.shape_regime} gives {n.times(r._g)} the real "
-                   f"tokens/s of eager on static batches, the most of the regimes measured (⟦tab:shapes⟧).")
+        out.append(f"At batch {b}, {advice}: `{r.compile_mode}` on {r.shape_regime} gives {n.times(r._g)} eager's "
+                   f"real tokens/s on static batches, the most measured (⟦tab:shapes⟧).")
     return " ".join(out) or None
 
 
@@ -113,7 +114,29 @@ def best_step_text(ctx: Context, table) -> str:
                    f"{n.ms(e.profile_device_busy_ms_per_step)} ms of it ({n.percent(e.profile_idle_fraction, 2)} idle); "
                    f"`{c.compile_mode}` takes {n.ms(c.steady_step_ms)} ms, "
                    f"{n.times(c.steady_step_ms / c.profile_device_busy_ms_per_step)} its device-busy time.")
-    return " ".join(out + [tail, step_scope_text(ctx) or "", "⟦tab:beststep⟧ lists every profiled configuration."])
+    return " ".join(out + [tail, step_scope_text(ctx) or "", packing_text(ctx) or "",
+                           "⟦tab:beststep⟧ lists every profiled configuration."])
+
+
+def packing_text(ctx: Context) -> str | None:
+    """Packed rows against padded ones in the same compile mode, across processes (medians of real tokens/s), and
+    the graphs each regime compiled (1: no recompilation after the first graph)."""
+    s = vocab.usable(ctx.summary[(ctx.summary.precision == ctx.precision) & (ctx.summary.compile_scope == "module")])
+    kind = s.shape_regime.map(lambda r: Regime.parse(r).kind)
+    out = []
+    for (b, mode), g in s[kind == "packed"].groupby(["batch_size", "compile_mode"]):
+        if mode == "eager":
+            continue
+        same = s[(s.batch_size == b) & (s.compile_mode == mode)]
+        parts = [f"{n.times(g.real_tokens_per_s.iloc[0] / o.real_tokens_per_s)} {name} "
+                 f"({n.count(o.graphs_compiled)})"
+                 for name in ("static", "bucketed") for _, o in same[kind[same.index] == name].head(1).iterrows()]
+        if parts:
+            out.append(f"batch {int(b)}, `{mode}` packed ({n.count(g.graphs_compiled.iloc[0])}) {', '.join(parts)}")
+    if not out:
+        return None
+    return ("Packing instead of padding, real tokens/s in the same mode (medians across processes; graphs "
+            f"compiled per run in brackets): {'; '.join(out)} (⟦tab:shapes⟧).")
 
 
 def step_scope_text(ctx: Context) -> str | None:

@@ -135,3 +135,18 @@ def test_the_concurrency_check_is_one_sentence_against_its_cells_band_and_absent
     assert "two at once are measurably slower." in paper.render(build(study), "md")
     study["checks"]["concurrency"] = {"applicable": False, "reason": "1 GPU(s) on this host"}
     assert "Two timed runs at once" not in paper.render(build(study), "md")
+
+
+@pytest.mark.skipif(not (STORED / "summary.csv").is_file(), reason="the stored H200 study is not in this checkout")
+def test_packing_is_read_against_padding_in_the_same_mode_from_the_summary():
+    s = pd.read_csv(STORED / "summary.csv")
+    ro = s[(s.compile_mode == "reduce-overhead") & (s.compile_scope == "module") & (s.batch_size == 256)
+           & (s.precision == "bf16")].set_index("shape_regime").real_tokens_per_s
+    bucketed = next(r for r in ro.index if r.startswith("bucketed"))
+    text = (STORED / "paper.md").read_text()
+    expected = (f"batch 256, `reduce-overhead` packed (1) {numbers.times(ro['packed'] / ro['static'])} static (1), "
+                f"{numbers.times(ro['packed'] / ro[bucketed])} bucketed (4)")
+    assert expected in text
+    # the regime gains use eager's static runs as the yardstick, not the run's own static reference
+    packed = s[(s.shape_regime == "packed") & (s.compile_mode == "reduce-overhead") & (s.batch_size == 256)].iloc[0]
+    assert packed.gain_yardstick == "eager static runs"

@@ -274,6 +274,11 @@ def sections(summary, parity, environment, config, device, checks) -> list[Secti
     out = [Section(title, [t]) for title, t in tables if t is not None]
     checks = checks or {}
     checks_found = check_tables(checks) + concurrency_paras(checks.get("concurrency") or {}, summary)
+    key = {"timer_check": "timer", "reference_drift": "drift", "concurrency": "concurrency"}
+    missing = [name for name in config.get("checks", {}).get(device, []) if not checks.get(key[name])]
+    if missing:
+        checks_found.append(Para(f"Configured for this study but not in its files (the study stopped before them): "
+                                 f"{', '.join(f'`{m}`' for m in missing)}."))
     if checks_found:
         out.append(Section("Checks of the method", checks_found))
     outcomes = outcome_paras(summary, config["grids"][device])

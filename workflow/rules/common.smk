@@ -108,7 +108,10 @@ def parity_inputs(wildcards):
         return {"data": DATA_FILES}
     mode, scope, bs, regime, precision, _ = cell
     last = max(k[-1] for k in RUNS if k[:-1] == cell[:-1])
-    return {"data": DATA_FILES, "cell": L.record((mode, scope, bs, regime, precision, last))}
+    return {
+        "data": DATA_FILES,
+        "cell": L.record((mode, scope, bs, regime, precision, last)),
+    }
 
 
 def parity_settings(wildcards):
@@ -150,7 +153,9 @@ def cache_dir_of(regime, precision, mode, scope, batch_size):
 
 def inductor_cache_dir(wildcards):
     w = wildcards
-    return cache_dir_of(w.shape_regime, w.precision, w.compile_mode, w.compile_scope, w.batch_size)
+    return cache_dir_of(
+        w.shape_regime, w.precision, w.compile_mode, w.compile_scope, w.batch_size
+    )
 
 
 def run_params(wildcards):

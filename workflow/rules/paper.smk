@@ -40,7 +40,8 @@ rule paper_pdf:
 
 rule study_readme:
     """The study directory's README.md: what it holds, which code and hardware made it, how it was run (its
-    calls.jsonl), where its time went, its headline, and how to remake it (compile_study/readme.py)."""
+    calls.jsonl), where its time went, its headline, and how to remake it (compile_study/readme.py).
+    """
     input:
         unpack(call_log),
         records=run_records,

@@ -31,7 +31,8 @@ rule train_run:
 
 rule parity:
     """Eager vs compiled with dropout off and the same seed: losses and final accuracy. Where the grid has a
-    static cell of the mode and precision, at its batch size and on its Inductor cache (parity_cell)."""
+    static cell of the mode and precision, at its batch size and on its Inductor cache (parity_cell).
+    """
     input:
         unpack(parity_inputs),
     output:
@@ -88,7 +89,8 @@ rule mlp_claim:
 
 rule method_check:
     """A check of the method (config `checks`): the step timer, drift of the in-process reference, or two timed
-    runs at once (concurrency: it uses every GPU itself, so it holds the whole `timed_run` pool)."""
+    runs at once (concurrency: it uses every GPU itself, so it holds the whole `timed_run` pool).
+    """
     input:
         data=DATA_FILES,
     output:
@@ -97,7 +99,12 @@ rule method_check:
         L.log("checks/{check}"),
     wildcard_constraints:
         check="|".join(CHECKS),
-    threads: lambda wc: min(workflow.cores, 2 * TIMED_THREADS) if wc.check == "concurrency" else TIMED_THREADS
+    threads:
+        lambda wc: (
+            min(workflow.cores, 2 * TIMED_THREADS)
+            if wc.check == "concurrency"
+            else TIMED_THREADS
+        )
     resources:
         **TIMED_JOB,
         timed_run=lambda wc: max(1, GPUS) if wc.check == "concurrency" else 1,

@@ -266,6 +266,10 @@ def environment_para(env: dict) -> Para:
                 f"{dirty}; {env.get('n_records')} records ({statuses}).")
 
 
+# a method check's name (config `checks`, layout.CHECKS) -> its key in the report's `checks`
+CHECK_KEYS = {"timer_check": "timer", "reference_drift": "drift", "concurrency": "concurrency"}
+
+
 def sections(summary, parity, environment, config, device, checks) -> list[Section]:
     tables = [("Per-configuration detail", detail_table(summary)), ("What is compiled", scopes_table(summary)),
               ("Noise and controls", noise_table(summary)), ("Shape regimes in detail", regime_table(summary)),
@@ -274,8 +278,7 @@ def sections(summary, parity, environment, config, device, checks) -> list[Secti
     out = [Section(title, [t]) for title, t in tables if t is not None]
     checks = checks or {}
     checks_found = check_tables(checks) + concurrency_paras(checks.get("concurrency") or {}, summary)
-    key = {"timer_check": "timer", "reference_drift": "drift", "concurrency": "concurrency"}
-    missing = [name for name in config.get("checks", {}).get(device, []) if not checks.get(key[name])]
+    missing = [name for name in config.get("checks", {}).get(device, []) if not checks.get(CHECK_KEYS[name])]
     if missing:
         checks_found.append(Para(f"Configured for this study but not in its files (the study stopped before them): "
                                  f"{', '.join(f'`{m}`' for m in missing)}."))

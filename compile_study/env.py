@@ -1,4 +1,5 @@
-"""The environment a record was measured in: hardware, versions, code revision."""
+"""The environment a record was measured in: hardware, versions, code revision (torch is imported by
+`collect` alone, so that torch-free callers share `git_state`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 def _run(cmd: list[str]) -> str | None:
@@ -43,6 +46,8 @@ def git_state() -> dict:
 
 
 def collect(device: torch.device) -> dict:
+    import torch
+
     try:
         import triton
 

@@ -41,18 +41,23 @@ def measured_seconds(patterns: list[str], device: str) -> dict[tuple, list[float
     return out
 
 
-def estimate(runs: dict, layout: Layout, device: str, measured: list[str] | None = None) -> dict:
-    """Runs to do, their estimated seconds, and how many estimates came from measurements (the records of
-    `measured`, globs; default: this study's, then any stored study's)."""
-    known = measured_seconds(measured or [layout.records_glob, "reference/*/runs/**/r*.json"], device)
-    todo = [key for key in runs if not Path(layout.record(key)).exists()]
+def run_seconds(keys, device: str, known: dict[tuple, list[float]]) -> tuple[float, int]:
+    """Estimated seconds of these runs and how many estimates came from measured records (else PRIOR_S)."""
     seconds, measured = 0.0, 0
-    for mode, scope, *_ in todo:
+    for mode, scope, *_ in keys:
         if known.get((mode, scope)):
             seconds += statistics.mean(known[(mode, scope)])
             measured += 1
         else:
             seconds += PRIOR_S[device].get(mode, 60)
+    return seconds, measured
+
+
+def estimate(runs: dict, layout: Layout, device: str) -> dict:
+    """Runs to do, their estimated seconds, and how many estimates came from measurements."""
+    known = measured_seconds([layout.records_glob, "reference/*/runs/**/r*.json"], device)
+    todo = [key for key in runs if not Path(layout.record(key)).exists()]
+    seconds, measured = run_seconds(todo, device, known)
     return {"total": len(runs), "todo": len(todo), "seconds": seconds, "measured": measured}
 
 
@@ -74,9 +79,6 @@ def progress_message(records_glob: str, expected: int, device: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import yaml
-    from snakemake.utils import validate
-
     from compile_study import grid
 
     parser = argparse.ArgumentParser(description="Estimate a study's device time from its grid.")
@@ -84,10 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
     parser.add_argument("--gpus", type=int, default=1, help="timed runs at once (one per GPU)")
     args = parser.parse_args(argv)
-    config: dict = {}
-    for path in args.configs:
-        grid.merge(config, yaml.safe_load(Path(path).read_text()))
-    validate(config, str(grid.SCHEMA))
+    config = grid.load_config(args.configs)
     print(plan_message(grid.expand(config["grids"][args.device]), Layout(f"results/{args.device}"), args.device,
                        args.gpus))
 

@@ -77,19 +77,25 @@ def merge(config: dict, overlay: dict) -> dict:
     return config
 
 
+def load_config(paths) -> dict:
+    """config.yaml, then overlays, merged as Snakemake merges them and validated (the schema's defaults filled in)."""
+    import yaml
+    from snakemake.utils import validate
+
+    config: dict = {}
+    for path in paths:
+        merge(config, yaml.safe_load(Path(path).read_text()))
+    validate(config, str(SCHEMA))
+    return config
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Print the run records of a device's grid (Snakemake targets).")
     parser.add_argument("configs", nargs="+", help="config.yaml, then overlays (later files win, key by key at the top)")
     parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
     parser.add_argument("--sub-grid", action="append", help="only these sub-grids (repeatable); default: all")
     args = parser.parse_args(argv)
-    import yaml
-    from snakemake.utils import validate
-
-    config: dict = {}
-    for path in args.configs:
-        merge(config, yaml.safe_load(Path(path).read_text()))
-    validate(config, str(SCHEMA))
+    config = load_config(args.configs)
     for key, steps in expand(config["grids"][args.device]).items():
         if not args.sub_grid or steps["sub_grid"] in args.sub_grid:
             print(record_path(args.device, key))

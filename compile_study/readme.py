@@ -117,12 +117,16 @@ def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], pape
     return "\n".join(lines)
 
 
+def read_calls(path: str | Path) -> list[dict]:
+    """The lines of a study's calls.jsonl (session.py), none where it does not exist."""
+    path = Path(path)
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
+
+
 def write(inputs: dict, rebuild: str, out: str | Path) -> None:
     """inputs: records, environment, facts, paper (Markdown) and, where it exists, calls (calls.jsonl)."""
     records = record.table(inputs["records"])
-    calls_path = inputs.get("calls")
-    calls = ([json.loads(ln) for ln in Path(calls_path).read_text().splitlines() if ln.strip()]
-             if calls_path and Path(calls_path).is_file() else [])
+    calls = read_calls(inputs["calls"]) if inputs.get("calls") else []
     text = build(records, json.loads(Path(inputs["environment"]).read_text()),
                  json.loads(Path(inputs["facts"]).read_text()), calls, Path(inputs["paper"]).read_text(), rebuild)
     write_text_atomic(out, text)
@@ -138,8 +142,7 @@ def project_block(study: Path, project: Path) -> str:
 
     summary = pd.read_csv(study / "summary.csv")
     env = json.loads((study / "environment.json").read_text())
-    calls_path = study / "calls.jsonl"
-    calls = [json.loads(ln) for ln in calls_path.read_text().splitlines() if ln.strip()] if calls_path.is_file() else []
+    calls = read_calls(study / "calls.jsonl")
     head = summary[(summary.precision == "bf16") & (summary.shape_regime == "static")
                    & summary.compile_scope.isin(["module", "step-graph"]) & (summary.compile_mode != "eager")]
     rows = ["| batch | mode (scope) | step (ms) | vs eager, same process [interval] (method) | verdict |",
@@ -148,10 +151,10 @@ def project_block(study: Path, project: Path) -> str:
         scope = "" if r.compile_scope == "module" else f" ({r.compile_scope})"
         rows.append(f"| {r.batch_size} | `{r.compile_mode}`{scope} | {numbers.ms(r.steady_step_ms)} "
                     f"| {numbers.row_interval(r)} | {r.verdict} |")
-    cfg = yaml_load(project / "config.yaml")
-    runs = grid.expand(cfg["grids"]["cuda"])
-    est = estimate.estimate(runs, Layout(str(study / "none")), "cuda", [str(study / "runs/**/r*.json")])
-    done = len(record.table(Layout(str(study)).stored_records()))
+    runs = grid.expand(grid.load_config([project / "config.yaml"])["grids"]["cuda"])
+    known = estimate.measured_seconds([Layout(str(study)).records_glob], "cuda")
+    seconds, _ = estimate.run_seconds(runs, "cuda", known)
+    done = len(Layout(str(study)).stored_records())
     wall = sum(c["wall_s"] for c in calls) / 60
     gpus = f"{len(calls[0]['gpus'])}× {calls[0]['gpus'][0]}" if calls and calls[0]["gpus"] else env.get("device_name")
     lines = [
@@ -165,23 +168,12 @@ def project_block(study: Path, project: Path) -> str:
         "",
         f"How long: that study ran {done} runs of the {len(runs)} in `config.yaml`'s GPU grid in {len(calls)} "
         f"call(s), {wall:.1f} min on {gpus}. From its records, the whole grid's runs take about "
-        f"{est['seconds'] / 60:.0f} min on one GPU and {est['seconds'] / 120:.0f} min on two "
+        f"{seconds / 60:.0f} min on one GPU and {seconds / 120:.0f} min on two "
         "(`python -m compile_study.estimate config.yaml --device cuda --gpus 2`; parity, the method checks and "
         "the aggregation add a few minutes).",
         END,
     ]
     return "\n".join(lines)
-
-
-def yaml_load(path: Path) -> dict:
-    import yaml
-    from snakemake.utils import validate
-
-    from compile_study import grid
-
-    cfg = yaml.safe_load(path.read_text())
-    validate(cfg, str(grid.SCHEMA))
-    return cfg
 
 
 def update_project_readme(readme: Path, study: Path) -> str:

@@ -212,8 +212,8 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     summary, parity = pd.read_csv(inputs["summary"]), pd.read_csv(inputs["parity"])
     env = json.loads(Path(inputs["environment"]).read_text())
     facts = json.loads(Path(inputs["facts"]).read_text())
-    checks = {"timer": check("timer_check").get("results", []), "drift": check("reference_drift").get("results", []),
-              "concurrency": check("concurrency")}
+    checks = {key: check(name) if name == "concurrency" else check(name).get("results", [])
+              for name, key in appendix.CHECK_KEYS.items()}
     for fmt, dest in (("md", md_out), ("tex", tex_out)):
         figs = Path(os.path.relpath(inputs["figures"], os.path.dirname(os.path.abspath(dest)))).as_posix()
         rep = build(summary, parity, claims, env, facts, config, device, checks, figs)

@@ -22,7 +22,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from compile_study.isolation import count_gpus
+from compile_study import env
 
 
 def _gpus() -> list[str]:
@@ -35,13 +35,8 @@ def _gpus() -> list[str]:
 
 
 def _commit() -> dict:
-    code = Path(__file__).resolve().parents[1]
-    def git(*args):
-        out = subprocess.run(["git", "-C", str(code), *args], capture_output=True, text=True)
-        return out.stdout.strip() if out.returncode == 0 else None
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"git_commit": git("rev-parse", "HEAD"), "git_dirty": None if status is None else bool(status),
-            "git_describe": git("describe", "--tags", "--always")}
+    """The code's commit and state (env.git_state), and the tag it is at, if any."""
+    return env.git_state() | {"git_describe": env._run(["git", "-C", str(env.CODE), "describe", "--tags", "--always"])}
 
 
 def newest_snakemake_log(since: float, directory: str = ".snakemake/log") -> Path | None:
@@ -81,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     rc = subprocess.call(command)
     line = log_call(args.study, logs, command, started, time.time(), rc)
     print(f"call {line['call']}: {line['wall_s']:.0f} s, exit status {rc} ({args.study}/calls.jsonl; "
-          f"{count_gpus()} GPU(s))", file=sys.stderr)
+          f"{len(line['gpus'])} GPU(s))", file=sys.stderr)
     return rc
 
 

@@ -31,17 +31,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from compile_study.batches import make_batches
-from compile_study.compile import compile_model, set_precision
-from compile_study.compile_stats import unique_graphs
-from compile_study.data import load_split
-from compile_study.env import collect
-from compile_study.io import write_json_atomic
-from compile_study.model import ModelConfig, TextClassifier, real_train_flops, train_flops
-from compile_study.packing import make_packed_batches, real_lengths
-from compile_study.profiling import profile_steps
-from compile_study.step_graph import NotApplicable, make_batch_step, make_graphed_step, make_optimizer
-from compile_study.timing import synchronize, time_call, time_steps
+from compile_study.core.batches import make_batches
+from compile_study.core.data import load_split
+from compile_study.core.env import collect
+from compile_study.core.io import write_json_atomic
+from compile_study.core.model import ModelConfig, TextClassifier, real_train_flops, train_flops
+from compile_study.core.packing import make_packed_batches, real_lengths
+from compile_study.measure.compile import compile_model
+from compile_study.measure.compile_stats import unique_graphs
+from compile_study.measure.profiling import profile_steps
+from compile_study.measure.step_graph import make_graphed_step, make_optimizer
+from compile_study.measure.steps import NotApplicable, make_batch_step, set_precision
+from compile_study.measure.timing import synchronize, time_call, time_steps
 
 MODEL = {"n_layers": 4, "n_heads": 4, "d_model": 256, "d_ff": 1024, "dropout": 0.1, "max_len": 128}
 TINY = {"n_layers": 2, "n_heads": 2, "d_model": 32, "d_ff": 64, "dropout": 0.1, "max_len": 32}

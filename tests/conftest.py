@@ -11,6 +11,27 @@ REPO = Path(__file__).resolve().parents[1]
 AG_NEWS_DIR = REPO.parent / "shared" / "data" / "ag_news"  # the real test split, when present
 
 
+TIERS = ("unit", "compile", "dag", "golden", "gpu", "slurm")  # pyproject.toml says what each is
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test belongs to a tier, so that `-m unit` (the fast tier) and the others add up to the suite."""
+    loose = [item.nodeid for item in items if not any(item.get_closest_marker(t) for t in TIERS)]
+    if loose:
+        raise pytest.UsageError("tests without a tier marker (" + ", ".join(TIERS) + "): " + ", ".join(loose))
+    if not cuda_available():
+        skip = pytest.mark.skip(reason="gpu tier: needs a CUDA device (this host has none)")
+        for item in items:
+            if item.get_closest_marker("gpu"):
+                item.add_marker(skip)
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def pytest_configure(config):
     # One Inductor cache per test session: the CPU compiles of the same tiny graph are paid once.
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(config.rootpath) / ".pytest_cache" / "inductor"))
@@ -30,7 +51,7 @@ TINY_MODEL = dict(n_layers=2, n_heads=2, d_model=32, d_ff=64, dropout=0.0, max_l
 
 @pytest.fixture(scope="session")
 def synthetic_data(tmp_path_factory) -> Path:
-    from compile_study.data import prepare
+    from compile_study.core.data import prepare
 
     out = tmp_path_factory.mktemp("data")
     prepare(data_cfg(), TINY_MODEL["max_len"], out, out / "hf")

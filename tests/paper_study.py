@@ -7,9 +7,9 @@ import json
 
 import pandas as pd
 
-from compile_study import record as record_mod
-from compile_study import report
-from compile_study.summary import add_mfu, summarize
+from compile_study.aggregate.summary import add_mfu, summarize
+from compile_study.core import record as record_mod
+from compile_study.report import build as report
 
 from .test_summary_report import record
 

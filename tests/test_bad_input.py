@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-from compile_study import config_check, grid
-from compile_study.sources import KNOWN_SHA256, DataError, load_csv, read_ag_news_csv
+from compile_study.core import config_check, grid
+from compile_study.core.sources import KNOWN_SHA256, DataError, load_csv, read_ag_news_csv
 
 from .conftest import REPO
 
@@ -90,6 +90,7 @@ BAD_CONFIGS = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("path, value, message", BAD_CONFIGS, ids=[f"{p}={v!r}" for p, v, _ in BAD_CONFIGS])
 def test_bad_config_is_named_with_its_value_and_what_is_allowed(path, value, message):
     delete = message.endswith("is a required property")
@@ -100,6 +101,7 @@ def test_bad_config_is_named_with_its_value_and_what_is_allowed(path, value, mes
     assert any(e.startswith(message) for e in errors), errors
 
 
+@pytest.mark.unit
 def test_csv_source_needs_an_existing_directory(tmp_path):
     cfg = edit("data", {"source": "csv", "csv_dir": str(tmp_path / "nowhere")})
     assert errors_of(cfg) == [f"data.csv_dir: '{tmp_path / 'nowhere'}' is not a directory (needed by data.source: csv)"]
@@ -107,10 +109,12 @@ def test_csv_source_needs_an_existing_directory(tmp_path):
     assert "has no test.csv" in errors_of(cfg)[0]
 
 
+@pytest.mark.unit
 def test_the_shipped_config_is_valid():
     assert errors_of(copy.deepcopy(BASE)) == []
 
 
+@pytest.mark.unit
 def test_workflow_reports_all_config_errors_at_once_without_a_traceback(tmp_path):
     cfg = edit("device", "tpu")
     cfg["train"]["lr"] = -1
@@ -140,6 +144,7 @@ BAD_FILES = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("content, message", BAD_FILES)
 def test_bad_data_file_names_file_line_and_problem(tmp_path, content, message):
     p = write(tmp_path, content)
@@ -148,6 +153,7 @@ def test_bad_data_file_names_file_line_and_problem(tmp_path, content, message):
     assert str(err.value).startswith(f"{p}: {message}"), str(err.value)
 
 
+@pytest.mark.unit
 def test_a_known_file_with_the_wrong_sha256_is_refused(tmp_path):
     write(tmp_path, '"1","a","b"\n' * 4)
     with pytest.raises(DataError, match=r"test.csv: sha256 .* does not match AG News' test.csv .*verify_sha256: false"):
@@ -156,16 +162,19 @@ def test_a_known_file_with_the_wrong_sha256_is_refused(tmp_path):
     assert KNOWN_SHA256["test.csv"].startswith("521465c2")
 
 
+@pytest.mark.unit
 def test_a_directory_without_test_csv_is_refused(tmp_path):
     with pytest.raises(DataError, match="no test.csv"):
         load_csv(tmp_path, 0.1, 0)
 
 
+@pytest.mark.unit
 def test_a_byte_order_mark_is_stripped(tmp_path):
     p = write(tmp_path, b'\xef\xbb\xbf"2","Cup final","Team wins"\n')
     assert read_ag_news_csv(p) == (["Cup final Team wins"], [1])
 
 
+@pytest.mark.unit
 def test_a_header_row_is_named_as_such(tmp_path):
     p = write(tmp_path, '"Class Index","Title","Description"\n"1","a","b"\n')
     with pytest.raises(DataError, match=r"line 1: .* it looks like a header row \('Class Index', 'Title', "
@@ -177,6 +186,7 @@ def test_a_header_row_is_named_as_such(tmp_path):
     assert "line 3: class index 'x'" in str(err.value) and "header row" not in str(err.value)
 
 
+@pytest.mark.unit
 def test_train_csv_alone_is_refused_by_a_message_that_says_so(tmp_path):
     write(tmp_path, '"1","a","b"\n', name="train.csv")
     with pytest.raises(DataError) as err:
@@ -201,6 +211,7 @@ EMPTY_GRIDS = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("sub_grid, message, fix", EMPTY_GRIDS, ids=["eager-dynamic-true", "autotune-none", "ro-fwd"])
 def test_a_sub_grid_without_runs_is_named_with_why_and_the_fix(sub_grid, message, fix):
     cfg = edit("grids.cpu", [{"name": "first"} | sub_grid])
@@ -209,6 +220,7 @@ def test_a_sub_grid_without_runs_is_named_with_why_and_the_fix(sub_grid, message
     assert error.startswith(f"grids.cpu[0] (first) {message}") and fix in error, error
 
 
+@pytest.mark.unit
 def test_a_listed_mode_without_runs_is_named_and_an_empty_device_grid_too():
     cfg = edit("grids.cpu", [
         {"name": "modes", "compile_mode": ["eager", "default", "max-autotune"], "max_autotune_batch_sizes": []},
@@ -223,6 +235,7 @@ def test_a_listed_mode_without_runs_is_named_and_an_empty_device_grid_too():
     assert errors[2] == "grids.cpu: no sub-grid has a run, so the study would have nothing to summarise"
 
 
+@pytest.mark.unit
 def test_a_grid_without_runs_fails_the_dry_run(tmp_path):
     cfg = edit("grids.cpu", [{"name": "eager-only", "compile_mode": ["eager"], "shape_regime": ["dynamic-true"]}])
     cfg["device"] = "cpu"
@@ -234,6 +247,7 @@ def test_a_grid_without_runs_fails_the_dry_run(tmp_path):
 
 # ---------------------------------------------------------------- seeds, splits, device
 
+@pytest.mark.unit
 def test_an_empty_split_names_eval_fraction_and_the_class_counts(tmp_path):
     cfg = edit("data", {"source": "synthetic", "synthetic_rows": 40, "eval_fraction": 0.01})
     (error,) = errors_of(cfg)
@@ -251,12 +265,14 @@ def test_an_empty_split_names_eval_fraction_and_the_class_counts(tmp_path):
     assert errors_of(cfg) == []
 
 
+@pytest.mark.unit
 def test_a_malformed_test_csv_fails_at_load_when_it_is_to_be_split(tmp_path):
     write(tmp_path, '"Class Index","Title","Description"\n"1","a","b"\n')
     (error,) = errors_of(edit("data", {"source": "csv", "csv_dir": str(tmp_path), "verify_sha256": False}))
     assert error.startswith(f"data.csv_dir: {tmp_path / 'test.csv'}: line 1: ") and "header row" in error
 
 
+@pytest.mark.unit
 def test_device_cuda_without_a_gpu_names_the_build_and_the_fix(monkeypatch):
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -271,6 +287,7 @@ def test_device_cuda_without_a_gpu_names_the_build_and_the_fix(monkeypatch):
     assert config_check.device_errors({"device": "cuda"}) == []
 
 
+@pytest.mark.dag
 def test_device_cuda_on_a_host_without_a_gpu_stops_the_run_before_its_first_job(tmp_path):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -301,10 +318,12 @@ SOURCES = [("config.yaml", {"data": {"seed": 0}, "grids": {"cpu": [{"name": "a"}
     ((("train", "lr"),), config_check.MERGED),
     ((), config_check.MERGED),
 ])
+@pytest.mark.unit
 def test_an_error_is_named_under_the_source_that_set_its_keys(keys, source):
     assert config_check.source_of(config_check.Problem("x", *keys), SOURCES) == source
 
 
+@pytest.mark.unit
 def test_errors_from_an_overlay_and_from_config_name_those_sources(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(edit("device", "cpu")))
     (tmp_path / "overlay.yaml").write_text("model: {n_layers: 0}\n")

@@ -2,8 +2,11 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from compile_study import claims
+from compile_study.aggregate import claims
+
+pytestmark = pytest.mark.unit
 
 FACTS = {"splits": {"train": {"rows": 6840}}}
 

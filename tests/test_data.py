@@ -4,10 +4,12 @@ import time
 import numpy as np
 import pytest
 
-from compile_study import data, sources
-from compile_study.sources import DataError, load_corpus, read_ag_news_csv, split_indices
+from compile_study.core import data, sources
+from compile_study.core.sources import DataError, load_corpus, read_ag_news_csv, split_indices
 
 from .conftest import AG_NEWS_DIR, data_cfg
+
+pytestmark = pytest.mark.unit
 
 
 def write(tmp_path, text: str | bytes, name="test.csv"):
@@ -94,7 +96,7 @@ def test_tokenizer_round_trip():
 def test_prepare_writes_ids_lengths_labels_and_facts(synthetic_data):
     import json
 
-    from compile_study.data import load_split
+    from compile_study.core.data import load_split
 
     facts = json.loads((synthetic_data / "facts.json").read_text())
     ids, lengths, labels = load_split(synthetic_data, "train")

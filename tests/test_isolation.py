@@ -1,6 +1,10 @@
 import os
 
-from compile_study import isolation
+import pytest
+
+from compile_study.measure import isolation
+
+pytestmark = pytest.mark.unit
 
 
 def test_inductor_cache_is_cold_when_fresh_and_warm_when_reused(tmp_path, monkeypatch):

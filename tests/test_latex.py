@@ -7,9 +7,12 @@ import shutil
 
 import pytest
 
-from compile_study import figures, paper
+from compile_study.aggregate import figures
+from compile_study.report import paper
 
 from .paper_study import build, make_study
+
+pytestmark = pytest.mark.unit
 
 needs_latexmk = pytest.mark.skipif(shutil.which("latexmk") is None,
                                    reason="latexmk not installed (Debian: latexmk texlive-latex-recommended "

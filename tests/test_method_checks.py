@@ -10,12 +10,14 @@ import pytest
 import torch
 import yaml
 
-from compile_study import concurrency, config_check, timer_check
-from compile_study.layout import CHECKS
+from compile_study.checks import concurrency, timer_check
+from compile_study.core import config_check
+from compile_study.core.layout import CHECKS
 
 from .conftest import REPO, TINY_MODEL
 
 
+@pytest.mark.compile
 def test_timer_check_times_one_step_three_ways_and_compares_them(synthetic_data):
     out = timer_check.check(str(synthetic_data), TINY_MODEL, "eager", 8, "fp32", torch.device("cpu"), steps=5,
                             min_run_time=0.05, rounds=2)
@@ -24,12 +26,14 @@ def test_timer_check_times_one_step_three_ways_and_compares_them(synthetic_data)
     assert out["within_3pct"] == (abs(out["harness_vs_timer"] - 1) <= 0.03)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", ["timer_check", "reference_drift", "concurrency"])
 def test_each_check_the_rule_names_has_a_main_taking_the_studys_model(name):
-    main = importlib.import_module(f"compile_study.{name}").main
+    main = importlib.import_module(f"compile_study.checks.{name}").main
     assert list(main.__code__.co_varnames[:3]) == ["data_dir", "out_path", "model"]
 
 
+@pytest.mark.compile
 def test_two_concurrent_runs_on_disjoint_cores_are_timed_against_one_alone(synthetic_data):
     out = concurrency.run_check(str(synthetic_data), TINY_MODEL, device="cpu", shares=2, rounds=2, steps=30, warmup=3,
                                 batch_size=8)
@@ -44,6 +48,7 @@ def test_two_concurrent_runs_on_disjoint_cores_are_timed_against_one_alone(synth
     assert s["n"] == 2 and s["low"] <= s["ratio"] <= s["high"] and s["overlaps"] == [r["overlap"] for r in out["results"]]
 
 
+@pytest.mark.unit
 def test_the_concurrency_check_does_not_apply_with_fewer_than_two_gpus(tmp_path, monkeypatch):
     monkeypatch.setattr(concurrency, "count_gpus", lambda: 1)
     concurrency.main("unused", str(tmp_path / "concurrency.json"), TINY_MODEL)
@@ -51,6 +56,7 @@ def test_the_concurrency_check_does_not_apply_with_fewer_than_two_gpus(tmp_path,
     assert out["applicable"] is False and "1 GPU" in out["reason"]
 
 
+@pytest.mark.unit
 def test_every_check_the_layout_names_is_one_a_config_may_turn_on():
     schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
     assert yaml.safe_load(schema.read_text())["definitions"]["checks"]["items"]["enum"] == list(CHECKS)

@@ -8,7 +8,9 @@ import statistics
 import pytest
 import torch
 
-from compile_study import mlp_claim
+from compile_study.checks import mlp_claim
+
+pytestmark = pytest.mark.compile
 
 STEPS, REPEATS = 5, 2
 ROW_KEYS = {

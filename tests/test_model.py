@@ -1,9 +1,11 @@
 import pytest
 import torch
 
-from compile_study.model import ModelConfig, TextClassifier
+from compile_study.core.model import ModelConfig, TextClassifier
 
 from .conftest import TINY_MODEL
+
+pytestmark = pytest.mark.unit
 
 
 def test_default_is_four_layers_four_heads():

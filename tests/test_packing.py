@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from compile_study.batches import Batch
-from compile_study.compile import forward_loss
-from compile_study.compile_stats import unique_graphs
-from compile_study.model import ModelConfig, TextClassifier, real_train_flops, train_flops
-from compile_study.packing import best_fit_rows, make_packed_batches, packed_loss, real_lengths
+from compile_study.core.batches import Batch
+from compile_study.core.model import ModelConfig, TextClassifier, real_train_flops, train_flops
+from compile_study.core.packing import best_fit_rows, make_packed_batches, real_lengths
+from compile_study.measure.compile_stats import unique_graphs
+from compile_study.measure.steps import forward_loss, packed_loss
 
 from .conftest import TINY_MODEL
 
@@ -39,6 +39,7 @@ def padded_twin(batch, ids: np.ndarray, labels: np.ndarray) -> tuple[Batch, np.n
     return Batch(x, torch.from_numpy(labels[rows]), int((x != 0).sum()), len(rows)), rows
 
 
+@pytest.mark.unit
 def test_every_sequence_is_placed_once_whole_and_in_order():
     ids, lengths, labels = split()
     batches = make_packed_batches(ids, lengths, labels, 8, seed=1, device=CPU, drop_last=False)
@@ -58,6 +59,7 @@ def test_every_sequence_is_placed_once_whole_and_in_order():
         assert b.real_tokens == int((b.doc >= 0).sum()) and b.real_rows == len(b.seq_lengths)
 
 
+@pytest.mark.unit
 def test_packing_is_seeded_and_dense():
     ids, lengths, labels = split()
     a, b = (make_packed_batches(ids, lengths, labels, 4, seed=3, device=CPU) for _ in range(2))
@@ -70,6 +72,7 @@ def test_packing_is_seeded_and_dense():
     assert (start + lengths <= L).all()  # no row exceeds max_len
 
 
+@pytest.mark.unit
 def test_a_sequence_longer_than_a_row_is_refused():
     with pytest.raises(ValueError, match="lengths must lie in"):
         best_fit_rows(np.array([3, L + 1]), L, np.arange(2))
@@ -81,6 +84,7 @@ def model():
     return TextClassifier(MODEL).eval()  # dropout off
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("attention", ["flex", "sdpa"])
 def test_packed_logits_and_loss_equal_the_padded_models(model, attention):
     ids, lengths, labels = split()
@@ -96,6 +100,7 @@ def test_packed_logits_and_loss_equal_the_padded_models(model, attention):
                                    forward_loss(model, padded.ids, padded.labels, "fp32", CPU), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.unit
 def test_packed_training_gradients_equal_the_padded_models(model):
     ids, lengths, labels = split()
     batch = make_packed_batches(ids, lengths, labels, 4, seed=2, device=CPU)[0]
@@ -110,6 +115,7 @@ def test_packed_training_gradients_equal_the_padded_models(model):
         torch.testing.assert_close(packed_grad, padded_grad, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.unit
 def test_real_flops_count_only_the_sequences():
     assert real_train_flops(MODEL, [L] * 6) == train_flops(MODEL, 6, L)
     ids, lengths, labels = split()
@@ -121,6 +127,7 @@ def test_real_flops_count_only_the_sequences():
     assert real < train_flops(MODEL, 4, L) < train_flops(MODEL, *padded.ids.shape)
 
 
+@pytest.mark.compile
 def test_the_block_mask_is_data_a_compiled_packed_model_compiles_once(model):
     # on a GPU host on the GPU, where the study uses FlexAttention (torch 2.11 cannot compile it for the CPU)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

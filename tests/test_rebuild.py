@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from compile_study import rebuild
-from compile_study.layout import Layout
+from compile_study.core.layout import Layout
+from compile_study.core.record import RunKey
+from compile_study.report import rebuild
 
 from .conftest import REPO
 
@@ -19,6 +20,7 @@ REGENERATED = ("summary.csv", "parity.csv", "claims.csv", "environment.json", "p
     ("paper.pdf",) if shutil.which("latexmk") else ())  # the PDF too where it is built (its date is fixed)
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("study", STORED, ids=[p.name for p in STORED])
 def test_a_stored_study_rebuilds_byte_identical_through_the_dag(study: Path, tmp_path):
     copy = tmp_path / study.name
@@ -33,24 +35,27 @@ def test_a_stored_study_rebuilds_byte_identical_through_the_dag(study: Path, tmp
     assert not any((copy / "runs").rglob("*.tmp")) and elapsed < 60, elapsed
 
 
+@pytest.mark.unit
 def test_a_live_and_a_stored_study_share_one_layout():
     live, stored = Layout("results/cuda"), Layout(".")
-    key = ("default", "module", 32, "static", "bf16", 0)
+    key = RunKey("default", "module", 32, "static", "bf16", 0)
     assert live.record(key) == "results/cuda/" + stored.record(key)
     for attr in ("summary", "facts", "config", "claims", "environment", "figures", "peak", "mlp"):
         assert getattr(live, attr) == "results/cuda/" + getattr(stored, attr)
     assert live.paper("pdf") == "results/cuda/paper.pdf" and stored.check("timer_check") == "checks/timer_check.json"
 
 
+@pytest.mark.unit
 def test_rebuild_refuses_a_directory_that_is_not_a_stored_study(tmp_path):
     with pytest.raises(SystemExit, match="not a stored study"):
         rebuild.rebuild(tmp_path)
 
 
+@pytest.mark.golden
 def test_the_project_readme_quotes_the_stored_study_as_generated():
-    """README.md's results block is what compile_study.readme makes from the stored study today (rerun
-    `python -m compile_study.readme README.md reference/<name>` after the study or the summary changes)."""
-    from compile_study import readme
+    """README.md's results block is what compile_study.report.readme makes from the stored study today (rerun
+    `python -m compile_study readme README.md reference/<name>` after the study or the summary changes)."""
+    from compile_study.report import readme
 
     study = next(p for p in STORED if (p / "calls.jsonl").is_file())
     current = (REPO / "README.md").read_text()

@@ -15,15 +15,17 @@ import pandas as pd
 import pytest
 import yaml
 
-from compile_study import numbers
+from compile_study.aggregate import numbers
 
 from .conftest import REPO, TINY_MODEL
+
+pytestmark = pytest.mark.dag
 
 # Loaded by every Python process of the test's study (via PYTHONPATH): makes two configurations fail
 # the way a real out-of-memory error and a real compiler error would.
 INJECT = '''
 import torch, torch._dynamo.exc
-from compile_study import run
+from compile_study.measure import run
 
 _measure = run.measure
 

@@ -6,16 +6,18 @@ import dataclasses
 import pytest
 import torch
 
-from compile_study.compile import build_step, subject_model
-from compile_study.compile_stats import CompileWatch
-from compile_study.model import ModelConfig, TextClassifier
-from compile_study.profiling import profile_steps
-from compile_study.protocol import phase_split
-from compile_study.record import RunConfig
-from compile_study.run import reference_side
+from compile_study.core.model import ModelConfig, TextClassifier
+from compile_study.core.record import RunConfig
+from compile_study.measure.compile import build_step, subject_model
+from compile_study.measure.compile_stats import CompileWatch
+from compile_study.measure.profiling import profile_steps
+from compile_study.measure.protocol import phase_split
+from compile_study.measure.run import reference_side
 
 from .conftest import TINY_MODEL
 from .test_shapes import batch
+
+pytestmark = pytest.mark.compile
 
 CPU = torch.device("cpu")
 BATCHES = [batch(16) for _ in range(4)]

@@ -7,7 +7,11 @@ import os
 import sys
 import time
 
-from compile_study import session
+import pytest
+
+from compile_study.core import session
+
+pytestmark = pytest.mark.unit
 
 
 def test_each_call_is_one_line_with_its_status_and_snakemake_log(tmp_path, monkeypatch):

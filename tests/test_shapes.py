@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from compile_study.batches import Batch, bucket_batches, make_batches, padding_fraction
-from compile_study.compile import compile_model, make_step
-from compile_study.compile_stats import CompileWatch
-from compile_study.model import ModelConfig, TextClassifier
-from compile_study.vocab import Regime
+from compile_study.core.batches import Batch, bucket_batches, make_batches, padding_fraction
+from compile_study.core.model import ModelConfig, TextClassifier
+from compile_study.core.vocab import Regime
+from compile_study.measure.compile import compile_model, make_step
+from compile_study.measure.compile_stats import CompileWatch
 
 from .conftest import TINY_MODEL
 
@@ -39,6 +39,7 @@ def compiled_training(shape_regime: str, batches: list[Batch], recompile_limit: 
         torch._dynamo.config.recompile_limit = 8
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("shape_regime, graphs", [("dynamic-false", 5), ("dynamic", 2), ("dynamic-true", 1)])
 def test_graphs_per_dynamic_setting(shape_regime, graphs):
     rep = compiled_training(shape_regime, [batch(w) for w in WIDTHS])
@@ -48,12 +49,14 @@ def test_graphs_per_dynamic_setting(shape_regime, graphs):
         assert any("size mismatch" in r for r in rep["recompile_reasons"])
 
 
+@pytest.mark.compile
 def test_recompile_limit_fallback_to_eager_is_detected():
     rep = compiled_training("dynamic-false", [batch(w) for w in WIDTHS], recompile_limit=2)
     assert rep["graphs_compiled"] == 2 and rep["recompile_limit"] == 2
     assert rep["recompile_limit_hit"] and rep["eager_fallback_steps"] == 3
 
 
+@pytest.mark.compile
 def test_bucketed_batches_compile_one_graph_per_bucket_hit():
     lengths = np.array([w for w in WIDTHS for _ in range(8)])  # 40 rows
     ids = np.zeros((40, 32), dtype=np.int32)
@@ -65,6 +68,7 @@ def test_bucketed_batches_compile_one_graph_per_bucket_hit():
     assert rep["graphs_compiled"] == len({b.ids.shape for b in batches[:6] + batches[-2:]})
 
 
+@pytest.mark.unit
 def test_bucketing_sampler_sees_every_row_once_and_respects_edges():
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 129, 1000)
@@ -78,6 +82,7 @@ def test_bucketing_sampler_sees_every_row_once_and_respects_edges():
     assert [e for _, e in plan] != sorted(e for _, e in plan)  # batches shuffled across buckets
 
 
+@pytest.mark.unit
 def test_bucket_filler_rows_keep_one_shape_and_count_as_padding():
     lengths = np.array([3] * 5)  # 5 rows, batch size 4: one full batch + one filled batch
     ids = np.zeros((5, 8), dtype=np.int32)
@@ -89,6 +94,7 @@ def test_bucket_filler_rows_keep_one_shape_and_count_as_padding():
     assert padding_fraction(batches) == pytest.approx(1 - 15 / 32)
 
 
+@pytest.mark.unit
 def test_dynamic_batches_pad_to_their_own_longest_row():
     lengths = np.array([2, 9, 4, 30, 5, 6, 7, 8])
     ids = np.zeros((8, 32), dtype=np.int32)
@@ -98,7 +104,8 @@ def test_dynamic_batches_pad_to_their_own_longest_row():
         assert b.ids.shape[1] == int((b.ids != 0).sum(1).max())
 
 
+@pytest.mark.unit
 def test_packed_batches_are_left_to_the_packing_module():
     ids, lengths = np.ones((8, 32), dtype=np.int32), np.full(8, 32)
-    with pytest.raises(ValueError, match="packed batches are built by compile_study.packing"):
+    with pytest.raises(ValueError, match="packed batches are built by compile_study.core.packing"):
         make_batches(ids, lengths, np.zeros(8), 4, "packed", 0, CPU)

@@ -1,4 +1,4 @@
-"""Speedup intervals, A/A band and verdict rule (compile_study/stats.py), checked on simulated studies whose
+"""Speedup intervals, A/A band and verdict rule (compile_study/core/stats.py), checked on simulated studies whose
 true ratio is known: coverage of the interval, false-positive rate and power of the verdict, edge cases."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from compile_study.stats import (
+from compile_study.core.stats import (
     Band,
     aa_band,
     chunk_log_ratios,
@@ -18,6 +18,8 @@ from compile_study.stats import (
     speedup_table,
     verdict,
 )
+
+pytestmark = pytest.mark.unit
 
 STUDIES = 1000
 STEPS, CHUNK = 50, 10  # the harness's default timed steps and interleave chunk

@@ -5,24 +5,18 @@ import copy
 import pytest
 import torch
 
-from compile_study.batches import Batch
-from compile_study.compile import compile_model, make_step
-from compile_study.model import ModelConfig, TextClassifier
-from compile_study.packing import make_packed_batches
-from compile_study.step_graph import (
-    NotApplicable,
-    make_batch_step,
-    make_graphed_step,
-    make_optimizer,
-    training_state_kept,
-)
+from compile_study.core.batches import Batch
+from compile_study.core.model import ModelConfig, TextClassifier
+from compile_study.core.packing import make_packed_batches
+from compile_study.measure.compile import compile_model, make_step
+from compile_study.measure.step_graph import make_graphed_step, make_optimizer, training_state_kept
+from compile_study.measure.steps import NotApplicable, make_batch_step
 
 from .conftest import TINY_MODEL
 from .test_packing import padded_twin, split
 
 CPU = torch.device("cpu")
 MODEL = ModelConfig(vocab_size=100, **TINY_MODEL)  # dropout 0: eager and graphed draw no random numbers
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
 
 
 def batches(widths, rows: int = 8, device=CPU) -> list[Batch]:
@@ -42,12 +36,14 @@ def fresh(device=CPU, **opt):
     return model, make_optimizer(model, 1e-2, device, **opt)
 
 
+@pytest.mark.unit
 def test_the_graphed_step_is_not_applicable_on_the_cpu():
     model, opt = fresh()
     with pytest.raises(NotApplicable, match="needs a CUDA device"):
         make_graphed_step(model, opt, "fp32", CPU)
 
 
+@pytest.mark.unit
 def test_a_capturable_optimizer_is_the_fused_one_with_a_tensor_lr():
     model, _ = fresh()
     with pytest.raises(ValueError, match="fused"):
@@ -55,6 +51,7 @@ def test_a_capturable_optimizer_is_the_fused_one_with_a_tensor_lr():
     assert make_optimizer(model, 1e-3, CPU, fused=True).defaults["fused"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("fused", [False, True])
 def test_warm_up_inside_training_state_kept_leaves_no_trace(fused):
     """After warm-up steps the next step is the one an untouched model and optimizer would take."""
@@ -73,6 +70,7 @@ def test_warm_up_inside_training_state_kept_leaves_no_trace(fused):
         torch.testing.assert_close(p, q, rtol=0, atol=0)
 
 
+@pytest.mark.unit
 def test_state_first_created_in_the_warm_up_is_reset_to_a_fresh_optimizers():
     data = batches([16, 16])
     model, opt = fresh()
@@ -104,6 +102,7 @@ def run_pair(subject_step, reference_step, data, n: int):
     return torch.stack([a for a, _ in losses]), torch.stack([b for _, b in losses])
 
 
+@pytest.mark.unit
 def test_a_packed_step_trains_like_the_padded_step_on_the_same_sequences():
     ids, lengths, labels = split()
     packed = make_packed_batches(ids, lengths, labels, 4, seed=0, device=CPU, max_batches=1)[0]
@@ -117,7 +116,7 @@ def test_a_packed_step_trains_like_the_padded_step_on_the_same_sequences():
     assert_same_trajectory(m1, m2, start)
 
 
-@needs_cuda
+@pytest.mark.gpu
 @pytest.mark.parametrize("mode", ["eager", "default"])
 def test_graphed_step_trains_like_the_eager_step(mode):
     """Parity (fp32, dropout off): whole-step graph (fused capturable AdamW) vs eager step (AdamW foreach),
@@ -136,7 +135,7 @@ def test_graphed_step_trains_like_the_eager_step(mode):
     assert_same_trajectory(model, ref, start)
 
 
-@needs_cuda
+@pytest.mark.gpu
 def test_graphed_packed_step_trains_like_the_eager_packed_step():
     dev = torch.device("cuda")
     torch.backends.cuda.matmul.allow_tf32 = False

@@ -3,9 +3,11 @@ import json
 import numpy as np
 import pytest
 
-from compile_study import paper
-from compile_study import record as record_mod
-from compile_study.summary import summarize
+from compile_study.aggregate.summary import summarize
+from compile_study.core import record as record_mod
+from compile_study.report import paper
+
+pytestmark = pytest.mark.unit
 
 
 def record(tmp_path, mode, bs, repeat, step_ms, ref_ms=10.0, status="ok", error=None, regime="static"):

@@ -7,15 +7,16 @@ import numpy as np
 import pytest
 import torch
 
-from compile_study import record, run
-from compile_study.batches import make_batches
-from compile_study.clock import Clock
-from compile_study.compile import compile_model, make_step
-from compile_study.data import load_split
-from compile_study.model import ModelConfig, TextClassifier
-from compile_study.protocol import interleaved_block
-from compile_study.record import RunConfig
-from compile_study.run import run_and_record
+from compile_study.core import record
+from compile_study.core.batches import make_batches
+from compile_study.core.clock import Clock
+from compile_study.core.data import load_split
+from compile_study.core.model import ModelConfig, TextClassifier
+from compile_study.core.record import RunConfig
+from compile_study.measure import run
+from compile_study.measure.compile import compile_model, make_step
+from compile_study.measure.protocol import interleaved_block
+from compile_study.measure.run import run_and_record
 
 from .conftest import REPO, TINY_MODEL
 
@@ -33,6 +34,7 @@ def tiny_run(**kw) -> RunConfig:
                          "max_epoch_steps": 4} | kw))
 
 
+@pytest.mark.unit
 def test_record_schema_of_an_eager_run(synthetic_data):
     rec = run_and_record(tiny_model_cfg(synthetic_data), tiny_run(), synthetic_data, "cpu")
     assert rec["status"] == "ok" and rec["error"] is None
@@ -55,6 +57,7 @@ def test_record_schema_of_an_eager_run(synthetic_data):
     json.dumps(rec)  # serialisable as it stands
 
 
+@pytest.mark.unit
 def test_without_evidence_the_phase_split_profiler_inference_and_accuracy_are_absent(synthetic_data):
     rec = run_and_record(tiny_model_cfg(synthetic_data), tiny_run(repeat=1, evidence=False), synthetic_data, "cpu")
     m = rec["metrics"]
@@ -66,6 +69,7 @@ def test_without_evidence_the_phase_split_profiler_inference_and_accuracy_are_ab
     assert o["phase_split_s"] == o["profiler_s"] == o["inference_s"] == o["accuracy_s"] == 0
 
 
+@pytest.mark.unit
 def test_overhead_parts_are_non_negative_and_add_up_to_the_total(synthetic_data):
     rec = run_and_record(tiny_model_cfg(synthetic_data), tiny_run(timed_steps=20), synthetic_data, "cpu")
     parts = rec["metrics"]["overhead_s"]
@@ -76,6 +80,7 @@ def test_overhead_parts_are_non_negative_and_add_up_to_the_total(synthetic_data)
     assert parts["compile_s"] == pytest.approx(rec["metrics"]["warmup_excess_s"])
 
 
+@pytest.mark.unit
 def test_interleaved_chunks_alternate_which_side_runs_first():
     calls = []
     steps = {name: (lambda b, name=name: calls.append(name) or torch.zeros(())) for name in ("subject", "reference")}
@@ -85,6 +90,7 @@ def test_interleaved_chunks_alternate_which_side_runs_first():
     assert calls == [s, s, r, r] + [r, r, s, s] + [s, s, r, r] + [r, s]  # chunks of 2, the last of 1
 
 
+@pytest.mark.unit
 def test_step_graph_on_the_cpu_is_recorded_as_not_applicable(synthetic_data):
     cfg = tiny_run(compile_mode="default", compile_scope="step-graph")
     rec = run_and_record(tiny_model_cfg(synthetic_data), cfg, synthetic_data, "cpu")
@@ -92,6 +98,7 @@ def test_step_graph_on_the_cpu_is_recorded_as_not_applicable(synthetic_data):
     assert "traceback" not in rec and set(rec["metrics"]) == {"overhead_s"}
 
 
+@pytest.mark.unit
 def test_static_batches_have_one_shape_and_count_real_tokens(synthetic_data):
     ids, lengths, labels = load_split(synthetic_data, "train")
     batches = make_batches(ids, lengths, labels, 16, "static", 0, CPU)
@@ -110,6 +117,7 @@ def test_static_batches_have_one_shape_and_count_real_tokens(synthetic_data):
             "Constraints violated (L['ids'].size()[1])!"), "compile_error"),
     ],
 )
+@pytest.mark.unit
 def test_a_failure_becomes_the_record_status(synthetic_data, monkeypatch, exc, status):
     def boom(*a, **k):
         raise exc
@@ -120,6 +128,7 @@ def test_a_failure_becomes_the_record_status(synthetic_data, monkeypatch, exc, s
     assert set(rec["metrics"]) == {"overhead_s"} and rec["metrics"]["overhead_s"]["total_s"] > 0
 
 
+@pytest.mark.compile
 def test_compiled_losses_match_eager(synthetic_data):
     """Dropout off, same seed and batches: the compiled module trains like the eager one (fp32)."""
     ids, lengths, labels = load_split(synthetic_data, "train")
@@ -137,8 +146,9 @@ def test_compiled_losses_match_eager(synthetic_data):
     assert losses["eager"][-1] < losses["eager"][0]  # it does learn
 
 
+@pytest.mark.unit
 def test_the_clock_counts_from_the_process_creation():
-    code = ("import time; time.sleep(0.5); from compile_study.clock import Clock; "
+    code = ("import time; time.sleep(0.5); from compile_study.core.clock import Clock; "
             "print(Clock.since_process_start().elapsed())")
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)

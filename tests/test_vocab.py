@@ -8,10 +8,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from compile_study import grid, vocab
-from compile_study.record import RunConfig
+from compile_study.core import grid, vocab
+from compile_study.core.record import RunConfig
 
 from .conftest import REPO
+
+pytestmark = pytest.mark.unit
 
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 
@@ -59,14 +61,15 @@ def test_grid_expansion_follows_the_scope_rules():
          "batch_size": [8], "shape_regime": ["static", "dynamic-true"], "bucket_sets": [[8]], "precision": ["fp32"],
          "repeats": 1}
     runs = grid.expand([g])
-    for mode, scope, _, regime, _, _ in runs:
-        assert vocab.runs_with(mode, scope, regime)
-        assert mode in vocab.SCOPE_MODES[scope] or (mode == "eager" and scope in ("module", "fused-adamw"))
+    for k in runs:
+        assert vocab.runs_with(k.compile_mode, k.compile_scope, k.shape_regime)
+        assert k.compile_mode in vocab.SCOPE_MODES[k.compile_scope] or (
+            k.compile_mode == "eager" and k.compile_scope in ("module", "fused-adamw"))
     assert ("eager", "module", 8, "dynamic-true", "fp32", 0) not in runs  # eager's reference is `dynamic`
     assert ("reduce-overhead", "forward", 8, "static", "fp32", 0) not in runs
     assert ("max-autotune-no-cudagraphs", "step-graph", 8, "static", "fp32", 0) in runs
     for key in runs:  # every expanded run is a valid RunConfig
-        RunConfig(**dict(zip(grid.RUN_KEYS, key)))
+        assert RunConfig(**key._asdict()).key() == key
 
 
 def test_headline_and_usable_are_the_one_selection():
@@ -74,3 +77,21 @@ def test_headline_and_usable_are_the_one_selection():
                        "status": ["partial", "oom", "ok"]})
     assert list(vocab.headline(df).index) == [0]
     assert list(vocab.usable(df).index) == [0, 2]  # a partly failed configuration has numbers, in every view
+
+
+def test_run_and_model_defaults_are_the_schemas():
+    """The schema writes every default once; RunConfig's and ModelConfig's (for direct callers and tests)
+    must say the same, field by field."""
+    from dataclasses import MISSING, fields
+
+    from compile_study.core.model import ModelConfig
+
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    props = schema["definitions"]["grid"]["properties"] | schema["properties"]["train"]["properties"]
+    run = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING and f.name in props}
+    axis = {name: [value] for name, value in run.items() if isinstance(props[name]["default"], list)}  # a grid axis
+    assert run | axis == {name: props[name]["default"] for name in run}
+    assert set(run) >= set(grid.STEP_KEYS) | {"lr", "seed"}  # every step setting a sub-grid can give
+    model_props = schema["properties"]["model"]["properties"]
+    model = {f.name: f.default for f in fields(ModelConfig) if f.name in model_props}
+    assert model == {name: model_props[name]["default"] for name in model} and len(model) == len(model_props)

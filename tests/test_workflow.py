@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from compile_study import figures, grid, numbers
+from compile_study.aggregate import figures, numbers
+from compile_study.core import grid
 
 from .conftest import AG_NEWS_DIR, REPO, TINY_MODEL
 
@@ -37,6 +38,7 @@ def shipped_config() -> dict:
     return cfg
 
 
+@pytest.mark.unit
 def test_grid_expansion_of_the_shipped_gpu_grid():
     runs = grid.expand(shipped_config()["grids"]["cuda"])
     per_grid = {}
@@ -54,17 +56,19 @@ def test_grid_expansion_of_the_shipped_gpu_grid():
     assert runs[("default", "module", 32, "static", "bf16", 0)]["sub_grid"] == "modes"
 
 
+@pytest.mark.unit
 def test_one_side_scopes_run_in_default_mode_only():
     runs = grid.expand([{"name": "g", "compile_mode": ["eager", "default", "reduce-overhead"],
                          "compile_scope": ["module", "forward", "step"], "batch_size": [8], "shape_regime": ["static"],
                          "precision": ["fp32"], "repeats": 1, "warmup_steps": 1, "timed_steps": 2,
                          "max_epoch_steps": None, "interleave_chunk": 1, "recompile_limit": 8,
                          "phase_steps": 1, "profile_steps": 1}])
-    assert sorted((k[0], k[1]) for k in runs) == [
+    assert sorted((k.compile_mode, k.compile_scope) for k in runs) == [
         ("default", "forward"), ("default", "module"), ("default", "step"), ("eager", "module"),
         ("reduce-overhead", "module"), ("reduce-overhead", "step")]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_dry_run_lists_every_stage_and_the_whole_grid(device, tmp_path):
     grids = shipped_config()["grids"][device]
@@ -78,6 +82,7 @@ def test_dry_run_lists_every_stage_and_the_whole_grid(device, tmp_path):
     assert counts.get("method_check", 0) == len(shipped_config()["checks"][device])
 
 
+@pytest.mark.unit
 def test_lint_is_clean():
     res = snakemake("--lint")
     assert res.returncode == 0 and "Lints for" not in res.stdout + res.stderr, res.stdout + res.stderr
@@ -119,7 +124,7 @@ def check_tiny_paper(study_dir, real: bool) -> dict:
     return m
 
 
-@pytest.mark.e2e
+@pytest.mark.dag
 def test_tiny_study_end_to_end(tmp_path):
     real = write_tiny_config(tmp_path)
     profile = ["--workflow-profile", str(REPO / "profiles" / "default"), "--cores", "2"]

@@ -2,17 +2,18 @@
 #
 # A live study (the project directory) runs its grid into results/<device>/; a stored study (a directory
 # with config.yaml and runs/, e.g. `snakemake --cores all --directory reference/<name>`) has its runs done,
-# and only the aggregate rules (summary, figures, paper) run, with the same layout (compile_study/layout.py).
+# and only the aggregate rules (summary, figures, paper) run, with the same layout (compile_study/core/layout.py).
 import os
 import shutil
 import sys
 
 from snakemake.utils import validate
 
-from compile_study import config_check, grid, vocab
-from compile_study.estimate import plan_message
-from compile_study.isolation import count_gpus
-from compile_study.layout import CHECKS, Layout, is_stored_study, stored_device
+from compile_study.core import config_check, grid, vocab
+from compile_study.aggregate.estimate import plan_message
+from compile_study.measure.isolation import count_gpus
+from compile_study.core.layout import CHECKS, Layout, is_stored_study, stored_device
+from compile_study.core.record import RunKey
 
 STORED = is_stored_study(".")
 SCHEMA = os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
@@ -63,7 +64,7 @@ RUNS = (
 )  # run key -> its sub-grid's step settings
 CHECKS_ON = [] if STORED else config["checks"].get(DEVICE, [])
 # A timed job's threads: its share of the cores when several GPUs run timed jobs at once
-# (`--resources timed_run=N`; each job pins itself to a disjoint share, compile_study/isolation.py).
+# (`--resources timed_run=N`; each job pins itself to a disjoint share, compile_study/measure/isolation.py).
 GPUS = count_gpus() if DEVICE == "cuda" and not STORED else 1
 TIMED_THREADS = max(1, workflow.cores // max(1, GPUS))
 
@@ -80,7 +81,7 @@ def parity_records(wildcards=None):
     """One parity check per compiled mode and precision that the device's grid runs."""
     if STORED:
         return L.stored_parity()
-    pairs = {(key[4], key[0]) for key in RUNS if key[0] != "eager"}
+    pairs = {(k.precision, k.compile_mode) for k in RUNS if k.compile_mode != "eager"}
     return [
         L.parity_pattern.format(precision=p, compile_mode=m) for p, m in sorted(pairs)
     ]
@@ -90,15 +91,16 @@ def parity_cell(wildcards):
     """The grid's first static `module` cell of this mode and precision (smallest batch), or None: the parity
     check runs at its batch size on its Inductor cache, after its runs, so that it reuses that cell's
     compilation (max-autotune's GEMM search above all) instead of paying for another."""
-    keys = sorted(
+    cells = [
         k
         for k in RUNS
-        if k[0] == wildcards.compile_mode
-        and k[1] == "module"
-        and k[3] == "static"
-        and k[4] == wildcards.precision
-    )
-    return keys[0] if keys else None
+        if k.compile_mode == wildcards.compile_mode
+        and k.compile_scope == "module"
+        and k.shape_regime == "static"
+        and k.precision == wildcards.precision
+        and k.repeat == 0
+    ]
+    return min(cells, key=lambda k: k.batch_size, default=None)
 
 
 def parity_inputs(wildcards):
@@ -106,27 +108,22 @@ def parity_inputs(wildcards):
     cell = parity_cell(wildcards)
     if cell is None:
         return {"data": DATA_FILES}
-    mode, scope, bs, regime, precision, _ = cell
-    last = max(k[-1] for k in RUNS if k[:-1] == cell[:-1])
-    return {
-        "data": DATA_FILES,
-        "cell": L.record((mode, scope, bs, regime, precision, last)),
-    }
+    last = max(k.repeat for k in RUNS if k.same_configuration(cell))
+    return {"data": DATA_FILES, "cell": L.record(cell.with_repeat(last))}
 
 
 def parity_settings(wildcards):
     """The parity settings of the device, at the batch size of parity_cell where the grid has one."""
     cell = parity_cell(wildcards)
     settings = dict(config["parity"][DEVICE])
-    return settings | ({"batch_size": cell[2]} if cell else {})
+    return settings | ({"batch_size": cell.batch_size} if cell else {})
 
 
 def parity_cache_dir(wildcards):
     cell = parity_cell(wildcards)
     if cell is None:
         return f"resources/inductor_cache/{DEVICE}/parity-{wildcards.precision}-{wildcards.compile_mode}"
-    mode, scope, bs, regime, precision, _ = cell
-    return cache_dir_of(regime, precision, mode, scope, bs)
+    return cache_dir_of(cell)
 
 
 def optional_inputs(wildcards=None):
@@ -146,40 +143,26 @@ def cold_run_record(wildcards):
     return L.record_pattern.format(**{**dict(wildcards.items()), "repeat": 0})
 
 
-def cache_dir_of(regime, precision, mode, scope, batch_size):
+def cache_dir_of(key):
     """One Inductor/Triton cache per configuration (its repeats share it: repeat 0 cold, the others warm)."""
-    return f"resources/inductor_cache/{DEVICE}/{regime}-{precision}-{mode}-{scope}-bs{batch_size}"
+    k = key
+    return f"resources/inductor_cache/{DEVICE}/{k.shape_regime}-{k.precision}-{k.compile_mode}-{k.compile_scope}-bs{k.batch_size}"
 
 
 def inductor_cache_dir(wildcards):
-    w = wildcards
-    return cache_dir_of(
-        w.shape_regime, w.precision, w.compile_mode, w.compile_scope, w.batch_size
-    )
+    return cache_dir_of(RunKey.of(wildcards))
 
 
 def run_params(wildcards):
     """The RunConfig fields of one job: its wildcards plus its sub-grid's step settings."""
-    key = (
-        wildcards.compile_mode,
-        wildcards.compile_scope,
-        int(wildcards.batch_size),
-        wildcards.shape_regime,
-        wildcards.precision,
-        int(wildcards.repeat),
-    )
+    key = RunKey.of(wildcards)
     steps = {k: v for k, v in RUNS[key].items() if k != "sub_grid"}
     # evidence (phase split, profiler, inference) once per configuration: repeat 0
-    return (
-        dict(zip(grid.RUN_KEYS, key))
-        | steps
-        | config["train"]
-        | {"evidence": key[-1] == 0}
-    )
+    return key._asdict() | steps | config["train"] | {"evidence": key.repeat == 0}
 
 
 def call_log(wildcards=None):
-    """The study's calls.jsonl where it was run through compile_study.session."""
+    """The study's calls.jsonl where it was run through compile_study.core.session."""
     return {"calls": L.calls} if os.path.exists(L.calls) else {}
 
 

@@ -1,5 +1,5 @@
 rule paper:
-    """The Markdown and LaTeX papers from one report model (compile_study/report.py) and the templates."""
+    """The Markdown and LaTeX papers from one report model (compile_study/report/build.py) and the templates."""
     input:
         unpack(optional_inputs),
         templates=TEMPLATES,
@@ -40,7 +40,7 @@ rule paper_pdf:
 
 rule study_readme:
     """The study directory's README.md: what it holds, which code and hardware made it, how it was run (its
-    calls.jsonl), where its time went, its headline, and how to remake it (compile_study/readme.py).
+    calls.jsonl), where its time went, its headline, and how to remake it (compile_study/report/readme.py).
     """
     input:
         unpack(call_log),

@@ -4,8 +4,9 @@ import json
 
 import pandas as pd
 
-from compile_study import figures, record
-from compile_study.logs import redirect_output
+from compile_study.aggregate import figures
+from compile_study.core import record
+from compile_study.core.logs import redirect_output
 
 redirect_output(snakemake.log[0])
 inp = snakemake.input

@@ -1,7 +1,7 @@
-"""Snakemake shim checking the two-layer MLP claim: batch sizes -> one JSON (see compile_study/mlp_claim.py)."""
+"""Snakemake shim checking the two-layer MLP claim: batch sizes -> one JSON (see compile_study/checks/mlp_claim.py)."""
 
-from compile_study.isolation import bound_threads, claim_gpu
-from compile_study.logs import redirect_output
+from compile_study.core.logs import redirect_output
+from compile_study.measure.isolation import bound_threads, claim_gpu
 
 redirect_output(snakemake.log[0])
 bound_threads(snakemake.threads)  # before torch is imported
@@ -9,9 +9,9 @@ gpu_lock = claim_gpu("resources/locks")  # held until the process ends
 
 import torch  # noqa: E402
 
-from compile_study.env import collect  # noqa: E402
-from compile_study.io import write_json_atomic  # noqa: E402
-from compile_study.mlp_claim import run  # noqa: E402
+from compile_study.checks.mlp_claim import run  # noqa: E402
+from compile_study.core.env import collect  # noqa: E402
+from compile_study.core.io import write_json_atomic  # noqa: E402
 
 device = torch.device(snakemake.params.device)
 torch.set_num_threads(snakemake.threads)

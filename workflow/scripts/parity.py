@@ -2,8 +2,8 @@
 
 import os
 
-from compile_study.isolation import bound_threads, claim_gpu, use_inductor_cache
-from compile_study.logs import redirect_output
+from compile_study.core.logs import redirect_output
+from compile_study.measure.isolation import bound_threads, claim_gpu, use_inductor_cache
 
 redirect_output(snakemake.log[0])
 bound_threads(snakemake.threads)  # before torch is imported
@@ -13,9 +13,9 @@ print("inductor cache:", use_inductor_cache(snakemake.params.cache_dir, fresh=Fa
 
 import torch  # noqa: E402
 
-from compile_study.io import write_json_atomic  # noqa: E402
-from compile_study.parity import check  # noqa: E402
-from compile_study.run import model_config_for  # noqa: E402
+from compile_study.checks.parity import check  # noqa: E402
+from compile_study.core.io import write_json_atomic  # noqa: E402
+from compile_study.measure.run import model_config_for  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
 data_dir = os.path.dirname(snakemake.input.data[0])

@@ -2,8 +2,8 @@
 
 import yaml
 
-from compile_study.logs import redirect_output
-from compile_study.report import write
+from compile_study.core.logs import redirect_output
+from compile_study.report.build import write
 
 redirect_output(snakemake.log[0])
 config = yaml.safe_load(open(snakemake.input.config))

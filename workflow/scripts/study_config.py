@@ -2,6 +2,6 @@
 
 import yaml
 
-from compile_study.io import write_text_atomic
+from compile_study.core.io import write_text_atomic
 
 write_text_atomic(snakemake.output[0], yaml.safe_dump(dict(snakemake.params.config), sort_keys=False))

@@ -1,7 +1,7 @@
 """Snakemake shim for rule summarize (snakemake --cores all results/cpu/summary.csv)."""
 
-from compile_study.logs import redirect_output
-from compile_study.summary import write
+from compile_study.aggregate.summary import write
+from compile_study.core.logs import redirect_output
 
 redirect_output(snakemake.log[0])
 inp = snakemake.input

@@ -3,14 +3,14 @@
     snakemake --cores all results/cpu/runs/static/fp32/default/module/bs32/r0.json
 """
 
-from compile_study.clock import Clock
+from compile_study.core.clock import Clock
 
 clock = Clock.since_process_start()  # first: the record's overhead_s counts from the process's creation
 
 import os  # noqa: E402
 
-from compile_study.isolation import bound_threads, claim_gpu, job_threads, use_inductor_cache  # noqa: E402
-from compile_study.logs import redirect_output, to_console  # noqa: E402
+from compile_study.core.logs import redirect_output, to_console  # noqa: E402
+from compile_study.measure.isolation import bound_threads, claim_gpu, job_threads, use_inductor_cache  # noqa: E402
 
 redirect_output(snakemake.log[0])
 bound_threads(snakemake.threads)  # before torch is imported
@@ -19,11 +19,11 @@ cache_state = use_inductor_cache(snakemake.params.cache_dir, fresh=snakemake.par
 clock.lap("process_start_s")  # interpreter, Snakemake's preamble, the GPU claim and the cache set-up
 
 with clock.part("imports_s"):
-    from compile_study.estimate import progress_message
-    from compile_study.io import write_json_atomic
-    from compile_study.profiling import write_empty_trace
-    from compile_study.record import RunConfig
-    from compile_study.run import model_config_for, run_and_record
+    from compile_study.aggregate.estimate import progress_message
+    from compile_study.core.io import write_json_atomic
+    from compile_study.core.record import RunConfig
+    from compile_study.measure.profiling import write_empty_trace
+    from compile_study.measure.run import model_config_for, run_and_record
 
 data_dir = os.path.dirname(snakemake.input.data[0])
 model_cfg = model_config_for(data_dir, snakemake.params.model)

@@ -1,0 +1,43 @@
+"""The study's command line: one entry per tool, each a module's own `main`.
+
+    python -m compile_study estimate config.yaml --device cuda      # device time of a grid
+    python -m compile_study grid --device cuda --sub-grid modes config.yaml
+    python -m compile_study record results/cpu/runs/static/fp32/default/module/bs8/r0.json
+    python -m compile_study session results/cuda -- snakemake --cores all
+    python -m compile_study rebuild reference/<name>
+    python -m compile_study readme README.md reference/<name>
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {  # command -> (module, what it does)
+    "estimate": ("aggregate.estimate", "a grid's device time, from earlier records"),
+    "grid": ("core.grid", "the run records of a device's grid (Snakemake targets)"),
+    "record": ("core.record", "one line per run record"),
+    "session": ("core.session", "run a study's command and log the call in calls.jsonl"),
+    "rebuild": ("report.rebuild", "remake a stored study's summary, figures and paper"),
+    "readme": ("report.readme", "regenerate the results block of the project's README"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {what}" for name, (_, what) in COMMANDS.items()]
+    return "usage: python -m compile_study <command> [args]\n\ncommands:\n" + "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in COMMANDS:
+        print(usage(), file=sys.stderr)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    module = importlib.import_module(f"compile_study.{COMMANDS[argv[0]][0]}")
+    sys.argv = [f"python -m compile_study {argv[0]}", *argv[1:]]
+    return module.main(argv[1:]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

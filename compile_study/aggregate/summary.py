@@ -1,0 +1,194 @@
+"""Run records -> one row per configuration: speedups with intervals, A/A verdicts, compile cost, memory, MFU.
+
+    snakemake --cores all results/cpu/summary.csv        (rule summarize calls `write`)
+
+Speedup: every run times its subject (eager or compiled) interleaved with an eager reference in the same
+process; the run's ratio reference/subject is its speedup, and for an eager subject it is the A/A control.
+Across the configuration's processes (repeats) stats.py gives the interval (method and n beside it), the
+cell's A/A band and the verdict. Everything else is the median over the successful repeats.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from compile_study.core import record, stats
+from compile_study.core.io import write_json_atomic, write_text_atomic
+
+# A cell: a configuration apart from compile mode and scope; regimes that differ only in how they are
+# compiled (dynamic-*) share the eager runs of `dynamic`.
+CELL = ["device_type", "reference_regime", "precision", "batch_size"]
+CONFIG = ["device_type", "shape_regime", "precision", "batch_size", "compile_mode", "compile_scope"]
+NUMERIC = (list(record.SCALARS) + [f"{side}_{k}" for side in record.PROFILE_SIDES for k in record.PROFILE]
+           + [f"overhead_{k}" for k in record.OVERHEAD])
+TEXT = ("profile_top_kernels", "reference_profile_top_kernels", "kernel_kind", "graph_break_reasons")
+PARITY_COLUMNS = [
+    "compile_mode", "precision", "batch_size", "loss_steps", "train_steps", "max_rel_loss_diff", "loss_rtol",
+    "loss_ok", "eager_accuracy", "compiled_accuracy", "accuracy_delta_points", "accuracy_ok",
+]
+BAND_METHOD = "max(chunk noise, 95% bound on the A/A bias)"  # stats.aa_band
+TRAIN_ROWS = 120_000  # the full AG News train split: break-even is also said in its epochs
+
+
+def _status(g: pd.DataFrame) -> tuple[str, str | None]:
+    failed = g[g.status != "ok"]
+    if failed.empty:
+        return "ok", None
+    return ("partial" if len(failed) < len(g) else failed.status.iloc[0]), failed.error.iloc[0]
+
+
+def _interval_columns(prefix: str, values) -> dict:
+    iv = stats.speedup_interval(pd.to_numeric(pd.Series(values), errors="coerce").dropna())
+    return {f"{prefix}_low": iv.low, f"{prefix}_high": iv.high, f"{prefix}_method": iv.method}
+
+
+def _config_row(key: tuple, g: pd.DataFrame) -> dict:
+    """Medians over the configuration's successful repeats, plus status, spread and compile overheads."""
+    ok = g[g.status == "ok"]
+    status, error = _status(g)
+    row = dict(zip(CONFIG, key)) | {"reference_regime": g.reference_regime.iloc[0], "n": len(g), "n_ok": len(ok),
+                                    "status": status, "error": error}
+    for m in NUMERIC:
+        values = pd.to_numeric(ok[m], errors="coerce")
+        row[m] = values.median() if values.notna().any() else np.nan
+    first = ok.iloc[0] if len(ok) else None  # text fields: the first successful repeat's
+    row |= {m: (first[m] if first is not None else None) for m in TEXT}
+    row["evidence_errors"] = "; ".join(sorted({e for e in g.evidence_errors if isinstance(e, str)})) or None
+    row["recompile_limit_hit"] = bool(ok.recompile_limit_hit.fillna(False).astype(bool).any())
+    row["step_cv_within_run"] = ok.step_cv.median() if len(ok) else np.nan
+    row["step_cv_across_repeats"] = ok.steady_step_ms.std() / ok.steady_step_ms.mean() if len(ok) > 1 else np.nan
+    row |= _interval_columns("gain", ok.gain_over_eager_static)
+    row |= _interval_columns("inference", ok.inference_speedup)
+    for phase in ("forward", "backward", "optimizer"):  # per phase, eager reference / subject, same process
+        row[f"{phase}_speedup"] = row[f"reference_{phase}_ms"] / row[f"{phase}_ms"]
+    for state in ("cold", "warm"):  # epoch 1 - epoch 2: compilation, recompilations, CUDA-graph recording
+        sel = ok[ok.inductor_cache == state]
+        row[f"{state}_epoch1_overhead_s"] = (sel.epoch1_s - sel.epoch2_s).median() if len(sel) else np.nan
+    return row
+
+
+def _regime_gains(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
+    """A non-static regime's gain in real tokens/s over eager on static batches, against the eager static runs of
+    the same batch size and precision (their median) where the grid has them: each run's real tokens/s over
+    that median, with the interval across the regime's runs. Not against the static reference inside the
+    run: its steps alternate with another shape's, and its first step after each switch is slow (allocator),
+    which on the GPU inflated the gain of packed batches by a third. Without eager static runs, the
+    in-process yardstick stays, and `gain_yardstick` says which one a row has."""
+    ok = records[records.status == "ok"]
+    static = ok[(ok.shape_regime == "static") & (ok.compile_mode == "eager") & (ok.compile_scope == "module")]
+    yard = pd.to_numeric(static.real_tokens_per_s, errors="coerce").groupby(
+        [static.device_type, static.precision, static.batch_size]).median()
+    summary["gain_yardstick"] = "in-process"
+    for i, row in summary.iterrows():
+        key = (row.device_type, row.precision, row.batch_size)
+        if row.shape_regime == "static" or key not in yard.index:
+            continue
+        runs = ok[(ok[CONFIG] == pd.Series(row[CONFIG])).all(axis=1)]
+        gains = pd.to_numeric(runs.real_tokens_per_s, errors="coerce") / yard[key]
+        summary.loc[i, "gain_over_eager_static"] = gains.median()
+        for col, value in _interval_columns("gain", gains).items():
+            summary.loc[i, col] = value
+        summary.loc[i, "gain_yardstick"] = "eager static runs"
+    return summary
+
+
+def summarize(records: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration: repeats, status, medians, speedup interval and verdict, compile cost, memory."""
+    summary = pd.DataFrame([_config_row(key, g) for key, g in records.groupby(CONFIG, sort=True)])
+    summary = _regime_gains(summary, records)
+    speedups = stats.speedup_table(records, CONFIG, CELL).rename(
+        columns={"aa_band_low": "aa_low", "aa_band_high": "aa_high"})
+    speedups["aa_method"] = [f"{BAND_METHOD}, n = {n}" if n else "no A/A control" for n in speedups.aa_n]
+    summary = summary.merge(speedups, on=CONFIG, how="left")
+    return _against_eager(summary, records)
+
+
+def _eager_of_cell(records: pd.DataFrame) -> dict:
+    """The eager `module` runs (AdamW foreach) of each cell: every comparison's baseline."""
+    eager = records[(records.compile_mode == "eager") & (records.compile_scope == "module") & (records.status == "ok")]
+    return {k: g for k, g in eager.groupby(CELL)}
+
+
+def _against_eager(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
+    """Cross-process speedup, compile latency net of eager's warm-up, break-even, memory ratio."""
+    eager = _eager_of_cell(records)
+    cols = {c: [] for c in ("eager_step_ms", "aa_ratio", "cross_process_speedup", "cold_compile_s",
+                            "warm_compile_s", "break_even_steps", "break_even_epochs", "memory_ratio")}
+    for _, row in summary.iterrows():
+        e = eager.get(tuple(row[c] for c in CELL))
+        if e is None:
+            for c in cols:
+                cols[c].append(np.nan)
+            continue
+        eager_overhead = (e.epoch1_s - e.epoch2_s).median()
+        compiled = row.compile_mode != "eager"
+        cold = row.cold_epoch1_overhead_s - eager_overhead if compiled else np.nan
+        saved_s = (row.reference_step_ms - row.steady_step_ms) / 1e3  # per step, same process
+        steps = (np.inf if saved_s <= 0 else max(cold, 0) / saved_s) if compiled and np.isfinite(cold) else np.nan
+        cols["eager_step_ms"].append(e.steady_step_ms.median())
+        cols["aa_ratio"].append(e.in_process_speedup.median())
+        cols["cross_process_speedup"].append(e.steady_step_ms.median() / row.steady_step_ms)
+        cols["cold_compile_s"].append(cold)
+        cols["warm_compile_s"].append(row.warm_epoch1_overhead_s - eager_overhead if compiled else np.nan)
+        cols["break_even_steps"].append(steps)
+        cols["break_even_epochs"].append(steps / (TRAIN_ROWS // int(row.batch_size)))
+        cols["memory_ratio"].append(e.peak_memory_bytes.median() / row.peak_memory_bytes)
+    for c, v in cols.items():
+        summary[c] = v
+    return summary
+
+
+def add_mfu(summary: pd.DataFrame, peaks: dict) -> pd.DataFrame:
+    """MFU = achieved TFLOP/s / the measured peak of the run's precision (peak.json); real_mfu counts real tokens."""
+    peak = summary.precision.map(lambda p: peaks.get(p, {}).get("tflops", np.nan))
+    summary["peak_tflops"] = peak
+    summary["mfu"] = summary.achieved_tflops / peak
+    summary["real_mfu"] = pd.to_numeric(summary.real_tflops, errors="coerce") / peak
+    return summary
+
+
+def environment(records: pd.DataFrame) -> dict:
+    """The hardware and versions behind the records; every distinct value is listed."""
+    env = {}
+    for k in record.ENV_KEYS:
+        values = sorted({str(v) for v in records[k] if v is not None and v == v})
+        env[k] = values[0] if len(values) == 1 else values
+    env["n_records"] = len(records)
+    # where the runs' wall time went, summed over every record that carries the breakdown (record.OVERHEAD)
+    env["overhead_s"] = {k: float(pd.to_numeric(records[f"overhead_{k}"], errors="coerce").sum())
+                         for k in record.OVERHEAD if records[f"overhead_{k}"].notna().any()}
+    env["statuses"] = records.status.value_counts().to_dict()
+    return env
+
+
+def parity_table(parity_paths: Iterable[str | Path]) -> pd.DataFrame:
+    """One row per parity check; an eager-only study has none (the table keeps its header)."""
+    rows = [json.loads(Path(p).read_text()) for p in parity_paths]
+    return pd.DataFrame([{k: r[k] for k in PARITY_COLUMNS} for r in rows], columns=PARITY_COLUMNS)
+
+
+def _json_or(path, default):
+    return json.loads(Path(path).read_text()) if path and Path(path).is_file() else default
+
+
+def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp_path=None) -> pd.DataFrame:
+    """Records -> out["summary"] (csv), out["parity"] (csv), out["environment"] (json), out["claims"] (csv).
+
+    The peak and MLP results are optional (a stored study from before they existed has none)."""
+    from compile_study.aggregate.claims import claims_table
+
+    records = record.table(record_paths)
+    peaks = _json_or(peak_path, {"peaks": {}})["peaks"]
+    summary = add_mfu(summarize(records), peaks)
+    write_text_atomic(out["summary"], summary.to_csv(index=False))
+    write_text_atomic(out["parity"], parity_table(parity_paths).to_csv(index=False))
+    claims = claims_table(summary, _json_or(mlp_path, None), json.loads(Path(facts_path).read_text()))
+    write_text_atomic(out["claims"], claims.to_csv(index=False))
+    write_json_atomic(out["environment"],
+                      environment(records) | {"peak_tflops": {p: v["tflops"] for p, v in peaks.items()}})
+    return summary

@@ -1,0 +1,30 @@
+"""The device's measured matmul peak per precision, the denominator of MFU (measured once per study).
+
+    snakemake --cores all results/cuda/peak.json
+"""
+
+from __future__ import annotations
+
+import torch
+
+from compile_study.measure.timing import time_steps
+
+
+def matmul_tflops(n: int, dtype: torch.dtype, device: torch.device, reps: int = 10) -> float:
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    for _ in range(3):  # warm-up: library initialisation, clocks ramping up
+        a @ b
+    _, wall = time_steps(lambda i: a @ b, reps, device)
+    return 2 * n**3 * reps / wall / 1e12
+
+
+def measure_peak(device: torch.device) -> dict:
+    """{precision: {"tflops", "n", "dtype"}} for fp32 (TF32 off), tf32 and bf16 square matmuls."""
+    n = 8192 if device.type == "cuda" else 1024
+    out = {}
+    for precision, dtype in (("fp32", torch.float32), ("tf32", torch.float32), ("bf16", torch.bfloat16)):
+        torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
+        out[precision] = {"tflops": matmul_tflops(n, dtype, device), "n": n, "dtype": str(dtype)}
+    torch.set_float32_matmul_precision("highest")
+    return out

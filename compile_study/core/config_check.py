@@ -1,0 +1,236 @@
+"""Readable config errors, found before any job runs.
+
+The workflow calls `schema_errors` (types, enums, ranges, required and unknown keys, from the JSON
+schema), then Snakemake's `validate` (which fills in the defaults), then `semantic_errors` (what
+a schema cannot say, the grid's expansion included), and `device_errors` (the one check that imports
+torch: a warning at load, so that a dry run may plan a GPU study anywhere, and an error when a run
+starts). Each error names the key, the bad value and the fix; `format_errors` reports all of them at
+once, each under the file (or `--config`) that set the bad value, without a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from compile_study.core import grid, vocab
+from compile_study.core.sources import CSV_LAYOUT, DataError, check_split, split_labels
+
+MERGED = "the merged config"  # where a value came from when no single source set it
+
+
+class Problem(str):
+    """One error message, with the config keys whose values cause it (to name the file that set them)."""
+
+    keys: tuple[tuple, ...]
+
+    def __new__(cls, text: str, *keys: tuple) -> Problem:
+        self = super().__new__(cls, text)
+        self.keys = keys
+        return self
+
+
+def _key(path) -> str:
+    parts = []
+    for p in path:
+        parts.append(f"[{p}]" if isinstance(p, int) else f".{p}")
+    return "".join(parts).lstrip(".") or "(top level)"
+
+
+def _describe(err: jsonschema.ValidationError) -> Problem:
+    path = tuple(err.absolute_path)
+    key = _key(path)
+    if err.validator == "additionalProperties":
+        allowed = ", ".join(sorted(err.schema.get("properties", {})))
+        extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+        return Problem(f"{key}: unknown key(s) {', '.join(map(repr, extra))}; allowed: {allowed}", path + (extra[0],))
+    if err.validator == "enum":
+        allowed = ", ".join(map(str, err.validator_value))
+        return Problem(f"{key}: {err.instance!r} is not allowed; allowed: {allowed}", path)
+    if err.validator == "type":
+        return Problem(f"{key}: {err.instance!r} has the wrong type; expected {err.validator_value}", path)
+    return Problem(f"{key}: {err.message}", path)
+
+
+def schema_errors(config: dict, schema_path: str | Path) -> list[Problem]:
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    return [_describe(e) for e in errors]
+
+
+def semantic_errors(config: dict, devices: list[str] | None = None) -> list[Problem]:
+    """Checks across keys (run after the schema's defaults are filled in), for the grids of `devices`
+    (default: all); the workflow checks the grid it is about to run."""
+    out = []
+    model = config["model"]
+    if model["d_model"] % model["n_heads"]:
+        out.append(Problem(f"model.d_model: {model['d_model']} is not divisible by model.n_heads ({model['n_heads']})",
+                           ("model", "d_model"), ("model", "n_heads")))
+    out += data_errors(config["data"])
+    for device, grids in config["grids"].items():
+        if devices is None or device in devices:
+            out += grid_errors(device, grids, model["max_len"])
+    return out
+
+
+def data_errors(data: dict) -> list[Problem]:
+    """The CSV directory exists and holds test.csv; a split made from the data leaves both sides non-empty."""
+    if data["source"] == "csv":
+        csv_dir = Path(data["csv_dir"] or "")
+        if not data["csv_dir"] or not csv_dir.is_dir():
+            return [Problem(f"data.csv_dir: {data['csv_dir']!r} is not a directory (needed by data.source: csv)",
+                            ("data", "csv_dir"))]
+        if not (csv_dir / "test.csv").is_file():
+            return [Problem(f"data.csv_dir: {str(csv_dir)!r} has no test.csv ({CSV_LAYOUT})", ("data", "csv_dir"))]
+    try:  # cheap: reads test.csv's labels or draws the synthetic ones; no tokenizer
+        found = split_labels(data)
+    except DataError as e:  # a malformed test.csv: its file and line
+        return [Problem(f"data.csv_dir: {e}", ("data", "csv_dir"))]
+    if found is None:  # the split is given (hub, train.csv + test.csv) or decided when the data is prepared
+        return []
+    try:
+        check_split(*found, data["eval_fraction"])
+    except DataError as e:
+        return [Problem(str(e), ("data", "eval_fraction"), ("data", "synthetic_rows"), ("data", "csv_dir"))]
+    return []
+
+
+def grid_errors(device: str, grids: list[dict], max_len: int) -> list[Problem]:
+    out = []
+    names = [g["name"] for g in grids]
+    if len(set(names)) != len(names):
+        out.append(Problem(f"grids.{device}: sub-grid names must be unique, got {names}", ("grids", device)))
+    for i, g in enumerate(grids):
+        key, path = f"grids.{device}[{i}]", ("grids", device, i)
+        for j, edges in enumerate(g["bucket_sets"] if "bucketed" in g["shape_regime"] else []):
+            if edges != sorted(set(edges)):
+                out.append(Problem(f"{key}.bucket_sets[{j}]: {edges} must be strictly increasing", path))
+            elif edges[-1] != max_len:
+                out.append(Problem(f"{key}.bucket_sets[{j}]: {edges} must end at model.max_len ({max_len}) "
+                                   "so that every sequence fits a bucket", path, ("model", "max_len")))
+        extra = set(g.get("max_autotune_batch_sizes") or []) - set(g["batch_size"])
+        if extra:
+            out.append(Problem(f"{key}.max_autotune_batch_sizes: {sorted(extra)} are not in batch_size "
+                               f"{g['batch_size']}", path))
+        out += runless_modes(f"{key} ({g['name']})", path, grid.grid_defaults() | g)
+    if len(grids) > 1 and not grid.expand(grids):
+        out.append(Problem(f"grids.{device}: no sub-grid has a run, so the study would have nothing to summarise",
+                           ("grids", device)))
+    return out
+
+
+def runless_modes(label: str, path: tuple, g: dict) -> list[Problem]:
+    """A sub-grid that expands to no run, or a compile mode it lists that gets none, named with the fix."""
+    empty = [m for m in g["compile_mode"] if not grid.expand([g | {"compile_mode": [m]}])]
+    if empty and len(empty) == len(g["compile_mode"]):
+        why = "; ".join(f"{m} {_why_no_runs(g, m)}" for m in empty)
+        return [Problem(f"{label} expands to no runs: {why}", path)]
+    return [Problem(f"{label}: compile_mode {m} gets no run: it {_why_no_runs(g, m)}", path) for m in empty]
+
+
+def _why_no_runs(g: dict, mode: str) -> str:
+    """Which of the vocabulary's rules (vocab.runs_with) drop every run of `mode`, and what would keep them."""
+    scopes, batches, autotune = g["compile_scope"], g["batch_size"], g.get("max_autotune_batch_sizes")
+    regimes = vocab.expand_regimes(g["shape_regime"], g.get("bucket_sets") or [])
+    reasons = []
+    if mode == "eager" and not set(scopes) & {"module", "fused-adamw"}:
+        reasons.append("runs at compile_scope module or fused-adamw only (eager module is the reference of every "
+                       "scope): add module to compile_scope")
+    if mode == "eager" and all(vocab.Regime.parse(r).compiled_only for r in regimes):
+        reasons.append(f"skips shape_regime {', '.join(regimes)} (the eager run of regime dynamic is their "
+                       "reference): add dynamic or static to shape_regime")
+    if mode in vocab.AUTOTUNE_MODES and autotune is not None and not set(autotune) & set(batches):
+        reasons.append(f"runs only at max_autotune_batch_sizes {autotune}, none of batch_size {batches}: "
+                       "list some of them, or null for all")
+    if mode != "eager" and not any(mode in vocab.SCOPE_MODES[s] for s in scopes):
+        takes = sorted(s for s in vocab.COMPILE_SCOPES if mode in vocab.SCOPE_MODES[s])
+        reasons.append(f"does not run at compile_scope {', '.join(scopes)}: {mode} runs at {', '.join(takes)}")
+    return " and ".join(reasons) or "matches none of the rules in compile_study.core.vocab.runs_with"
+
+
+def device_errors(config: dict) -> list[Problem]:
+    """`device: cuda` on a host where torch sees no GPU; not checked where torch is not installed beside
+    Snakemake (jobs in a container find out for themselves)."""
+    if config["device"] != "cuda":
+        return []
+    try:
+        import torch
+    except ImportError:
+        return []
+    if torch.cuda.is_available():
+        return []
+    build = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+    fix = "use device: auto or cpu"
+    if torch.version.cuda:
+        fix += ", or check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES"
+    return [Problem(f"device: 'cuda', but torch sees no CUDA GPU (torch {torch.__version__}, {build}); {fix}",
+                    ("device",))]
+
+
+def warn_before_start(problems: list[str]) -> None:
+    """Problems a dry run may plan around (the workflow's `onstart` stops a real run on them)."""
+    for p in problems:
+        print(f"warning: {p} (a dry run plans the study; a run stops before its first job)", file=sys.stderr)
+
+
+def config_sources(workflow) -> list[tuple[str, Mapping]]:
+    """The config's sources in Snakemake's merge order (later wins): the Snakefile's `configfile:`, the
+    --configfile files, then --config. Empty if this Snakemake does not say (messages then name MERGED)."""
+    try:
+        settings = workflow.config_settings
+        overlays = [Path(p) for p in settings.configfiles]
+        own = [] if settings.replace_workflow_config else [
+            Path(p) for p in workflow.configfiles if Path(p).absolute() not in overlays]
+        sources = [(_display(p), yaml.safe_load(p.read_text()) or {}) for p in own + overlays]
+        overrides = dict(settings.config)
+    except (AttributeError, OSError, yaml.YAMLError):
+        return []
+    return sources + ([("--config", overrides)] if overrides else [])
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _sets(source, path: tuple) -> bool:
+    """Whether `source` gives the value at `path` (a list or scalar on the way replaces the subtree)."""
+    node = source
+    for part in path:
+        if not isinstance(node, Mapping):
+            return True
+        if part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def source_of(problem, sources: list[tuple[str, Mapping]]) -> str:
+    """The one source that set the problem's keys (the last to set each, as Snakemake merges), else MERGED."""
+    owners = set()
+    for path in getattr(problem, "keys", ()):
+        owner = next((label for label, content in reversed(sources) if path and _sets(content, path)), None)
+        if owner:  # a key no source sets has its schema default: the fix lies with the keys that were set
+            owners.add(owner)
+    return owners.pop() if len(owners) == 1 else MERGED
+
+
+def format_errors(errors: list[str], sources: list[tuple[str, Mapping]] = ()) -> str:
+    groups: dict[str, list[str]] = {}
+    for e in errors:
+        groups.setdefault(source_of(e, sources), []).append(e)
+    out = []
+    for label, errs in groups.items():
+        head = f"{label} is invalid:"
+        if label == "--config" and any("has the wrong type" in e for e in errs):
+            head = ("--config is invalid (Snakemake reads the values inside a --config mapping as strings; "
+                    "put them in a file given with --configfile):")
+        out.append(head + "".join(f"\n  - {e}" for e in errs))
+    return "\n".join(out)

@@ -1,0 +1,81 @@
+"""The environment a record was measured in: hardware, versions, code revision (torch is imported by
+`collect` alone, so that torch-free callers share `git_state`)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+
+def _run(cmd: list[str]) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=True)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+CODE = Path(__file__).resolve().parents[2]  # the checkout this package runs from (not the study's directory)
+
+
+def git_state() -> dict:
+    """The revision of the code that runs; where the tree was copied without .git, STUDY_GIT_COMMIT names it."""
+    commit = _run(["git", "-C", str(CODE), "rev-parse", "HEAD"])
+    if commit is None:
+        return {"git_commit": os.environ.get("STUDY_GIT_COMMIT", "unknown"), "git_dirty": None}
+    status = _run(["git", "-C", str(CODE), "status", "--porcelain", "--untracked-files=no"])
+    return {"git_commit": commit, "git_dirty": bool(status)}
+
+
+def collect(device: torch.device) -> dict:
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    env = {
+        "device_type": device.type,
+        "device_name": cpu_model(),
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "torch_threads": torch.get_num_threads(),
+        "executable": sys.executable,
+        **git_state(),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        env |= {
+            "device_name": props.name,
+            "gpu_memory_gib": round(props.total_memory / 2**30, 1),
+            "gpu_sm_count": props.multi_processor_count,
+            "driver": _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", f"--id={device.index or 0}"]),
+            "cudnn": torch.backends.cudnn.version(),
+        }
+    return env

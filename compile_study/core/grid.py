@@ -1,0 +1,105 @@
+"""The study's grid: the configured sub-grids of a device, expanded into one entry per run.
+
+The records of one sub-grid, as Snakemake targets (to run part of a study first):
+
+    snakemake --cores all $(python -m compile_study grid --device cuda --sub-grid modes config.yaml)
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+from pathlib import Path
+
+from compile_study.core import vocab
+from compile_study.core.layout import Layout
+from compile_study.core.record import RunKey
+
+STEP_KEYS = ("warmup_steps", "timed_steps", "max_epoch_steps", "interleave_chunk", "recompile_limit", "phase_steps",
+             "profile_steps")
+
+
+_SCHEMA_IN_REPO = Path("workflow") / "schemas" / "config.schema.yaml"
+# beside the package in a checkout (pip install -e .); else the study's directory (the container installs the
+# package elsewhere and runs in the mounted checkout)
+SCHEMA = next((p for p in (Path(__file__).resolve().parents[2] / _SCHEMA_IN_REPO, Path.cwd() / _SCHEMA_IN_REPO)
+               if p.is_file()), Path(__file__).resolve().parents[2] / _SCHEMA_IN_REPO)
+
+
+@functools.cache
+def grid_defaults() -> dict:
+    """Each sub-grid key's default, from the config schema (the one place defaults are written); none if the
+    schema is not at hand (a workflow's config is validated, defaults filled, before the grid is expanded)."""
+    import yaml
+
+    if not SCHEMA.is_file():
+        return {}
+    props = yaml.safe_load(SCHEMA.read_text())["definitions"]["grid"]["properties"]
+    return {k: v["default"] for k, v in props.items() if "default" in v}
+
+
+def expand(grids: list[dict]) -> dict[RunKey, dict]:
+    """Every run of the sub-grids -> that run's step settings (and its sub-grid's name, `sub_grid`).
+
+    A configuration named by two sub-grids runs once, with the first sub-grid's settings; which
+    (mode, scope, regime) combinations run at all is vocab.runs_with's rule.
+    """
+    runs: dict[RunKey, dict] = {}
+    for grid in grids:
+        grid = grid_defaults() | grid  # stored configs from before a key existed get its default
+        autotune_bs = grid.get("max_autotune_batch_sizes")
+        steps = {k: grid[k] for k in STEP_KEYS} | {"sub_grid": grid["name"]}
+        for mode, scope, bs, regime, precision, repeat in itertools.product(
+            grid["compile_mode"], grid["compile_scope"], grid["batch_size"],
+            vocab.expand_regimes(grid["shape_regime"], grid["bucket_sets"]), grid["precision"],
+            range(grid["repeats"]),
+        ):
+            if mode in vocab.AUTOTUNE_MODES and autotune_bs is not None and bs not in autotune_bs:
+                continue
+            if not vocab.runs_with(mode, scope, regime):
+                continue
+            runs.setdefault(RunKey(mode, scope, bs, regime, precision, repeat), steps)
+    return runs
+
+
+def record_path(device: str, key: RunKey) -> str:
+    return Layout(f"results/{device}").record(key)
+
+
+def merge(config: dict, overlay: dict) -> dict:
+    """Overlay into config, recursively for mappings (lists are replaced), as Snakemake merges --configfile."""
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            merge(config[key], value)
+        else:
+            config[key] = value
+    return config
+
+
+def load_config(paths) -> dict:
+    """config.yaml, then overlays, merged as Snakemake merges them and validated (the schema's defaults filled in)."""
+    import yaml
+    from snakemake.utils import validate
+
+    config: dict = {}
+    for path in paths:
+        merge(config, yaml.safe_load(Path(path).read_text()))
+    validate(config, str(SCHEMA))
+    return config
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Print the run records of a device's grid (Snakemake targets).")
+    parser.add_argument("configs", nargs="+", help="config.yaml, then overlays (later files win, key by key at the top)")
+    parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
+    parser.add_argument("--sub-grid", action="append", help="only these sub-grids (repeatable); default: all")
+    args = parser.parse_args(argv)
+    config = load_config(args.configs)
+    for key, steps in expand(config["grids"][args.device]).items():
+        if not args.sub_grid or steps["sub_grid"] in args.sub_grid:
+            print(record_path(args.device, key))
+
+
+if __name__ == "__main__":
+    main()

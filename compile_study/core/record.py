@@ -1,0 +1,231 @@
+"""The run record: one JSON file per run, its declared shape, and the one loader every reader goes through.
+
+    python -m compile_study record results/cpu/runs/static/fp32/default/module/bs8/r0.json
+
+A record is `{"schema_version", "config", "env", "status", "error", "metrics"}`: `config` is a RunConfig plus
+the model, `env` the hardware and versions (env.py), `status` one of vocab.STATUSES, `metrics` the names
+declared below (absent ones were not measured). Older records are upgraded on reading (`upgrade`), so
+summary, figures, rebuild and benchmarks/records_table.py see one shape. Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import MISSING, asdict, dataclass, fields
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from compile_study.core import vocab
+
+SCHEMA_VERSION = 4  # 2: compile_scope; 3: phases, profiler, inference; 4: overhead breakdown, chunk order
+OLDEST_READABLE = 2  # version 1 records lack the in-process reference: render them with the commit that made them
+
+
+class RunKey(NamedTuple):
+    """One run's place in the grid, by name: the grid, the layout (a record's path) and the rules use it.
+
+    `RunKey.of(wildcards)` makes one from strings (a rule's wildcards) or a record's config.
+    """
+
+    compile_mode: str  # vocab.COMPILE_MODES
+    compile_scope: str  # vocab.COMPILE_SCOPES
+    batch_size: int
+    shape_regime: str  # vocab.Regime.parse
+    precision: str  # vocab.PRECISIONS
+    repeat: int  # the configuration's process index (0 compiles cold and takes the evidence)
+
+    @classmethod
+    def of(cls, fields) -> RunKey:
+        """From any mapping (or object with a `get`) holding the six fields, strings or not."""
+        ints = ("batch_size", "repeat")
+        return cls(**{k: int(fields[k]) if k in ints else str(fields[k]) for k in cls._fields})
+
+    def with_repeat(self, repeat: int) -> RunKey:
+        return self._replace(repeat=repeat)
+
+    def same_configuration(self, other: RunKey) -> bool:
+        """The same configuration (every field but the repeat): repeats of one configuration share a cache."""
+        return self.with_repeat(0) == other.with_repeat(0)
+
+
+RUN_KEYS = RunKey._fields
+CONFIGURATION_KEYS = RUN_KEYS[:-1]  # a configuration: a run key without its repeat
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run's settings: its place in the grid (RUN_KEYS) and its sub-grid's step settings."""
+
+    compile_mode: str  # vocab.COMPILE_MODES
+    batch_size: int
+    shape_regime: str  # vocab.Regime.parse
+    precision: str  # vocab.PRECISIONS
+    repeat: int  # independent process index; seeds do not change with it
+    compile_scope: str = "module"  # vocab.COMPILE_SCOPES
+    warmup_steps: int = 5  # timed one by one; the compiled run's compilation happens here
+    timed_steps: int = 50  # steady-state steps of the subject (and as many of the reference)
+    interleave_chunk: int = 10  # subject and reference alternate in chunks of this many steps
+    max_epoch_steps: int | None = None  # cap an epoch (CPU smoke runs); None = the whole split
+    lr: float = 3e-4
+    seed: int = 0
+    recompile_limit: int = 8  # torch._dynamo.config.recompile_limit (8 is torch's default)
+    phase_steps: int = 20  # steps per model in the forward/backward/optimizer split
+    profile_steps: int = 3  # steps under torch.profiler (after as many unprofiled ones)
+    evidence: bool = True  # phase split, profiler, inference, eval accuracy (once per configuration: repeat 0)
+
+    def __post_init__(self) -> None:
+        for key, allowed in (("compile_mode", vocab.COMPILE_MODES), ("precision", vocab.PRECISIONS),
+                             ("compile_scope", vocab.COMPILE_SCOPES)):
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"{key} {getattr(self, key)!r} is not one of {allowed}")
+        vocab.Regime.parse(self.shape_regime)
+        if not vocab.runs_with(self.compile_mode, self.compile_scope, self.shape_regime):
+            raise ValueError(f"compile_scope {self.compile_scope!r} does not run with compile_mode "
+                             f"{self.compile_mode!r} and shape_regime {self.shape_regime!r}")
+        for key in ("seed", "repeat"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"{key} must be >= 0, got {getattr(self, key)}")
+
+    @property
+    def regime(self) -> vocab.Regime:
+        return vocab.Regime.parse(self.shape_regime)
+
+    def key(self) -> RunKey:
+        return RunKey.of(asdict(self))
+
+
+CONFIG_FIELDS = tuple(f.name for f in fields(RunConfig))
+
+# --- metrics: name -> what it is (ms per step unless said) ---------------------------------------------------
+SCALARS = {
+    "steady_step_ms": "median step time of the subject in the interleaved steady-state block",
+    "step_ms_p10": "10th percentile step time", "step_ms_p90": "90th percentile step time",
+    "block_mean_step_ms": "the subject's block wall time / steps",
+    "reference_step_ms": "median step time of the eager reference, same process, same batches",
+    "in_process_speedup": "reference_step_ms / steady_step_ms (for an eager subject: the A/A control)",
+    "samples_per_s": "real rows per second", "real_tokens_per_s": "non-pad tokens per second",
+    "padded_tokens_per_s": "computed token positions per second",
+    "eager_static_real_tokens_per_s": "real tokens/s of eager on static batches in the same process",
+    "gain_over_eager_static": "real_tokens_per_s / eager_static_real_tokens_per_s",
+    "padding_fraction": "share of computed token positions that are padding",
+    "distinct_shapes": "distinct batch shapes in an epoch",
+    "train_flops_per_step": "matmul FLOPs per step over computed tokens (padding included)",
+    "real_train_flops_per_step": "matmul FLOPs per step over real tokens",
+    "achieved_tflops": "train_flops_per_step / step time", "real_tflops": "real_train_flops_per_step / step time",
+    "warmup_excess_s": "warm-up steps' time beyond as many steady steps (compilation and one-off init)",
+    "first_step_s": "the first step's time", "epoch1_s": "epoch 1 wall time", "epoch2_s": "epoch 2 wall time",
+    "epoch_steps": "steps per epoch", "subject_steps": "steps the subject trained",
+    "final_loss": "the subject's last training loss", "eval_accuracy": "eval accuracy of the subject's weights",
+    "peak_memory_bytes": "peak device memory (CUDA) or peak RSS (CPU) of the subject's training",
+    "graphs_compiled": "Dynamo graphs compiled", "recompiles": "graphs_compiled - 1",
+    "recompile_limit": "torch._dynamo.config.recompile_limit", "recompile_limit_hit": "a frame fell back to eager",
+    "eager_fallback_steps": "steps run eagerly past the recompile limit",
+    "dynamo_frames_compiled": "Dynamo frames compiled", "lazy_backward_compiles": "backward graphs compiled lazily",
+    "cudagraph_recordings": "CUDA graphs recorded", "compile_events_s": "time inside compile events",
+    "graph_breaks": "graph breaks", "generated_kernels": "kernels Inductor generated (0 when cached)",
+    "compiled_autograd_captures": "backward graphs compiled autograd traced (scope step)",
+    "compiled_autograd_compiles": "backward graphs compiled autograd compiled (scope step)",
+    "inference_step_ms": "eval-mode step, subject", "inference_reference_step_ms": "eval-mode step, eager",
+    "inference_speedup": "inference_reference_step_ms / inference_step_ms",
+    "inference_warmup_s": "inference warm-up (its compilation)",
+    "forward_ms": "forward + loss", "backward_ms": "backward", "optimizer_ms": "optimizer step",
+    "reference_forward_ms": "forward + loss, eager reference", "reference_backward_ms": "backward, eager reference",
+    "reference_optimizer_ms": "optimizer step, eager reference",
+}
+SERIES = {
+    "step_times_ms": "the subject's steady-state step times, in measurement order",
+    "reference_step_times_ms": "the eager reference's, in measurement order",
+    "static_reference_step_times_ms": "eager on static batches (non-static regimes), in measurement order",
+    "chunk_first": "per chunk, which side ran first (subject or reference): the order alternates",
+    "warmup_step_s": "warm-up steps, one by one", "epoch1_step_ms": "every epoch-1 step",
+    "graph_steps": "steps after which a new graph existed",
+}
+TEXTS = {
+    "recompile_reasons": "most frequent recompile reasons", "graph_break_reasons": "most frequent graph breaks",
+    "evidence_errors": "evidence that failed after the timings were taken (name -> error)",
+    "profile": "torch.profiler summary of the subject (PROFILE below)",
+    "reference_profile": "the same for the eager reference",
+    "overhead_s": "where the run's wall time went (OVERHEAD below), seconds",
+}
+PROFILE = {
+    "kernels_per_step": "device kernels per step (memcpy/memset apart)", "idle_fraction": "device idle share",
+    "cpu_ms_per_step": "host CPU time per step", "device_busy_ms_per_step": "union of kernel intervals per step",
+    "wall_ms_per_step": "profiled wall time per step", "triton_kernels_distinct": "distinct Triton kernels",
+    "distinct_kernels": "distinct kernels",
+}
+PROFILE_SIDES = ("profile", "reference_profile")  # table columns: profile_<name>, reference_profile_<name>
+OVERHEAD = ("process_start_s", "imports_s", "cuda_init_s", "data_load_s", "compile_s", "timed_s",
+            "phase_split_s", "profiler_s", "inference_s", "accuracy_s", "total_s")
+ENV_KEYS = ("device_type", "device_name", "torch", "triton", "cuda", "driver", "python", "cpu_model", "cpu_cores",
+            "git_commit", "git_dirty", "inductor_cache")
+
+
+def new(cfg: RunConfig, model: dict, env: dict) -> dict:
+    return {"schema_version": SCHEMA_VERSION, "config": asdict(cfg) | {"model": model}, "env": env,
+            "status": "ok", "error": None, "metrics": {}}
+
+
+def upgrade(rec: dict, where: str = "record") -> dict:
+    """A record of any readable version in today's shape (missing keys get the value they had implicitly)."""
+    version = rec.get("schema_version", 1)
+    if version < OLDEST_READABLE:
+        raise ValueError(f"{where}: schema version {version} records are rendered by the commit that made them "
+                         "(see its study's README), not by this one")
+    if version > SCHEMA_VERSION:
+        raise ValueError(f"{where}: schema version {version} is newer than this code's {SCHEMA_VERSION}")
+    cfg = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING} | rec["config"]
+    cfg.setdefault("compile_scope", "module")  # version 2 records predate scopes only in name
+    metrics = rec.get("metrics") or {}
+    return rec | {"schema_version": SCHEMA_VERSION, "config": cfg, "metrics": metrics,
+                  "env": {k: None for k in ENV_KEYS} | rec["env"]}
+
+
+def read(path: str | Path) -> dict:
+    return upgrade(json.loads(Path(path).read_text()), str(path))
+
+
+def _row(rec: dict) -> dict:
+    cfg, env, m = rec["config"], rec["env"], rec["metrics"]
+    row = {k: cfg[k] for k in CONFIG_FIELDS} | {k: env.get(k) for k in ENV_KEYS}
+    row |= {"status": rec["status"], "error": rec.get("error"),
+            "reference_regime": vocab.Regime.parse(cfg["shape_regime"]).reference}
+    row |= {k: m.get(k) for k in SCALARS}
+    for side in PROFILE_SIDES:
+        prof = m.get(side) or {}
+        row |= {f"{side}_{k}": prof.get(k) for k in PROFILE}
+        row[f"{side}_top_kernels"] = json.dumps(prof.get("top_kernels") or [])
+    row["kernel_kind"] = (m.get("profile") or {}).get("kernel_kind")
+    row["evidence_errors"] = "; ".join(f"{k}: {v}" for k, v in (m.get("evidence_errors") or {}).items()) or None
+    row["graph_break_reasons"] = "; ".join(m.get("graph_break_reasons") or []) or None
+    for k in ("step_times_ms", "reference_step_times_ms", "chunk_first", "epoch1_step_ms", "graph_steps"):
+        row[k] = m.get(k)
+    times = m.get("step_times_ms")
+    row["step_cv"] = float(np.std(times) / np.mean(times)) if times else np.nan
+    row |= {f"overhead_{k}": (m.get("overhead_s") or {}).get(k) for k in OVERHEAD}
+    return row
+
+
+def table(paths) -> pd.DataFrame:
+    """One row per record: config, environment, status and every declared scalar (the one reader of records)."""
+    rows = [_row(read(p)) for p in paths]
+    if not rows:
+        raise ValueError("no run records to summarise")
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """One line per record: status, configuration, step time, speedup (the old benchmarks/records_table.py)."""
+    for path in argv if argv is not None else sys.argv[1:]:
+        rec = read(path)
+        c, m = rec["config"], rec["metrics"]
+        print(f"{rec['status']:<14} {c['compile_mode']:<27} {c['compile_scope']:<11} {c['shape_regime']:<22} "
+              f"{c['precision']:<5} bs{c['batch_size']:<5} r{c['repeat']}  step {m.get('steady_step_ms', float('nan')):8.3f} ms"
+              f"  speedup {m.get('in_process_speedup', float('nan')):6.3f}  {rec.get('error') or ''}")
+
+
+if __name__ == "__main__":
+    main()

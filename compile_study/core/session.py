@@ -1,0 +1,84 @@
+"""One sitting of a study, logged: run the study's command and note the call in the study's calls.jsonl.
+
+    python -m compile_study session results/cuda -- snakemake --cores all --resources timed_run=2
+
+A study cut by a time limit resumes with the same command, so one study may take several calls. Each call
+appends one line to `<study>/calls.jsonl`: start and end (UTC), wall seconds, exit status, the command,
+the host's CPUs and GPUs and the code's commit; the call's Snakemake log is copied to
+`logs/<device>/calls/<n>.snakemake.log` (job logs live beside it). The stored study's README (readme.py)
+says from these lines how long each call took. The exit status is the command's. Torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from compile_study.core import env
+
+
+def _gpus() -> list[str]:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def _commit() -> dict:
+    """The code's commit and state (env.git_state), and the tag it is at, if any."""
+    return env.git_state() | {"git_describe": env._run(["git", "-C", str(env.CODE), "describe", "--tags", "--always"])}
+
+
+def newest_snakemake_log(since: float, directory: str = ".snakemake/log") -> Path | None:
+    logs = [p for p in Path(directory).glob("*.snakemake.log") if p.stat().st_mtime >= since]
+    return max(logs, key=lambda p: p.stat().st_mtime) if logs else None
+
+
+def log_call(study: Path, logs: Path, command: list[str], started: float, ended: float, rc: int) -> dict:
+    """Append the call to study/calls.jsonl and keep its Snakemake log under logs/calls/ -> the line."""
+    calls = study / "calls.jsonl"
+    n = sum(1 for _ in calls.open()) + 1 if calls.exists() else 1
+    line = {"call": n, "start_utc": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+            "end_utc": datetime.fromtimestamp(ended, UTC).isoformat(timespec="seconds"),
+            "wall_s": round(ended - started, 1), "exit_status": rc, "command": command,
+            "host_cpus": os.cpu_count(), "gpus": _gpus(), "hostname": socket.gethostname()} | _commit()
+    log = newest_snakemake_log(started)
+    if log is not None:
+        (logs / "calls").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(log, logs / "calls" / f"{n}.snakemake.log")
+        line["snakemake_log"] = f"calls/{n}.snakemake.log"
+    study.mkdir(parents=True, exist_ok=True)
+    with calls.open("a") as f:
+        f.write(json.dumps(line) + "\n")
+    return line
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run a study's command and note the call in calls.jsonl.")
+    parser.add_argument("study", type=Path, help="the study's directory, e.g. results/cuda")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given (put it after --)")
+    logs = Path("logs") / args.study.name  # results/cuda -> logs/cuda, where the study's job logs go
+    started = time.time()
+    rc = subprocess.call(command)
+    line = log_call(args.study, logs, command, started, time.time(), rc)
+    print(f"call {line['call']}: {line['wall_s']:.0f} s, exit status {rc} ({args.study}/calls.jsonl; "
+          f"{len(line['gpus'])} GPU(s))", file=sys.stderr)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,305 @@
+"""Where a study's corpus comes from: the Hugging Face hub, AG News' CSV files, or a labelled synthetic
+stand-in; the train/eval split and the checks that make bad data fail with a message naming file and line.
+
+    python -c "from compile_study.core.sources import load_corpus; print(load_corpus(cfg, 'resources/hf_cache').description)"
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+CLASSES = ("World", "Sports", "Business", "Sci/Tech")
+SPECIAL_TOKENS = ("[PAD]", "[UNK]")  # id 0 = padding (model.PAD_ID), id 1 = unknown
+# sha256 of the original AG News CSV files (checked, and named in the facts when they match)
+KNOWN_SHA256 = {
+    "train.csv": "76a0a2d2f92b286371fe4d4044640910a04a803fdd2538e0f3f29a5c6f6b672e",
+    "test.csv": "521465c2428ed7f02f8d6db6ffdd4b5447c1c701962353eb2c40d548c3c85699",
+}
+
+
+# what load_csv reads; train.csv without test.csv is refused (the study evaluates on test.csv)
+CSV_LAYOUT = "AG News CSV layout: test.csv, either beside train.csv or alone (then split by data.eval_fraction)"
+
+
+class DataError(ValueError):
+    """Bad or missing input data; the message names the file and what is wrong."""
+
+
+@dataclass
+class Corpus:
+    """Raw texts and 0-based labels for the train and eval splits, plus provenance."""
+
+    train_texts: list[str]
+    train_labels: list[int]
+    eval_texts: list[str]
+    eval_labels: list[int]
+    source: str  # hf | csv | synthetic
+    description: str  # what the paper calls the data, e.g. "AG News test split (7,600 rows)"
+    notes: list[str]
+    input_sha256: dict[str, str]
+    csv_dir: str | None = None  # as the paper may show it (display_path), when read from CSV
+
+
+# ---------------------------------------------------------------- sources
+
+
+def hub_reachable(host: str = "huggingface.co", timeout_s: float = 3.0) -> bool:
+    """A TCP connect with a short timeout: `datasets` itself retries for ~25 s offline."""
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+        return False
+    try:
+        with socket.create_connection((host, 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def load_hf(name: str, cache_dir: str | os.PathLike) -> Corpus:
+    """AG News from the Hugging Face hub (`text`, `label` 0-3; train 120,000 / test 7,600)."""
+    import datasets  # imported here: only the hub source needs it
+
+    ds = datasets.load_dataset(name, cache_dir=str(cache_dir))
+    train, test = ds["train"], ds["test"]
+    return Corpus(
+        train_texts=list(train["text"]),
+        train_labels=[int(x) for x in train["label"]],
+        eval_texts=list(test["text"]),
+        eval_labels=[int(x) for x in test["label"]],
+        source="hf",
+        description=f"AG News (hub dataset {name}: {len(train):,} train / {len(test):,} test rows)",
+        notes=[f"loaded from the Hugging Face hub ({name}); eval = the official test split"],
+        input_sha256={},
+    )
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_ag_news_csv(path: str | os.PathLike) -> tuple[list[str], list[int]]:
+    """Parse AG News' original CSV: no header, fields class index (1-4), title, description.
+
+    Returns texts (title + " " + description, as the hub's `text` column) and 0-based labels.
+    Any malformed row is an error naming the file and line: nothing is skipped silently.
+    """
+    path = Path(path)
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise DataError(f"{path}: line {line}: not valid UTF-8 (byte {raw[e.start]:#04x} at offset {e.start})") from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark, as spreadsheet programs write
+    texts, labels = [], []
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        for row in reader:
+            lineno = reader.line_num
+            if len(row) != 3:
+                raise DataError(f"{path}: line {lineno}: expected 3 fields (class index, title, description), "
+                                f"got {len(row)}{_header_hint(row, lineno)}")
+            if row[0] not in ("1", "2", "3", "4"):
+                raise DataError(f"{path}: line {lineno}: class index {row[0]!r} is not one of 1, 2, 3, 4"
+                                + _header_hint(row, lineno))
+            # AG News escapes newlines inside fields as a literal backslash
+            texts.append(f"{row[1]} {row[2]}".replace("\\", " ").strip())
+            labels.append(int(row[0]) - 1)
+    except csv.Error as e:
+        raise DataError(f"{path}: line {reader.line_num}: malformed CSV ({e}); is the file truncated?") from None
+    if not texts:
+        raise DataError(f"{path}: file is empty")
+    return texts, labels
+
+
+def _header_hint(row: list[str], lineno: int) -> str:
+    if lineno == 1 and row and not row[0].strip().isdigit():
+        fields = ", ".join(map(repr, row[:3]))
+        return f"; it looks like a header row ({fields}), and AG News' CSV has none: delete that line"
+    return ""
+
+
+def _n_eval(n_rows: int, eval_fraction: float) -> int:
+    return int(round(n_rows * eval_fraction))
+
+
+def check_split(labels: list[int], what: str, eval_fraction: float) -> None:
+    """Refuse an eval_fraction that leaves the train or the eval split of `what` (the rows' source) empty,
+    naming the per-class counts."""
+    counts = dict(zip(*np.unique(np.asarray(labels, dtype=np.int64), return_counts=True)))
+    n_eval = sum(_n_eval(n, eval_fraction) for n in counts.values())
+    if 0 < n_eval < len(labels):
+        return
+    per_class = ", ".join(f"{CLASSES[c]} {n:,}" for c, n in counts.items())
+    half_row = 0.5 / max(counts.values())  # round() needs more than half a row in the largest class
+    if n_eval == 0:
+        side, outcome, fix = "eval", "no class gives eval a row", f"use data.eval_fraction above {half_row:.3g}"
+    else:
+        side, outcome = "train", "every class gives eval all its rows"
+        fix = f"use data.eval_fraction below {1 - half_row:.3g}"
+    if len(labels) < 2:
+        fix = "one row cannot be split"
+    raise DataError(f"data.eval_fraction {eval_fraction} leaves the {side} split empty: of the {len(labels):,} rows "
+                    f"of {what} ({per_class}), {outcome} (round(class rows x {eval_fraction})); {fix}, or more rows")
+
+
+def split_indices(labels: list[int], eval_fraction: float, seed: int, what: str = "the data"
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Deterministic stratified split: the same eval_fraction of every class goes to eval (`what` names the rows)."""
+    check_split(labels, what, eval_fraction)
+    rng = np.random.default_rng(seed)
+    labels_arr = np.asarray(labels)
+    train_idx, eval_idx = [], []
+    for c in np.unique(labels_arr):
+        idx = rng.permutation(np.flatnonzero(labels_arr == c))
+        n_eval = _n_eval(len(idx), eval_fraction)
+        eval_idx.append(idx[:n_eval])
+        train_idx.append(idx[n_eval:])
+    return np.sort(np.concatenate(train_idx)), np.sort(np.concatenate(eval_idx))
+
+
+def load_csv(csv_dir: str | os.PathLike, eval_fraction: float, seed: int, verify_sha256: bool = True) -> Corpus:
+    """AG News from a directory in the original layout (train.csv and test.csv, or test.csv alone).
+
+    With verify_sha256 (the default) a train.csv or test.csv that is not byte-identical to AG News'
+    is an error; without it such a file is used and labelled as an unrecognised copy.
+    """
+    csv_dir = Path(csv_dir)
+    test_path, train_path = csv_dir / "test.csv", csv_dir / "train.csv"
+    if not test_path.is_file():
+        has_train = " (train.csv alone is not enough: eval is test.csv or a split of it)" if train_path.is_file() else ""
+        raise DataError(f"{csv_dir}: no test.csv{has_train}; {CSV_LAYOUT}")
+    sha = {p.name: sha256_file(p) for p in (train_path, test_path) if p.is_file()}
+    known = all(KNOWN_SHA256.get(name) == digest for name, digest in sha.items())
+    for name, digest in sha.items():
+        if verify_sha256 and digest != KNOWN_SHA256[name]:
+            raise DataError(
+                f"{csv_dir / name}: sha256 {digest[:16]}… does not match AG News' {name} "
+                f"({KNOWN_SHA256[name][:16]}…); a modified or truncated copy? "
+                "Set data.verify_sha256: false to use it anyway"
+            )
+    test_texts, test_labels = read_ag_news_csv(test_path)
+    name = "AG News" if known else "AG-News-format CSV (unrecognised sha256)"
+    if train_path.is_file():
+        train_texts, train_labels = read_ag_news_csv(train_path)
+        desc = f"{name} ({len(train_texts):,} train / {len(test_texts):,} test rows, local CSV)"
+        notes = [f"read from {display_path(csv_dir)}; eval = test.csv"]
+        return Corpus(train_texts, train_labels, test_texts, test_labels, "csv", desc, notes, sha, display_path(csv_dir))
+    tr, ev = split_indices(test_labels, eval_fraction, seed, f"{display_path(csv_dir)}/test.csv")
+    desc = (
+        f"{name} test split ({len(test_texts):,} rows), split {len(tr):,} train / {len(ev):,} eval"
+        if known
+        else f"{name} ({len(test_texts):,} rows), split {len(tr):,} train / {len(ev):,} eval"
+    )
+    notes = [
+        f"read from {display_path(csv_dir)}: only test.csv present, so it was split deterministically "
+        f"(stratified by class, seed {seed}) into {1 - eval_fraction:.0%} train / {eval_fraction:.0%} eval"
+    ]
+    pick = lambda xs, idx: [xs[i] for i in idx]  # noqa: E731
+    return Corpus(pick(test_texts, tr), pick(test_labels, tr), pick(test_texts, ev), pick(test_labels, ev), "csv", desc,
+                  notes, sha, display_path(csv_dir))
+
+
+def display_path(path: str | os.PathLike) -> str:
+    """A local path as the paper may show it: relative as configured, else relative to the study directory,
+    else the directory's name alone (an absolute path would only name the author's machine)."""
+    p = Path(path)
+    if not p.is_absolute():
+        return p.as_posix()
+    try:
+        return p.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return p.name
+
+
+def split_labels(data_cfg: dict) -> tuple[list[int], str] | None:
+    """The labels the configured source would split by data.eval_fraction and what they are, found without
+    tokenizing (test.csv alone in csv_dir, or the synthetic corpus); None where the split is given (the hub's,
+    train.csv + test.csv) or the source is `auto` (the hub may answer)."""
+    if data_cfg["source"] == "synthetic":
+        return _synthetic_draw(data_cfg["synthetic_rows"], data_cfg["seed"])[1], SYNTHETIC
+    csv_dir = Path(data_cfg.get("csv_dir") or "")
+    if data_cfg["source"] == "csv" and (csv_dir / "test.csv").is_file() and not (csv_dir / "train.csv").is_file():
+        return read_ag_news_csv(csv_dir / "test.csv")[1], f"{display_path(csv_dir)}/test.csv"
+    return None
+
+
+# Per-class topic words; the shared filler makes classes separable but not trivially so.
+_SYNTH_TOPICS = (
+    "minister election government troops peace talks united nations capital president border protest",
+    "team season coach league match goal championship player score victory cup final",
+    "shares profit market stocks company quarterly investors oil prices economy bank deal",
+    "software internet computer space nasa research microsoft online technology scientists chip web",
+)
+SYNTHETIC = "the synthetic corpus"
+_SYNTH_FILLER = "the a of to in and on for with said after new at by from as its over two first year reuters ap".split()
+
+
+def make_synthetic(n_rows: int, eval_fraction: float, seed: int) -> Corpus:
+    """A labelled 4-class stand-in with a news-like length spread (NOT AG News).
+
+    Word counts are log-normal around AG News' median of ~38 words (p90 ~60, long tail to ~200).
+    """
+    rng, labels = _synthetic_draw(n_rows, seed)
+    topics = [t.split() for t in _SYNTH_TOPICS]
+    n_words = np.clip(rng.lognormal(mean=np.log(38), sigma=0.35, size=n_rows), 6, 200).astype(int)
+    texts = []
+    for label, n in zip(labels, n_words):
+        topical = rng.random(n) < 0.3
+        words = [rng.choice(topics[label]) if t else rng.choice(_SYNTH_FILLER) for t in topical]
+        texts.append(" ".join(words))
+    tr, ev = split_indices(labels, eval_fraction, seed, SYNTHETIC)
+    pick = lambda xs, idx: [xs[i] for i in idx]  # noqa: E731
+    return Corpus(
+        pick(texts, tr), pick(labels, tr), pick(texts, ev), pick(labels, ev), "synthetic",
+        f"SYNTHETIC 4-class stand-in, not AG News ({n_rows:,} generated rows, {len(tr):,} train / {len(ev):,} eval)",
+        [f"generated (seed {seed}) because no real data was used; lengths mimic a news-like spread"],
+        {},
+    )
+
+
+def _synthetic_draw(n_rows: int, seed: int) -> tuple[np.random.Generator, list[int]]:
+    """The synthetic corpus's generator after its first draw, the labels (which split_labels needs alone)."""
+    rng = np.random.default_rng(seed)
+    return rng, rng.integers(0, 4, n_rows).tolist()
+
+
+def load_corpus(data_cfg: dict, cache_dir: str | os.PathLike) -> Corpus:
+    """Dispatch on `data.source`; `auto` tries hub -> CSV directory -> synthetic and says why."""
+    source, seed, frac = data_cfg["source"], data_cfg["seed"], data_cfg["eval_fraction"]
+    if source == "hf":
+        return load_hf(data_cfg["hf_name"], cache_dir)
+    verify = data_cfg.get("verify_sha256", True)
+    if source == "csv":
+        return load_csv(data_cfg["csv_dir"], frac, seed, verify)
+    if source == "synthetic":
+        return make_synthetic(data_cfg["synthetic_rows"], frac, seed)
+    tried = []
+    if hub_reachable(timeout_s=data_cfg["hf_timeout_s"]):
+        try:
+            return _with_notes(load_hf(data_cfg["hf_name"], cache_dir), tried)
+        except Exception as e:  # any hub failure falls over to the next source, with the reason kept
+            tried.append(f"hub {data_cfg['hf_name']}: {type(e).__name__}: {str(e)[:200]}")
+    else:
+        tried.append(f"hub {data_cfg['hf_name']}: unreachable within {data_cfg['hf_timeout_s']} s (or offline mode set)")
+    csv_dir = data_cfg.get("csv_dir")
+    if csv_dir and Path(csv_dir, "test.csv").is_file():
+        return _with_notes(load_csv(csv_dir, frac, seed, verify), tried)
+    tried.append(f"csv: no test.csv in {display_path(csv_dir) if csv_dir else None!r}")
+    return _with_notes(make_synthetic(data_cfg["synthetic_rows"], frac, seed), tried)
+
+
+def _with_notes(corpus: Corpus, tried: list[str]) -> Corpus:
+    corpus.notes = [f"source auto: skipped {t}" for t in tried] + corpus.notes
+    return corpus

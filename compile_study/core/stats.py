@@ -1,0 +1,187 @@
+"""Speedup intervals with stated coverage, the A/A band of a cell, and the verdict rule (torch-free).
+
+    from compile_study.core.stats import speedup_table
+    table = speedup_table(records, config=CONFIG, cell=CELL)   # records: one row per run (summary.load_records)
+
+The independent unit is the process: each run record is one process that times its subject interleaved, in
+chunks of `interleave_chunk` steps, with an eager reference, and its speedup is median(reference) /
+median(subject). Steps and chunks of one process share that process's state (host load, clocks, allocator),
+so they are not independent repeats; the processes of a configuration are.
+
+Interval of a configuration, from its n processes with a finite speedup (`speedup_interval`):
+  - n >= 3: Student-t interval on the mean of the per-process log speedups, back-transformed; the point is
+    the geometric mean. Exact when the log speedups are normal across processes; tests/test_stats.py
+    simulates studies and checks that the nominal 95% covers the true ratio in 93-97% of them.
+  - n = 2: the two values' range, labelled "n = 2, range"; no coverage is claimed for it.
+  - n = 1: the single value, labelled "single run"; no interval.
+  A percentile bootstrap over so few processes is not used: at n = 3 and n = 5 its 95% interval of the
+  median is exactly the min-max range of the repeats, which covers the median of their distribution with
+  probability 1 - 2 / 2**n (75% and 94%). A hierarchical bootstrap (processes, then chunks) under-covers too.
+
+A/A band of a cell (same device, reference shape regime, precision and batch size; `aa_band`), from the
+cell's eager runs, whose "speedup" is eager against eager: the band is [1/m, m] with
+    log m = max(chunk noise, |mean A/A log ratio| + SD of the A/A log ratios across processes),
+  - chunk noise: the pooled within-process SD of the per-chunk A/A log ratios, i.e. how far one chunk of
+    eager-vs-eager strays by chance; the band is never narrower than this.
+  - the second term is how far one eager-vs-eager process typically lands from 1: the harness's own bias
+    plus the between-process SD (with one eager process, that process's distance from 1).
+  The band describes single processes, so it does not shrink as repeats are added; the interval does.
+
+Verdict rule (`verdict`): "faster" only when the whole speedup interval lies above the band, "slower" only
+when it lies below it, "no measurable difference" otherwise. Only a stated-coverage interval (n >= 3) gets a
+verdict: n = 1 gives "single run, no verdict" and n = 2 "n = 2, no verdict" (where a configuration varies more
+between processes than eager does, a range of two values lies wholly outside the band by chance far more often
+than 5%: tests/test_stats.py); a cell without eager runs gives "no A/A control".
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+LEVEL = 0.95
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A configuration's speedup: point, interval ends (NaN if none), how they were made, nominal coverage."""
+
+    point: float
+    low: float
+    high: float
+    method: str  # printed beside the interval: "t on log ratio, n = 5", "n = 2, range", "single run"
+    n: int  # processes with a finite speedup
+    level: float  # nominal coverage; NaN where none is claimed (n < 3)
+
+
+@dataclass(frozen=True)
+class Band:
+    """The A/A band [low, high] of a cell and the measured variation it is made from (log units)."""
+
+    low: float
+    high: float
+    chunk_noise: float  # pooled within-process SD of per-chunk A/A log ratios
+    between_sd: float  # SD of the per-process A/A log ratios (NaN with fewer than 2)
+    n: int  # eager processes
+
+
+def _finite_positive(values: Iterable) -> np.ndarray:
+    v = np.asarray(list(values), float)  # None -> NaN
+    return v[np.isfinite(v) & (v > 0)]
+
+
+def speedup_interval(speedups: Iterable, level: float = LEVEL) -> Interval:
+    """The interval of one configuration from its per-process speedups (NaN and non-positive values dropped)."""
+    r = _finite_positive(speedups)
+    n = len(r)
+    if n == 0:
+        return Interval(NAN, NAN, NAN, "no run", 0, NAN)
+    if n == 1:
+        return Interval(float(r[0]), NAN, NAN, "single run", 1, NAN)
+    logs = np.log(r)
+    point = float(np.exp(logs.mean()))
+    if n == 2:
+        return Interval(point, float(r.min()), float(r.max()), "n = 2, range", 2, NAN)
+    half = stats.t.ppf((1 + level) / 2, n - 1) * logs.std(ddof=1) / np.sqrt(n)
+    low, high = np.exp(logs.mean() - half), np.exp(logs.mean() + half)
+    return Interval(point, float(low), float(high), f"t on log ratio, n = {n}", n, level)
+
+
+def chunk_log_ratios(subject_ms: Sequence[float], reference_ms: Sequence[float], chunk: int) -> np.ndarray:
+    """log(median reference / median subject) per interleaved chunk of `chunk` steps (the last may be shorter)."""
+    s, r = np.asarray(subject_ms, float), np.asarray(reference_ms, float)
+    if s.shape != r.shape or s.ndim != 1 or int(chunk) < 1:
+        raise ValueError(f"need two equal step-time lists and a chunk >= 1, got {s.shape}, {r.shape}, {chunk}")
+    chunk = int(chunk)
+    pad = -len(s) % chunk  # NaN-padding the last chunk to full length leaves its median unchanged
+    s, r = (np.append(x, np.full(pad, np.nan)).reshape(-1, chunk) for x in (s, r))  # [chunks, chunk]
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN chunk gives NaN, dropped below
+        median = np.median if np.isfinite(s).all() and np.isfinite(r).all() else np.nanmedian  # nanmedian is slow
+        logs = np.log(median(r, axis=1) / median(s, axis=1))
+    return logs[np.isfinite(logs)]
+
+
+def pooled_chunk_sd(per_process: Iterable[np.ndarray]) -> float:
+    """Within-process SD of per-chunk log ratios, pooled over processes (each about its own mean)."""
+    groups = [g for g in (np.asarray(p, float) for p in per_process) if len(g) >= 2]
+    dof = sum(len(g) - 1 for g in groups)
+    if dof == 0:
+        return NAN
+    return float(np.sqrt(sum(((g - g.mean()) ** 2).sum() for g in groups) / dof))
+
+
+def aa_band(aa_speedups: Iterable, chunk_ratios: Iterable[np.ndarray]) -> Band:
+    """The A/A band of a cell from its eager runs' speedups and their per-chunk log ratios (module docstring)."""
+    logs = np.log(_finite_positive(aa_speedups))
+    chunk = pooled_chunk_sd(chunk_ratios)
+    n = len(logs)
+    if n == 0:
+        return Band(NAN, NAN, chunk, NAN, 0)
+    between = float(logs.std(ddof=1)) if n >= 2 else NAN
+    typical = abs(logs.mean()) + (between if n >= 2 else 0.0)
+    half = float(np.nanmax([typical, chunk]))
+    return Band(float(np.exp(-half)), float(np.exp(half)), chunk, between, n)
+
+
+def verdict(interval: Interval, band: Band) -> str:
+    """faster / slower / no measurable difference, by the rule in the module docstring."""
+    if interval.n == 0 or not np.isfinite(interval.point):
+        return "—"
+    if interval.n == 1:
+        return "single run, no verdict"
+    if interval.n == 2:
+        return "n = 2, no verdict"
+    if not (np.isfinite(band.low) and np.isfinite(band.high)):
+        return "no A/A control"
+    if interval.low > band.high:
+        return "faster"
+    if interval.high < band.low:
+        return "slower"
+    return "no measurable difference"
+
+
+def _run_chunk_ratios(runs: pd.DataFrame) -> list[np.ndarray]:
+    """Per-chunk log ratios of each run that carries both step-time lists (older or failed runs do not)."""
+    out = []
+    for subject, reference, chunk in zip(runs.step_times_ms, runs.reference_step_times_ms, runs.interleave_chunk):
+        lists = isinstance(subject, list | tuple | np.ndarray) and isinstance(reference, list | tuple | np.ndarray)
+        if lists and pd.notna(chunk) and len(subject) == len(reference):
+            out.append(chunk_log_ratios(subject, reference, int(chunk)))
+    return out
+
+
+def cell_bands(runs: pd.DataFrame, cell: Sequence[str]) -> dict[tuple, Band]:
+    """The A/A band of every cell that has successful eager runs, keyed by the cell's values."""
+    # eager with AdamW foreach against itself; eager with fused AdamW (scope fused-adamw) is a comparison, not A/A
+    eager = runs[(runs.compile_mode == "eager") & (runs.compile_scope == "module") & (runs.status == "ok")]
+    return {key: aa_band(g.in_process_speedup, _run_chunk_ratios(g))
+            for key, g in eager.groupby(list(cell), sort=True)}
+
+
+def speedup_table(runs: pd.DataFrame, config: Sequence[str], cell: Sequence[str]) -> pd.DataFrame:
+    """Per configuration: the speedup interval (method and n beside it), its cell's A/A band and the verdict.
+
+    runs: one row per run with the `config` and `cell` columns, compile_mode, status, in_process_speedup,
+    step_times_ms, reference_step_times_ms and interleave_chunk. Only runs with status "ok" count.
+    """
+    bands = cell_bands(runs, cell)
+    rows = []
+    for key, g in runs.groupby(list(config), sort=True):
+        iv = speedup_interval(g.loc[g.status == "ok", "in_process_speedup"])
+        band = bands.get(tuple(g[c].iloc[0] for c in cell), Band(NAN, NAN, NAN, NAN, 0))
+        eager = g.compile_mode.iloc[0] == "eager" and g.compile_scope.iloc[0] == "module"
+        rows.append(dict(zip(config, key)) | {
+            "speedup": iv.point, "speedup_low": iv.low, "speedup_high": iv.high, "speedup_method": iv.method,
+            "speedup_n": iv.n, "speedup_level": iv.level,
+            "aa_band_low": band.low, "aa_band_high": band.high, "aa_chunk_noise": band.chunk_noise,
+            "aa_between_sd": band.between_sd, "aa_n": band.n,
+            "verdict": "A/A" if eager else verdict(iv, band),
+        })
+    return pd.DataFrame(rows)

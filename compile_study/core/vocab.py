@@ -1,0 +1,165 @@
+"""The study's words, written once: compile modes, compile scopes, precisions, shape regimes, statuses.
+
+Torch-free, so that the config schema check, the Snakemake wildcard constraints, the grid expansion and
+every table, figure and claim can import it cheaply. `tests/test_vocab.py` checks the schema's enums and
+the rules' wildcard constraints against it.
+
+    python -c "from compile_study import vocab; print(vocab.wildcard_constraints())"
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# --- compile modes: torch.compile(mode=...); eager is the reference path (nothing compiled) -----------------
+COMPILE_MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # Inductor records CUDA graphs (on CUDA only)
+AUTOTUNE_MODES = ("max-autotune", "max-autotune-no-cudagraphs")  # search kernel configs: minutes per shape
+
+# --- compile scopes: what is compiled (compile_study/measure/compile.py implements each) ----------------------------
+COMPILE_SCOPES = ("module", "fused-adamw", "forward", "backward", "aot-eager", "step", "step-graph", "graph-break")
+SCOPE_TEXT = {
+    "module": "torch.compile(model): forward + AOTAutograd backward; loss, backward() call, AdamW (foreach) eager",
+    "fused-adamw": "as module, with the fused AdamW kernel (eager too: what fusing the optimizer alone gives)",
+    "forward": "Inductor on the forward graph only; the backward graph replayed op by op",
+    "backward": "Inductor on the backward graph only; the forward graph replayed op by op",
+    "aot-eager": "AOTAutograd's graph pair replayed op by op, no Inductor: the baseline of forward/backward",
+    "step": "forward, loss, backward (compiled autograd) and AdamW compiled as one function",
+    "step-graph": "compiled model, loss, backward and fused capturable AdamW captured as one CUDA graph",
+    "graph-break": "module, with a torch.nonzero pooling that breaks the graph (the eager reference pools alike)",
+}
+# Which modes a scope runs with; a scope missing here takes every mode.
+SCOPE_MODES = {
+    "module": COMPILE_MODES,
+    "fused-adamw": COMPILE_MODES,
+    "forward": ("default",),  # a custom Inductor backend: mode does not apply
+    "backward": ("default",),
+    "aot-eager": ("default",),  # backend aot_eager: no Inductor, mode does not apply
+    "step": ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+    "step-graph": ("default", "max-autotune-no-cudagraphs"),  # the capture is the CUDA graph: no Inductor graphs
+    "graph-break": ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+}
+CUDA_ONLY_SCOPES = ("step-graph",)
+PACKED_SCOPES = ("module", "fused-adamw", "step-graph")  # packed batches go through the model's packed path  # recorded as not applicable on the CPU
+
+# --- precisions ---------------------------------------------------------------------------------------------
+PRECISIONS = ("fp32", "tf32", "bf16")  # fp32 with TF32 off; TF32 matmuls; bf16 autocast
+
+# --- outcomes of a run --------------------------------------------------------------------------------------
+STATUSES = ("ok", "oom", "compile_error", "nan", "error", "not_applicable")
+FAILURE_LABELS = {"oom": "OOM", "compile_error": "compile error", "nan": "non-finite loss", "error": "error",
+                  "not_applicable": "not applicable"}
+USABLE_STATUSES = ("ok", "partial")  # a configuration some of whose repeats failed still has numbers
+
+# --- shape regimes ------------------------------------------------------------------------------------------
+REGIME_KINDS = ("static", "dynamic", "dynamic-true", "dynamic-false", "dynamic-marked", "bucketed", "packed")
+REGIME_TEXT = {
+    "static": "every batch padded to max_len: one shape",
+    "dynamic": "padded to each batch's longest row; dynamic=None (automatic dynamic after the first new shape)",
+    "dynamic-true": "as dynamic, compiled with dynamic=True (symbolic lengths from the start)",
+    "dynamic-false": "as dynamic, compiled with dynamic=False (one graph per length, up to the recompile limit)",
+    "dynamic-marked": "as dynamic, the length dim marked dynamic with the data's min/max",
+    "bucketed": "padded to the smallest bucket edge that fits; one static graph per bucket",
+    "packed": "whole sequences packed into rows of max_len tokens; FlexAttention keeps sequences apart",
+}
+_REGIME_RE = r"static|dynamic(-true|-false|-marked)?|bucketed(-\d+)+|packed"
+
+
+@dataclass(frozen=True)
+class Regime:
+    """A parsed `shape_regime` (as in record paths): `Regime.parse("bucketed-32-64-128").edges == (32, 64, 128)`."""
+
+    name: str
+    kind: str  # one of REGIME_KINDS
+    edges: tuple[int, ...] = ()  # bucket edges (bucketed only)
+
+    @classmethod
+    def parse(cls, name: str) -> Regime:
+        if not re.fullmatch(_REGIME_RE, name):
+            raise ValueError(f"shape_regime {name!r} is not one of {', '.join(REGIME_KINDS[:5])}, packed or "
+                             "bucketed-<edge>-<edge>...")
+        if name.startswith("bucketed-"):
+            return cls(name, "bucketed", tuple(int(e) for e in name.split("-")[1:]))
+        return cls(name, name)
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Batches padded to their own longest row (all dynamic-* variants)."""
+        return self.kind.startswith("dynamic")
+
+    @property
+    def reference(self) -> str:
+        """The eager regime this one is compared with: eager does not care how `dynamic` is set."""
+        return "dynamic" if self.is_dynamic else self.name
+
+    @property
+    def compiled_only(self) -> bool:
+        """dynamic-true/false/marked differ from `dynamic` only in how they are compiled: no eager run of their own."""
+        return self.is_dynamic and self.kind != "dynamic"
+
+    def compile_kwargs(self) -> dict:
+        """torch.compile's `dynamic=` for this regime (bucketed and packed keep static, specialised graphs)."""
+        fixed = {"dynamic-true": True, "dynamic-false": False, "bucketed": False, "packed": False}
+        return {"dynamic": fixed.get(self.kind)}  # static, dynamic, dynamic-marked: None (torch's default)
+
+    @property
+    def marks_dynamic(self) -> bool:
+        return self.kind == "dynamic-marked"
+
+    def check(self, max_len: int) -> None:
+        """Bucket edges must increase strictly, be >= 1 and end at max_len (every sequence fits a bucket)."""
+        e = list(self.edges)
+        if self.kind == "bucketed" and (e != sorted(set(e)) or e[0] < 1 or e[-1] != max_len):
+            raise ValueError(f"bucket edges {e} must be strictly increasing, >= 1, and end at max_len={max_len}")
+
+
+def expand_regimes(names: list[str], bucket_sets: list[list[int]]) -> list[str]:
+    """A grid's `shape_regime` list with `bucketed` expanded to one regime per bucket set (bucketed-32-64-128)."""
+    out = []
+    for name in names:
+        out += ["bucketed-" + "-".join(map(str, edges)) for edges in bucket_sets] if name == "bucketed" else [name]
+    return out
+
+
+def runs_with(mode: str, scope: str, regime: str) -> bool:
+    """Whether a (mode, scope, regime) combination is a run of the study.
+
+    Eager runs the scopes that change what runs eagerly (module, fused-adamw) and the regimes that change the
+    batches (not dynamic-true/false/marked: the `dynamic` eager run is their reference); every other scope runs
+    with the modes SCOPE_MODES allows; packed batches run with PACKED_SCOPES only.
+    """
+    r = Regime.parse(regime)
+    if r.kind == "packed" and scope not in PACKED_SCOPES:
+        return False
+    if mode == "eager":
+        return scope in ("module", "fused-adamw") and not r.compiled_only
+    return mode in SCOPE_MODES[scope]
+
+
+def wildcard_constraints() -> dict[str, str]:
+    """Snakemake wildcard constraints of a run record's path, made from the lists above."""
+    alt = "|".join
+    return {
+        "compile_mode": alt(sorted(COMPILE_MODES, key=len, reverse=True)),
+        "compile_scope": alt(sorted(COMPILE_SCOPES, key=len, reverse=True)),
+        "precision": alt(PRECISIONS),
+        "shape_regime": _REGIME_RE,
+        "batch_size": r"\d+",
+        "repeat": r"\d+",
+    }
+
+
+# --- selections used by every table, figure and claim ----------------------------------------------------------
+def usable(df):
+    """Configurations (or runs) with numbers: ok, or partly failed with some repeats ok."""
+    return df[df.status.isin(USABLE_STATUSES)]
+
+
+def headline(df):
+    """The headline comparison: static shapes, the module compiled (what `torch.compile(model)` gives)."""
+    return df[(df.shape_regime == "static") & (df.compile_scope == "module")]
+
+
+def failure_label(status: str) -> str:
+    return FAILURE_LABELS.get(status, status)

@@ -1,0 +1,168 @@
+"""Place a report model (report.py) into Markdown or LaTeX, and build the PDF.
+
+    text = paper.render(report.build(...), "md")      # or "tex"
+    paper.build_pdf("paper/paper.tex")                # latexmk, when installed
+
+One template body (paper/templates/paper.j2) places the report's sections; the macros of the chosen format
+(md.j2 or tex.j2) place paragraphs, lists, tables and figures. The Jinja environment of each format brings
+its escaping: `prose` for sentences written by report.py (`code` spans and ⟦tab:key⟧ references are the
+only markup), `cell` for table cells and every string that came from data. Templates hold no arithmetic.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import jinja2
+
+from compile_study.report.document import hide_paths
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "paper" / "templates"
+FORMATS = ("md", "tex")
+# The same delimiters for both formats: LaTeX braces and Markdown need no escaping from Jinja
+DELIMITERS = dict(block_start_string="((*", block_end_string="*))", variable_start_string="(((",
+                  variable_end_string=")))", comment_start_string="((=", comment_end_string="=))")
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]#!|<>~$&%^])")
+_TEX_SPECIAL = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+}
+TEX_UNICODE = "×—–−→Δ±≤≥≈∞…·"  # declared in tex.j2's preamble; any other non-Latin-1 character prints as ?
+_MARK = re.compile(r"`([^`]*)`|⟦(tab|fig):([\w-]+)⟧")  # group 1: code; groups 2, 3: a reference
+
+
+def md_escape(value) -> str:
+    """Escape Markdown syntax (and HTML angle brackets) in a value shown as text; newlines become spaces."""
+    return _md_raw(" ".join(str(value).split()))
+
+
+def _md_raw(text: str) -> str:
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def tex_escape(value) -> str:
+    return _tex_raw(" ".join(str(value).split()))
+
+
+def _tex_raw(text: str) -> str:
+    return "".join(_TEX_SPECIAL.get(c, c if ord(c) < 256 or c in TEX_UNICODE else "?") for c in text)
+
+
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
+def tex_cell(value) -> str:
+    """A table cell: escaped, with break points after _ / :: and inside long CamelCase names, so that long
+    identifiers wrap in narrow columns instead of running past them."""
+    mark = "\x00"  # a break point, placed before escaping and made \allowbreak after it (data cannot hold it)
+    words = [_CAMEL.sub(mark, w) if len(w) > 18 else w for w in " ".join(str(value).replace(mark, "").split()).split(" ")]
+    text = " ".join(words).replace("_", "_" + mark).replace("/", "/" + mark).replace("::", "::" + mark)
+    return _tex_raw(text).replace(mark, r"\allowbreak{}")
+
+
+def tex_code(code: str) -> str:
+    """A `code` span of a sentence: typewriter, breakable after - _ / :: (typewriter fonts do not hyphenate)."""
+    breakable = tex_cell(code).replace("-", "-{}\\allowbreak{}")
+    return "\\texttt{" + breakable + "}"
+
+
+def _prose(text, escape, code, ref) -> str:
+    """Sentences of the report: escape everything but `code` spans and ⟦tab:key⟧ references, which become the
+    format's code and cross-reference."""
+    out, pos, text = [], 0, " ".join(str(text).split())
+    for m in _MARK.finditer(text):
+        out += [escape(text[pos:m.start()]), code(m[1]) if m[1] is not None else ref(m)]
+        pos = m.end()
+    return "".join(out + [escape(text[pos:])])
+
+
+def _environment(fmt: str, numbers: dict[str, int]) -> jinja2.Environment:
+    if fmt not in FORMATS:
+        raise ValueError(f"format {fmt!r} is not one of {FORMATS}")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True,
+                             **DELIMITERS)
+    names = {"tab": "Table", "fig": "Figure"}
+    if fmt == "md":
+        def ref(m):
+            return f"{names[m[2]]} {numbers[f'{m[2]}:{m[3]}']}"  # a KeyError names a reference to nothing
+        env.filters |= {"cell": lambda v: md_escape(hide_paths(v)), "prose": lambda t: _prose(t, _md_raw, lambda c: f"`{c}`", ref)}
+    else:
+        def ref(m):
+            numbers[f"{m[2]}:{m[3]}"]  # noqa: B018 -- the same check as Markdown's: a reference to nothing fails
+            return f"{names[m[2]]}~\\ref{{{m[2]}:{m[3]}}}"
+        env.filters |= {"cell": lambda v: tex_cell(hide_paths(v)),
+                        "prose": lambda t: _prose(t, _tex_raw, tex_code, ref),
+                        "colspec": tex_colspec}
+    env.globals["macros"] = f"{fmt}.j2"
+    return env
+
+
+def tex_colspec(columns, width: str = r"\linewidth") -> str:
+    """p-columns sharing `width` by each column's weight, numbers right-aligned (longtable needs fixed widths)."""
+    total = sum(c.weight for c in columns)
+    pad = f"{2 * len(columns)}\\tabcolsep"
+    cols = []
+    for c in columns:
+        align = r"\raggedleft" if c.align == "r" else r"\raggedright"
+        share = int(1000 * c.weight / total)  # rounded down: the columns never add up to more than the width
+        cols.append(f">{{{align}\\arraybackslash}}p{{\\dimexpr({width}-{pad})*{share}/1000\\relax}}")
+    return "".join(cols)
+
+
+def render(report, fmt: str) -> str:
+    """The paper as Markdown ("md") or LaTeX ("tex") from one report model."""
+    text = _environment(fmt, report.numbers).get_template("paper.j2").render(r=report)
+    return re.sub(r"\n{3,}", "\n\n", text)  # one blank line between blocks, whatever the macros left
+
+
+def word_counts(markdown: str) -> dict[str, int]:
+    """Words of the main text and of the appendix of a rendered Markdown paper; table rows and figure lines
+    are counted apart (`*_tables`), since a reader reads them differently."""
+    head, _, appendix = markdown.partition("\n## Appendix")
+    out = {}
+    for part, text in (("main", head), ("appendix", appendix)):
+        lines = text.splitlines()
+        table = [line for line in lines if line.startswith("|")]
+        prose = [line for line in lines if not line.startswith(("|", "![", "<!--"))]
+        out[part] = sum(bool(re.search(r"\w", w)) for line in prose for w in line.split())
+        out[f"{part}_tables"] = sum(bool(re.search(r"\w", w)) for line in table for w in line.replace("|", " ").split())
+    return out
+
+
+LATEX_DIR = ".latex"  # latexmk's working files, beside the paper
+
+
+def first_error(log: str) -> str:
+    """The first TeX error of a log ("! Undefined control sequence." and the line after it)."""
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("!"):
+            return " ".join(x.strip() for x in lines[i:i + 3])
+    return lines[-1] if lines else "no log"
+
+
+def build_pdf(tex_path: str | Path) -> str:
+    """paper.pdf beside paper.tex with latexmk: "built", or "skipped: latexmk not installed" where it is not.
+
+    LaTeX's own files (aux, log, ...) stay in `.latex/` beside the paper (LATEX_DIR); only the PDF is placed
+    next to the .tex. Raises RuntimeError with the log's first error when LaTeX fails."""
+    if shutil.which("latexmk") is None:
+        return "skipped: latexmk not installed"
+    tex = Path(tex_path).resolve()
+    out = tex.parent / LATEX_DIR
+    # a fixed date in the PDF's metadata: the same .tex gives the same bytes (a stored study rebuilds byte-identical)
+    env = os.environ | {"SOURCE_DATE_EPOCH": "0", "FORCE_SOURCE_DATE": "1"}
+    proc = subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", f"-outdir={LATEX_DIR}",
+                           tex.name], cwd=tex.parent, capture_output=True, text=True, env=env)
+    log = out / tex.with_suffix(".log").name
+    if proc.returncode != 0:
+        text = log.read_text(errors="replace") if log.is_file() else proc.stdout + proc.stderr
+        raise RuntimeError(f"latexmk failed on {tex.name}: {first_error(text)}")
+    shutil.copyfile(out / tex.with_suffix(".pdf").name, tex.with_suffix(".pdf"))
+    return "built"

@@ -1,0 +1,210 @@
+"""README text generated from a study's files, never typed.
+
+- The study directory's README.md (rule study_readme): what the study is, which code and hardware made it, how
+  it was run (each call of calls.jsonl, session.py), where its time went, its headline (the paper's abstract)
+  and how to remake its outputs:
+
+      snakemake --cores all results/cuda/README.md
+
+- The project README's results block (between its `results:` markers): the stored study's headline cells and
+  how long its grid takes, from its summary, calls and records:
+
+      python -m compile_study readme README.md reference/<name>     # tests/test_rebuild.py checks it is current
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from compile_study.core import record
+from compile_study.core.io import write_text_atomic
+
+
+def _code(records: pd.DataFrame) -> str:
+    commits = sorted({str(c) for c in records.git_commit.dropna()})
+    dirty = int(records.git_dirty.fillna(True).astype(bool).sum())
+    state = ("clean tree: every record says `git_dirty: false`" if dirty == 0
+             else f"**{dirty} of {len(records)} records were made from a tree with uncommitted changes**")
+    if len(commits) == 1:
+        return f"commit `{commits[0]}`, {state}"
+    return f"**{len(commits)} commits** ({', '.join(f'`{c[:12]}`' for c in commits)}), {state}"
+
+
+def _calls(calls: list[dict]) -> list[str]:
+    if not calls:
+        return ["No call log (`calls.jsonl`): the study was not run through `python -m compile_study session`."]
+    rows = ["| call | start (UTC) | wall | exit status | host | command |", "|---:|---|---:|---:|---|---|"]
+    for c in calls:
+        host = f"{len(c['gpus'])}× {c['gpus'][0]}, {c['host_cpus']} CPUs" if c["gpus"] else f"{c['host_cpus']} CPUs"
+        rows.append(f"| {c['call']} | {c['start_utc']} | {c['wall_s'] / 60:.1f} min | {c['exit_status']} | {host} "
+                    f"| `{' '.join(c['command'])}` |")
+    total = sum(c["wall_s"] for c in calls)
+    rows += ["", f"{len(calls)} call(s), {total / 60:.1f} min of wall time in all (each call's Snakemake log is "
+                 "under `logs/calls/`)."]
+    return rows
+
+
+def _time(records: pd.DataFrame) -> list[str]:
+    """Seconds of run wall time by part (record.OVERHEAD), summed over the records, and by compile mode."""
+    parts = [k for k in record.OVERHEAD if k != "total_s" and records[f"overhead_{k}"].notna().any()]
+    if not parts:
+        return ["The records predate the per-run breakdown of wall time."]
+    total = pd.to_numeric(records["overhead_total_s"], errors="coerce").sum()
+    rows = ["| part | seconds | share |", "|---|---:|---:|"]
+    for k in parts:
+        s = pd.to_numeric(records[f"overhead_{k}"], errors="coerce").sum()
+        rows.append(f"| {k.removesuffix('_s').replace('_', ' ')} | {s:.0f} | {s / total:.0%} |")
+    by_mode = records.groupby("compile_mode").overhead_total_s.agg(["count", "sum", "mean"])
+    rows += ["", "| compile mode | runs | seconds | per run |", "|---|---:|---:|---:|"]
+    rows += [f"| {m} | {int(r['count'])} | {r['sum']:.0f} | {r['mean']:.0f} |" for m, r in by_mode.iterrows()]
+    return [f"Run processes, summed: {total / 60:.1f} min (timed jobs run one per GPU at once, so the calls' wall "
+            "time is shorter by about the number of GPUs).", "", *rows]
+
+
+def _abstract(paper_md: str) -> list[str]:
+    """The paper's abstract, as rendered (its table references point into paper.md)."""
+    lines = paper_md.splitlines()
+    start = lines.index("## Abstract") + 1
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("## "))
+    return "\n".join(lines[start:end]).strip().splitlines()
+
+
+def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], paper_md: str, rebuild: str) -> str:
+    devices = env.get("device_name")
+    gpus = ", ".join(devices) if isinstance(devices, list) else devices
+    days = sorted({c["start_utc"][:10] for c in calls})
+    when = f", {days[0]}" + (f" to {days[-1]}" if len(days) > 1 else "") if days else ""
+    status = ", ".join(f"{n} {s}" for s, n in sorted(env.get("statuses", {}).items()))
+    cells = records.groupby(list(record.CONFIGURATION_KEYS)).ngroups
+    lines = [
+        f"# Study on {gpus}{when}",
+        "",
+        "Generated from this directory's files by the study's pipeline (rule `study_readme`); do not edit.",
+        "",
+        "## What it holds",
+        "",
+        f"- {len(records)} run records ({status}) of {cells} configurations under `runs/`, the parity checks under "
+        "`parity/`, the peak and method checks, and the summary, claims, figures and paper made from them.",
+        f"- Code: {_code(records)}.",
+        f"- Hardware and versions: {gpus}; torch {env.get('torch')}, triton {env.get('triton')}, CUDA "
+        f"{env.get('cuda')}, Python {env.get('python')}, driver {env.get('driver')}; CPU {env.get('cpu_model')}.",
+        f"- Data: {facts.get('description', facts.get('source'))}.",
+        "",
+        "## Headline (the paper's abstract; its tables are in the paper)",
+        "",
+        *_abstract(paper_md),
+        "",
+        "The paper: `paper.md`, `paper.tex`, `paper.pdf`; every number in it comes from `summary.csv`.",
+        "",
+        "## How it was run",
+        "",
+        *_calls(calls),
+        "",
+        "## Where the time went",
+        "",
+        *_time(records),
+        "",
+        "## Remaking the outputs",
+        "",
+        "The summary, claims, figures, paper and this README are remade from the records by the same rules:",
+        "",
+        f"    {rebuild}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def read_calls(path: str | Path) -> list[dict]:
+    """The lines of a study's calls.jsonl (session.py), none where it does not exist."""
+    path = Path(path)
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
+
+
+def write(inputs: dict, rebuild: str, out: str | Path) -> None:
+    """inputs: records, environment, facts, paper (Markdown) and, where it exists, calls (calls.jsonl)."""
+    records = record.table(inputs["records"])
+    calls = read_calls(inputs["calls"]) if inputs.get("calls") else []
+    text = build(records, json.loads(Path(inputs["environment"]).read_text()),
+                 json.loads(Path(inputs["facts"]).read_text()), calls, Path(inputs["paper"]).read_text(), rebuild)
+    write_text_atomic(out, text)
+
+
+BEGIN, END = "<!-- results: generated by python -m compile_study readme; do not edit -->", "<!-- end of results -->"
+
+
+def project_block(study: Path, project: Path) -> str:
+    """The stored study's headline cells (bf16, static, module scope) and its run time, as README Markdown."""
+    from compile_study.aggregate import estimate, numbers
+    from compile_study.core import grid
+    from compile_study.core.layout import Layout
+
+    summary = pd.read_csv(study / "summary.csv")
+    env = json.loads((study / "environment.json").read_text())
+    calls = read_calls(study / "calls.jsonl")
+    head = summary[(summary.precision == "bf16") & (summary.shape_regime == "static")
+                   & summary.compile_scope.isin(["module", "step-graph"]) & (summary.compile_mode != "eager")]
+    rows = ["| batch | mode (scope) | step (ms) | vs eager, same process [interval] (method) | verdict |",
+            "|---:|---|---:|---|---|"]
+    for r in head.sort_values(["batch_size", "steady_step_ms"], ascending=[True, False]).itertuples():
+        scope = "" if r.compile_scope == "module" else f" ({r.compile_scope})"
+        rows.append(f"| {r.batch_size} | `{r.compile_mode}`{scope} | {numbers.ms(r.steady_step_ms)} "
+                    f"| {numbers.row_interval(r)} | {r.verdict} |")
+    runs = grid.expand(grid.load_config([project / "config.yaml"])["grids"]["cuda"])
+    known = estimate.measured_seconds([Layout(str(study)).records_glob], "cuda")
+    seconds, _ = estimate.run_seconds(runs, "cuda", known)
+    done = len(Layout(str(study)).stored_records())
+    wall = sum(c["wall_s"] for c in calls) / 60
+    gpus = f"{len(calls[0]['gpus'])}× {calls[0]['gpus'][0]}" if calls and calls[0]["gpus"] else env.get("device_name")
+    lines = [
+        BEGIN,
+        f"From the stored study [`{study.name}`]({study.as_posix()}/README.md) ({env.get('device_name')}, torch "
+        f"{env.get('torch')}; its README says how it was made and what it lacks; its paper: "
+        f"[`paper.md`]({study.as_posix()}/paper.md), [`paper.pdf`]({study.as_posix()}/paper.pdf)). Compiled "
+        "training steps in bf16, static shapes:",
+        "",
+        *rows,
+        "",
+        f"How long: that study ran {done} runs of the {len(runs)} in `config.yaml`'s GPU grid in {len(calls)} "
+        f"call(s), {wall:.1f} min on {gpus}. From its records, the whole grid's runs take about "
+        f"{seconds / 60:.0f} min on one GPU and {seconds / 120:.0f} min on two "
+        "(`python -m compile_study estimate config.yaml --device cuda --gpus 2`; parity, the method checks and "
+        "the aggregation add a few minutes).",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def update_project_readme(readme: Path, study: Path) -> str:
+    """README with its results block replaced by project_block (the markers must be there)."""
+    text = readme.read_text()
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{readme}: no results block (the lines {BEGIN!r} and {END!r})")
+    before, rest = text.split(BEGIN, 1)
+    after = rest.split(END, 1)[1]
+    return before + project_block(study, readme.parent) + after
+
+
+def quoted_study(project: Path) -> Path:
+    """The stored study the project README quotes: the one under reference/ that was run through session.py."""
+    studies = sorted(p.parent for p in (project / "reference").glob("*/calls.jsonl"))
+    if not studies:
+        raise SystemExit(f"{project}/reference: no stored study with a calls.jsonl to quote")
+    return studies[0]
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Regenerate the results block of the project's README.")
+    parser.add_argument("readme", type=Path, help="the project's README.md")
+    parser.add_argument("study", type=Path, nargs="?", help="a stored study (default: quoted_study)")
+    args = parser.parse_args(argv)
+    study = args.study or quoted_study(args.readme.parent).relative_to(args.readme.parent.resolve())
+    write_text_atomic(args.readme, update_project_readme(args.readme, study))
+
+
+if __name__ == "__main__":
+    main()

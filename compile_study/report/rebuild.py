@@ -1,0 +1,64 @@
+"""Remake a stored study's summary, figures and paper from its records, through the study's own DAG.
+
+    python -m compile_study rebuild reference/<name>
+    # the same as: snakemake --cores 1 --directory reference/<name> --forcerun summarize
+    python -m compile_study rebuild --all
+    # every golden file: each stored study under reference/, then the project README's results block
+
+A stored study is a directory laid out as compile_study/core/layout.py says (config.yaml, facts.json, runs/, and
+whatever parity/, peak.json, claims/mlp.json and checks/ the study produced); nothing is rerun. After an
+intended change of wording or of a summary column, `--all` regenerates what tests/test_rebuild.py compares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from compile_study.core.layout import is_stored_study
+
+PROJECT = Path(__file__).resolve().parents[2]
+SNAKEFILE = PROJECT / "Snakefile"
+
+
+def command(directory: str | Path, cores: int = 1) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "--directory", str(directory),
+            "--cores", str(cores), "--forcerun", "summarize", "--quiet", "rules"]
+
+
+def rebuild(directory: str | Path) -> Path:
+    """Regenerates the study's outputs in place; returns the path of its paper.md."""
+    if not is_stored_study(directory):
+        raise SystemExit(f"{directory}: not a stored study (it needs config.yaml and runs/)")
+    subprocess.run(command(directory), check=True)
+    return Path(directory) / "paper.md"
+
+
+def stored_studies(project: Path = PROJECT) -> list[Path]:
+    return sorted(p.parent for p in (project / "reference").glob("*/config.yaml") if is_stored_study(p.parent))
+
+
+def rebuild_all(project: Path = PROJECT) -> list[Path]:
+    """Every golden file: each stored study rebuilt, then the README's results block -> the files rewritten."""
+    from compile_study.report import readme
+
+    papers = [rebuild(study) for study in stored_studies(project)]
+    readme.main([str(project / "README.md")])
+    return papers + [project / "README.md"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("directory", nargs="?", help="a stored study: config.yaml, facts.json and runs/**/*.json")
+    parser.add_argument("--all", action="store_true", help="every stored study under reference/ and the README block")
+    args = parser.parse_args(argv)
+    if args.all == bool(args.directory):
+        parser.error("give a stored study's directory or --all")
+    for path in rebuild_all() if args.all else [rebuild(args.directory)]:
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""The package's layers: a lower layer never imports a higher one, and no module imports in a cycle.
+
+    python -m pytest tests/test_layers.py -q
+
+Layers, from the bottom (ARCHITECTURE.md draws them): core < measure < checks < aggregate < report; the
+package's own `__main__` (the command line) sits above them all. Imports inside functions count too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.unit
+
+PACKAGE = "compile_study"
+LAYERS = ("core", "measure", "checks", "aggregate", "report")
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, root: Path) -> set[str]:
+    """Every compile_study module a file imports (`from compile_study.core import vocab` -> ...core.vocab)."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    known = {module_name(p, root) for p in (root / PACKAGE).rglob("*.py")}
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        out |= {t if t in known else f"unresolved:{t}" for t in targets if t.split(".")[0] == PACKAGE}
+    return out
+
+
+def graph(root: Path) -> dict[str, set[str]]:
+    return {module_name(p, root): imports(p, root) - {module_name(p, root)} for p in (root / PACKAGE).rglob("*.py")}
+
+
+def layer(module: str) -> int:
+    """0..4 for core..report; len(LAYERS) for the package's top (its __main__ and __init__)."""
+    parts = module.split(".")
+    if module.startswith("unresolved:"):
+        return -1
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else len(LAYERS)
+
+
+def upward_imports(g: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} -> {t}" for m, ts in g.items() for t in ts if layer(t) > layer(m))
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Import cycles among modules (each found once, by depth-first search)."""
+    found, state = [], {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = "open"
+        for t in sorted(g.get(m, ())):
+            if state.get(t) == "open":
+                found.append(path[path.index(t):] + [t])
+            elif t not in state:
+                visit(t, path + [t])
+        state[m] = "done"
+
+    for m in sorted(g):
+        if m not in state:
+            visit(m, [m])
+    return found
+
+
+def test_every_module_lives_in_a_layer():
+    loose = [m for m in graph(REPO) if layer(m) == len(LAYERS) and m not in (PACKAGE, f"{PACKAGE}.__main__")]
+    assert loose == [], "modules outside the layers: " + ", ".join(loose)
+
+
+def test_no_layer_imports_a_higher_one_and_nothing_imports_in_a_cycle():
+    g = graph(REPO)
+    assert sorted(t for ts in g.values() for t in ts if t.startswith("unresolved:")) == []
+    assert upward_imports(g) == []
+    assert cycles(g) == []
+
+
+def test_the_check_sees_an_upward_import_and_a_cycle(tmp_path):
+    """The checks above would fail on a deliberately bad package (a copy of this one, with two bad lines)."""
+    import shutil
+
+    shutil.copytree(REPO / PACKAGE, tmp_path / PACKAGE)
+    vocab = tmp_path / PACKAGE / "core" / "vocab.py"
+    vocab.write_text(vocab.read_text() + "\nfrom compile_study.report import build  # noqa\n")
+    timing = tmp_path / PACKAGE / "measure" / "timing.py"
+    timing.write_text(timing.read_text() + "\nfrom compile_study.measure import run  # noqa\n")
+    g = graph(tmp_path)
+    assert "compile_study.core.vocab -> compile_study.report.build" in upward_imports(g)
+    assert any("compile_study.measure.timing" in c and "compile_study.measure.run" in c for c in cycles(g))

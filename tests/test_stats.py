@@ -11,11 +11,14 @@ import pytest
 
 from compile_study.core.stats import (
     Band,
+    Interval,
     aa_band,
     chunk_log_ratios,
+    compare,
     pooled_chunk_sd,
     speedup_interval,
     speedup_table,
+    top,
     verdict,
 )
 
@@ -116,18 +119,20 @@ def test_labels_by_number_of_processes():
     one = speedup_interval([1.2])
     assert (one.method, one.n, one.point) == ("single run", 1, 1.2) and math.isnan(one.low) and math.isnan(one.level)
     two = speedup_interval([1.1, 1.3])
-    assert (two.method, two.low, two.high) == ("n = 2, range", 1.1, 1.3) and math.isnan(two.level)
+    assert two.method == "n = 2, no interval" and math.isnan(two.low) and math.isnan(two.high)
+    assert math.isnan(two.level)
     assert two.point == pytest.approx(math.sqrt(1.1 * 1.3))
     three = speedup_interval([1.1, 1.2, 1.3])
     assert (three.method, three.level) == ("t on log ratio, n = 3", 0.95)
     assert three.low < 1.1 and three.high > 1.3  # t with 2 degrees of freedom is wider than the range
     band = Band(1 / 1.05, 1.05, 0.01, 0.01, 3)
-    assert verdict(one, band) == "single run, no verdict"
-    assert verdict(two, band) == "n = 2, no verdict"
+    assert verdict(one, band) == "few-runs" and verdict(two, band) == "few-runs"
     assert verdict(speedup_interval([2.0, 2.1, 2.2]), band) == "faster"
     assert verdict(speedup_interval([0.5, 0.51, 0.52]), band) == "slower"
-    assert verdict(speedup_interval([1.0, 1.3, 1.6]), band) == "no measurable difference"
-    assert verdict(three, Band(math.nan, math.nan, math.nan, math.nan, 0)) == "no A/A control"
+    assert verdict(speedup_interval([1.0, 1.3, 1.6]), band) == "indistinct"  # overlaps the band's upper edge
+    assert verdict(speedup_interval([1.0, 1.001, 0.999]), band) == "within-noise"  # wholly inside the band
+    assert verdict(three, Band(math.nan, math.nan, math.nan, math.nan, 0)) == "no-control"
+    assert verdict(speedup_interval([]), band) == "no-run"
 
 
 def test_identical_values_and_missing_values():
@@ -177,9 +182,9 @@ def test_speedup_table_gives_intervals_bands_and_verdicts_per_configuration():
     assert list(t.speedup_n) == [5, 3, 1, 3]  # sorted by batch size, then mode; the failed run does not count
     assert t.loc[(16, "default"), "speedup_method"] == "t on log ratio, n = 5"
     assert t.loc[(16, "default"), "verdict"] == "faster"
-    assert t.loc[(16, "eager"), "verdict"] == "A/A"
-    assert t.loc[(16, "max-autotune"), "verdict"] == "single run, no verdict"
-    assert t.loc[(64, "default"), "verdict"] == "no A/A control" and math.isnan(t.loc[(64, "default"), "aa_band_low"])
+    assert t.loc[(16, "eager"), "verdict"] == "aa"
+    assert t.loc[(16, "max-autotune"), "verdict"] == "few-runs"
+    assert t.loc[(64, "default"), "verdict"] == "no-control" and math.isnan(t.loc[(64, "default"), "aa_band_low"])
     cell16 = t.loc[16]
     assert (cell16.aa_n == 3).all() and (cell16.aa_band_high >= np.exp(cell16.aa_chunk_noise)).all()
     assert t.loc[(16, "default"), "speedup_low"] < t.loc[(16, "default"), "speedup"] < t.loc[(16, "default"), "speedup_high"]
@@ -195,4 +200,27 @@ def test_a_range_of_two_runs_would_not_be_a_safe_verdict():
     outside = np.mean([(s.min() > b.high) or (s.max() < b.low) for s, b in zip(speedups, bands)])
     print(f"\nA/A pairs whose two-run range lies outside the band: {outside:.3f}")
     assert outside > 0.1
-    assert all(verdict(speedup_interval(s), b) == "n = 2, no verdict" for s, b in zip(speedups[:20], bands))
+    assert all(verdict(speedup_interval(s), b) == "few-runs" for s, b in zip(speedups[:20], bands))
+
+
+def _iv(point, low, high, n=3):
+    return Interval(point, low, high, "", n, 0.95)
+
+
+def test_compare_orders_two_configurations_only_when_their_intervals_separate():
+    a, b = _iv(3.0, 2.5, 3.6), _iv(1.7, 1.6, 1.9)
+    assert compare(a, b) == "higher" and compare(b, a) == "lower"
+    assert compare(_iv(3.0, 2.5, 3.6), _iv(2.97, 2.72, 3.25)) == "indistinct"  # overlapping: no "faster"
+    assert compare(_iv(1.78, 1.75, 1.80), _iv(1.65, 1.52, 1.80)) == "indistinct"  # touching ends overlap
+    assert compare(a, _iv(1.2, math.nan, math.nan, n=2)) == "few-runs"  # n = 2: no interval, no comparison
+    assert compare(_iv(9.0, 8.0, 10.0, n=2), b) == "few-runs"  # even a wide gap needs three processes
+
+
+def test_top_is_every_configuration_not_distinguishable_from_the_best():
+    ivs = {"graph": _iv(7.24, 6.10, 8.60), "ro": _iv(3.01, 2.52, 3.60), "ma": _iv(2.97, 2.72, 3.25),
+           "default": _iv(1.24, math.nan, math.nan, n=2)}
+    assert top(ivs) == (["graph"], ["ro", "ma"])  # the one fastest; n = 2 is neither ranked nor below
+    ivs = {"sg": _iv(1.78, 1.75, 1.80), "ro": _iv(1.76, 1.63, 1.91), "d": _iv(1.65, 1.52, 1.80),
+           "slow": _iv(1.15, 1.14, 1.16)}
+    assert top(ivs) == (["sg", "ro", "d"], ["slow"])  # three not distinguishable: none is "the fastest"
+    assert top({"x": _iv(2.0, math.nan, math.nan, n=1)}) == ([], [])

@@ -12,7 +12,8 @@ Interval of a configuration, from its n processes with a finite speedup (`speedu
   - n >= 3: Student-t interval on the mean of the per-process log speedups, back-transformed; the point is
     the geometric mean. Exact when the log speedups are normal across processes; tests/test_stats.py
     simulates studies and checks that the nominal 95% covers the true ratio in 93-97% of them.
-  - n = 2: the two values' range, labelled "n = 2, range"; no coverage is claimed for it.
+  - n = 2: the geometric mean, labelled "n = 2, no interval": the two values' range would claim coverage it
+    does not have, and a t interval on one degree of freedom is too wide to read.
   - n = 1: the single value, labelled "single run"; no interval.
   A percentile bootstrap over so few processes is not used: at n = 3 and n = 5 its 95% interval of the
   median is exactly the min-max range of the repeats, which covers the median of their distribution with
@@ -20,18 +21,25 @@ Interval of a configuration, from its n processes with a finite speedup (`speedu
 
 A/A band of a cell (same device, reference shape regime, precision and batch size; `aa_band`), from the
 cell's eager runs, whose "speedup" is eager against eager: the band is [1/m, m] with
-    log m = max(chunk noise, |mean A/A log ratio| + SD of the A/A log ratios across processes),
+    log m = max(chunk noise, |mean A/A log ratio| + BAND_SDS x SD of the A/A log ratios across processes),
   - chunk noise: the pooled within-process SD of the per-chunk A/A log ratios, i.e. how far one chunk of
     eager-vs-eager strays by chance; the band is never narrower than this.
   - the second term is how far one eager-vs-eager process typically lands from 1: the harness's own bias
     plus the between-process SD (with one eager process, that process's distance from 1).
   The band describes single processes, so it does not shrink as repeats are added; the interval does.
 
-Verdict rule (`verdict`): "faster" only when the whole speedup interval lies above the band, "slower" only
-when it lies below it, "no measurable difference" otherwise. Only a stated-coverage interval (n >= 3) gets a
-verdict: n = 1 gives "single run, no verdict" and n = 2 "n = 2, no verdict" (where a configuration varies more
-between processes than eager does, a range of two values lies wholly outside the band by chance far more often
-than 5%: tests/test_stats.py); a cell without eager runs gives "no A/A control".
+Verdict rule (`verdict`), a code from VERDICTS: "faster" only when the whole speedup interval lies above the
+band, "slower" only when it lies below it, "within-noise" when it lies inside the band and "indistinct" when it
+overlaps an edge. Only a stated-coverage interval (n >= MIN_N) gets a verdict: fewer processes give "few-runs"
+(where a configuration varies more between processes than eager does, a range of two values lies wholly
+outside the band by chance far more often than 5%: tests/test_stats.py); a cell without eager runs gives
+"no-control". The paper's templates turn the codes into words.
+
+Comparison rule (`compare`), the one rule behind every comparative word of the paper ("faster than",
+"fastest", "most"): two configurations' intervals (speedups over eager, gains, or step times read as their
+inverse) are ordered only when both rest on at least MIN_N processes and the intervals do not overlap;
+otherwise they are "indistinct" (or "few-runs"). Different configurations ran in different processes, so
+no paired test applies between them; the one comparison made inside a process, against eager, is `verdict`.
 """
 
 from __future__ import annotations
@@ -44,8 +52,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-LEVEL = 0.95
+LEVEL = 0.95  # nominal coverage of every interval
+MIN_N = 3  # fewest processes for an interval, a verdict and a comparative word
+BAND_SDS = 1.0  # the A/A band's second term: |mean| + BAND_SDS x SD of the per-process A/A log ratios
 NAN = float("nan")
+# verdict codes (the templates word them): against the A/A band, or why there is none
+VERDICTS = ("faster", "slower", "within-noise", "indistinct", "few-runs", "no-control", "aa", "no-run")
 
 
 @dataclass(frozen=True)
@@ -55,7 +67,7 @@ class Interval:
     point: float
     low: float
     high: float
-    method: str  # printed beside the interval: "t on log ratio, n = 5", "n = 2, range", "single run"
+    method: str  # a label for summary.csv: "t on log ratio, n = 5", "n = 2, no interval", "single run"
     n: int  # processes with a finite speedup
     level: float  # nominal coverage; NaN where none is claimed (n < 3)
 
@@ -86,8 +98,8 @@ def speedup_interval(speedups: Iterable, level: float = LEVEL) -> Interval:
         return Interval(float(r[0]), NAN, NAN, "single run", 1, NAN)
     logs = np.log(r)
     point = float(np.exp(logs.mean()))
-    if n == 2:
-        return Interval(point, float(r.min()), float(r.max()), "n = 2, range", 2, NAN)
+    if n < MIN_N:
+        return Interval(point, NAN, NAN, f"n = {n}, no interval", n, NAN)
     half = stats.t.ppf((1 + level) / 2, n - 1) * logs.std(ddof=1) / np.sqrt(n)
     low, high = np.exp(logs.mean() - half), np.exp(logs.mean() + half)
     return Interval(point, float(low), float(high), f"t on log ratio, n = {n}", n, level)
@@ -125,26 +137,51 @@ def aa_band(aa_speedups: Iterable, chunk_ratios: Iterable[np.ndarray]) -> Band:
     if n == 0:
         return Band(NAN, NAN, chunk, NAN, 0)
     between = float(logs.std(ddof=1)) if n >= 2 else NAN
-    typical = abs(logs.mean()) + (between if n >= 2 else 0.0)
+    typical = abs(logs.mean()) + (BAND_SDS * between if n >= 2 else 0.0)
     half = float(np.nanmax([typical, chunk]))
     return Band(float(np.exp(-half)), float(np.exp(half)), chunk, between, n)
 
 
 def verdict(interval: Interval, band: Band) -> str:
-    """faster / slower / no measurable difference, by the rule in the module docstring."""
+    """A code of VERDICTS, by the rule in the module docstring."""
     if interval.n == 0 or not np.isfinite(interval.point):
-        return "—"
-    if interval.n == 1:
-        return "single run, no verdict"
-    if interval.n == 2:
-        return "n = 2, no verdict"
+        return "no-run"
+    if interval.n < MIN_N:
+        return "few-runs"
     if not (np.isfinite(band.low) and np.isfinite(band.high)):
-        return "no A/A control"
+        return "no-control"
     if interval.low > band.high:
         return "faster"
     if interval.high < band.low:
         return "slower"
-    return "no measurable difference"
+    if band.low <= interval.low and interval.high <= band.high:
+        return "within-noise"
+    return "indistinct"
+
+
+def compare(a: Interval, b: Interval) -> str:
+    """Is a's quantity above b's? "higher" / "lower" only when both rest on MIN_N processes or more and their
+    intervals do not overlap; "indistinct" when they overlap; "few-runs" when either has fewer processes."""
+    if min(a.n, b.n) < MIN_N or not all(np.isfinite([a.low, a.high, b.low, b.high])):
+        return "few-runs"
+    if a.low > b.high:
+        return "higher"
+    if a.high < b.low:
+        return "lower"
+    return "indistinct"
+
+
+def top(intervals: dict) -> tuple[list, list]:
+    """Among {key: Interval} with MIN_N or more processes: the keys not distinguishable from the highest point
+    (its own and every interval overlapping it), best first, and the keys measurably below it. A single key
+    in the first list is "the fastest" by the comparison rule; several are "not distinguishable"."""
+    ranked = sorted(((k, iv) for k, iv in intervals.items() if iv.n >= MIN_N and np.isfinite(iv.low)),
+                    key=lambda kv: -kv[1].point)
+    if not ranked:
+        return [], []
+    best = ranked[0][1]
+    first = [k for k, iv in ranked if compare(iv, best) == "indistinct"]
+    return first, [k for k, _ in ranked if k not in first]
 
 
 def _run_chunk_ratios(runs: pd.DataFrame) -> list[np.ndarray]:
@@ -182,6 +219,6 @@ def speedup_table(runs: pd.DataFrame, config: Sequence[str], cell: Sequence[str]
             "speedup_n": iv.n, "speedup_level": iv.level,
             "aa_band_low": band.low, "aa_band_high": band.high, "aa_chunk_noise": band.chunk_noise,
             "aa_between_sd": band.between_sd, "aa_n": band.n,
-            "verdict": "A/A" if eager else verdict(iv, band),
+            "verdict": "aa" if eager else verdict(iv, band),
         })
     return pd.DataFrame(rows)

@@ -107,6 +107,19 @@ def test_prepare_writes_ids_lengths_labels_and_facts(synthetic_data):
     assert 0 < facts["splits"]["train"]["pad_fraction_at_max_len"] < 1
 
 
+def test_a_capped_train_split_says_how_many_rows_it_had_and_how_many_the_runs_use(tmp_path):
+    from compile_study.core.data import prepare, steps_per_epoch
+
+    from .conftest import TINY_MODEL, data_cfg
+
+    facts = prepare(data_cfg(max_train_rows=100), TINY_MODEL["max_len"], tmp_path, tmp_path / "hf")
+    train = facts["splits"]["train"]
+    assert (train["rows"], train["rows_available"]) == (100, 360)  # 400 synthetic rows, 10% to eval
+    assert facts["splits"]["eval"]["rows"] == facts["splits"]["eval"]["rows_available"] == 40
+    assert any("capped at the first 100 rows" in note for note in facts["notes"])
+    assert steps_per_epoch(32, train["rows"]) == 3  # epochs are epochs of the rows used
+
+
 def test_a_local_path_is_shown_without_the_machine_it_lives_on(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert sources.display_path("../shared/data/ag_news") == "../shared/data/ag_news"  # as configured

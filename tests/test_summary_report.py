@@ -43,8 +43,11 @@ def records(tmp_path):
     return record_mod.table(paths)
 
 
+ROWS = 6840  # the training rows the runs used (facts.json): epochs are counted in them
+
+
 def test_speedup_is_a_t_interval_on_the_processes_log_ratios(records):
-    s = summarize(records).set_index(["compile_mode", "batch_size"])
+    s = summarize(records, ROWS).set_index(["compile_mode", "batch_size"])
     row = s.loc[("default", 64)]
     ratios = np.array([10.0 / 8.0, 10.0 / 8.1, 10.0 / 7.9])
     assert row.speedup == pytest.approx(np.exp(np.log(ratios).mean()))  # geometric mean over processes
@@ -54,24 +57,37 @@ def test_speedup_is_a_t_interval_on_the_processes_log_ratios(records):
 
 
 def test_aa_control_labels_speedups_inside_the_noise(records):
-    s = summarize(records).set_index(["compile_mode", "batch_size"])
+    s = summarize(records, ROWS).set_index(["compile_mode", "batch_size"])
     eager = s.loc[("eager", 64)]
-    assert eager.verdict == "A/A" and eager.aa_low < 1 < eager.aa_high and "n = 3" in eager.aa_method
+    assert eager.verdict == "aa" and eager.aa_low < 1 < eager.aa_high and eager.aa_n == 3
     assert s.loc[("default", 64)].verdict == "faster"
-    assert s.loc[("reduce-overhead", 64)].verdict == "no measurable difference"
-    assert s.loc[("eager", 4096)].verdict == "A/A" and s.loc[("default", 4096)].status == "oom"
+    assert s.loc[("reduce-overhead", 64)].verdict in ("within-noise", "indistinct")
+    assert s.loc[("eager", 4096)].verdict == "aa" and s.loc[("default", 4096)].status == "oom"
 
 
 def test_compile_latency_break_even_and_memory(records):
-    row = summarize(records).set_index(["compile_mode", "batch_size"]).loc[("default", 64)]
+    row = summarize(records, ROWS).set_index(["compile_mode", "batch_size"]).loc[("default", 64)]
     assert row.cold_compile_s == pytest.approx(12.5) and row.warm_compile_s == pytest.approx(4.5)  # minus eager's 1 s
+    assert (row.cold_n, row.warm_n) == (1, 2)  # as each run found its Inductor cache directory
+    assert row.cold_epoch1_s == pytest.approx(23.5) and row.warm_epoch1_s == pytest.approx(15.5)  # never pooled
     assert row.break_even_steps == pytest.approx(12.5 / ((10.0 - 8.0) / 1e3))
-    assert row.break_even_epochs == pytest.approx(row.break_even_steps / (120_000 // 64))
+    assert row.break_even_epochs == pytest.approx(row.break_even_steps / (ROWS // 64))  # epochs of the rows used
     assert row.memory_ratio == pytest.approx(2.0)
 
 
+def test_a_point_shown_beside_an_interval_is_its_centre_and_two_processes_get_none(records):
+    s = summarize(records, ROWS).set_index(["compile_mode", "batch_size"])
+    row = s.loc[("default", 64)]
+    assert row.step_ms == pytest.approx(np.exp(np.log([8.0, 8.1, 7.9]).mean()))  # geometric mean, its interval's
+    assert row.step_low < row.step_ms < row.step_high and row.step_n == 3
+    two = summarize(records[~((records.compile_mode == "default") & (records.repeat == 2))], ROWS)
+    two = two.set_index(["compile_mode", "batch_size"]).loc[("default", 64)]
+    assert two.speedup_n == 2 and np.isnan(two.speedup_low) and np.isnan(two.speedup_high)
+    assert two.verdict == "few-runs"
+
+
 def test_failed_configuration_is_a_status_not_a_number(records):
-    row = summarize(records).set_index(["compile_mode", "batch_size"]).loc[("default", 4096)]
+    row = summarize(records, ROWS).set_index(["compile_mode", "batch_size"]).loc[("default", 4096)]
     assert row.status == "oom" and np.isnan(row.speedup) and "out of memory" in row.error
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from compile_study.core import record, stats
+from compile_study.core.data import steps_per_epoch
 from compile_study.core.io import write_json_atomic, write_text_atomic
 
 # A cell: a configuration apart from compile mode and scope; regimes that differ only in how they are
@@ -31,8 +32,8 @@ PARITY_COLUMNS = [
     "compile_mode", "precision", "batch_size", "loss_steps", "train_steps", "max_rel_loss_diff", "loss_rtol",
     "loss_ok", "eager_accuracy", "compiled_accuracy", "accuracy_delta_points", "accuracy_ok",
 ]
-BAND_METHOD = "max(chunk noise, 95% bound on the A/A bias)"  # stats.aa_band
-TRAIN_ROWS = 120_000  # the full AG News train split: break-even is also said in its epochs
+# an interval's point column per prefix: every point shown beside an interval is that interval's centre
+POINT = {"speedup": "speedup", "gain": "gain_over_eager_static", "inference": "inference_speedup", "step": "step_ms"}
 
 
 def _status(g: pd.DataFrame) -> tuple[str, str | None]:
@@ -43,8 +44,10 @@ def _status(g: pd.DataFrame) -> tuple[str, str | None]:
 
 
 def _interval_columns(prefix: str, values) -> dict:
+    """The interval across processes (stats.speedup_interval) and its point, the geometric mean."""
     iv = stats.speedup_interval(pd.to_numeric(pd.Series(values), errors="coerce").dropna())
-    return {f"{prefix}_low": iv.low, f"{prefix}_high": iv.high, f"{prefix}_method": iv.method}
+    return {POINT[prefix]: iv.point, f"{prefix}_low": iv.low, f"{prefix}_high": iv.high, f"{prefix}_method": iv.method,
+            f"{prefix}_n": iv.n}
 
 
 def _config_row(key: tuple, g: pd.DataFrame) -> dict:
@@ -64,10 +67,15 @@ def _config_row(key: tuple, g: pd.DataFrame) -> dict:
     row["step_cv_across_repeats"] = ok.steady_step_ms.std() / ok.steady_step_ms.mean() if len(ok) > 1 else np.nan
     row |= _interval_columns("gain", ok.gain_over_eager_static)
     row |= _interval_columns("inference", ok.inference_speedup)
+    row |= _interval_columns("step", ok.steady_step_ms)  # step times compared across configurations (stats.compare)
+    row["dirty_n"] = int((g.git_dirty.astype(str) == "True").sum())  # records made from a tree with changes
     for phase in ("forward", "backward", "optimizer"):  # per phase, eager reference / subject, same process
         row[f"{phase}_speedup"] = row[f"reference_{phase}_ms"] / row[f"{phase}_ms"]
-    for state in ("cold", "warm"):  # epoch 1 - epoch 2: compilation, recompilations, CUDA-graph recording
+    for state in ("cold", "warm"):  # as each run found its Inductor cache directory (the record's env)
         sel = ok[ok.inductor_cache == state]
+        row[f"{state}_n"] = len(sel)
+        row[f"{state}_epoch1_s"] = sel.epoch1_s.median() if len(sel) else np.nan
+        # epoch 1 - epoch 2: compilation, recompilations, CUDA-graph recording
         row[f"{state}_epoch1_overhead_s"] = (sel.epoch1_s - sel.epoch2_s).median() if len(sel) else np.nan
     return row
 
@@ -90,22 +98,22 @@ def _regime_gains(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
             continue
         runs = ok[(ok[CONFIG] == pd.Series(row[CONFIG])).all(axis=1)]
         gains = pd.to_numeric(runs.real_tokens_per_s, errors="coerce") / yard[key]
-        summary.loc[i, "gain_over_eager_static"] = gains.median()
         for col, value in _interval_columns("gain", gains).items():
             summary.loc[i, col] = value
         summary.loc[i, "gain_yardstick"] = "eager static runs"
     return summary
 
 
-def summarize(records: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration: repeats, status, medians, speedup interval and verdict, compile cost, memory."""
+def summarize(records: pd.DataFrame, train_rows: int) -> pd.DataFrame:
+    """Per configuration: repeats, status, medians, speedup interval and verdict, compile cost, memory.
+
+    train_rows: the training rows the runs used (facts.json's splits.train.rows): epochs are counted in them."""
     summary = pd.DataFrame([_config_row(key, g) for key, g in records.groupby(CONFIG, sort=True)])
     summary = _regime_gains(summary, records)
     speedups = stats.speedup_table(records, CONFIG, CELL).rename(
         columns={"aa_band_low": "aa_low", "aa_band_high": "aa_high"})
-    speedups["aa_method"] = [f"{BAND_METHOD}, n = {n}" if n else "no A/A control" for n in speedups.aa_n]
     summary = summary.merge(speedups, on=CONFIG, how="left")
-    return _against_eager(summary, records)
+    return _against_eager(summary, records, train_rows)
 
 
 def _eager_of_cell(records: pd.DataFrame) -> dict:
@@ -114,7 +122,7 @@ def _eager_of_cell(records: pd.DataFrame) -> dict:
     return {k: g for k, g in eager.groupby(CELL)}
 
 
-def _against_eager(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
+def _against_eager(summary: pd.DataFrame, records: pd.DataFrame, train_rows: int) -> pd.DataFrame:
     """Cross-process speedup, compile latency net of eager's warm-up, break-even, memory ratio."""
     eager = _eager_of_cell(records)
     cols = {c: [] for c in ("eager_step_ms", "aa_ratio", "cross_process_speedup", "cold_compile_s",
@@ -136,7 +144,7 @@ def _against_eager(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame
         cols["cold_compile_s"].append(cold)
         cols["warm_compile_s"].append(row.warm_epoch1_overhead_s - eager_overhead if compiled else np.nan)
         cols["break_even_steps"].append(steps)
-        cols["break_even_epochs"].append(steps / (TRAIN_ROWS // int(row.batch_size)))
+        cols["break_even_epochs"].append(steps / steps_per_epoch(row.batch_size, train_rows))
         cols["memory_ratio"].append(e.peak_memory_bytes.median() / row.peak_memory_bytes)
     for c, v in cols.items():
         summary[c] = v
@@ -163,7 +171,23 @@ def environment(records: pd.DataFrame) -> dict:
     env["overhead_s"] = {k: float(pd.to_numeric(records[f"overhead_{k}"], errors="coerce").sum())
                          for k in record.OVERHEAD if records[f"overhead_{k}"].notna().any()}
     env["statuses"] = records.status.value_counts().to_dict()
-    return env
+    return env | provenance(records)
+
+
+def provenance(records: pd.DataFrame) -> dict:
+    """What the Setup paragraph needs beyond distinct values: records per commit, records from a tree with
+    uncommitted changes and the configurations that pool them with clean ones, each cache state's runs, and
+    the float32 matmul setting of each precision's runs."""
+    dirty = records.git_dirty.astype(str) == "True"
+    per_config = dirty.groupby([records[k] for k in CONFIG]).agg(["any", "all"])
+    compiled = records[(records.compile_mode != "eager") & (records.status == "ok")]
+    matmul = {p: sorted({str(v) for v in g.float32_matmul_precision.dropna()})
+              for p, g in records.groupby("precision")}
+    return {"records_per_commit": {str(c): int(k) for c, k in records.git_commit.astype(str).value_counts().items()},
+            "dirty_records": int(dirty.sum()),
+            "mixed_configurations": int((per_config["any"] & ~per_config["all"]).sum()),
+            "compiled_cache_states": {str(s): int(k) for s, k in compiled.inductor_cache.value_counts().items()},
+            "float32_matmul_precision": {p: v for p, v in matmul.items() if v}}
 
 
 def parity_table(parity_paths: Iterable[str | Path]) -> pd.DataFrame:
@@ -184,10 +208,11 @@ def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp
 
     records = record.table(record_paths)
     peaks = _json_or(peak_path, {"peaks": {}})["peaks"]
-    summary = add_mfu(summarize(records), peaks)
+    facts = json.loads(Path(facts_path).read_text())
+    summary = add_mfu(summarize(records, facts["splits"]["train"]["rows"]), peaks)
     write_text_atomic(out["summary"], summary.to_csv(index=False))
     write_text_atomic(out["parity"], parity_table(parity_paths).to_csv(index=False))
-    claims = claims_table(summary, _json_or(mlp_path, None), json.loads(Path(facts_path).read_text()))
+    claims = claims_table(summary, _json_or(mlp_path, None), facts)
     write_text_atomic(out["claims"], claims.to_csv(index=False))
     write_json_atomic(out["environment"],
                       environment(records) | {"peak_tflops": {p: v["tflops"] for p, v in peaks.items()}})

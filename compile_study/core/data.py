@@ -49,6 +49,7 @@ def prepare(data_cfg: dict, max_len: int, out_dir: str | os.PathLike, cache_dir:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     corpus = load_corpus(data_cfg, cache_dir)
+    available = len(corpus.train_texts)  # the corpus's train rows before data.max_train_rows
     if data_cfg.get("max_train_rows"):
         n = data_cfg["max_train_rows"]
         corpus.train_texts, corpus.train_labels = corpus.train_texts[:n], corpus.train_labels[:n]
@@ -77,7 +78,8 @@ def prepare(data_cfg: dict, max_len: int, out_dir: str | os.PathLike, cache_dir:
         write_npy_atomic(out / f"{split}_lengths.npy", lengths)
         write_npy_atomic(out / f"{split}_labels.npy", np.asarray(labels, dtype=np.int64))
         facts["splits"][split] = {
-            "rows": len(texts),
+            "rows": len(texts),  # the rows the runs use: epochs and break-even are counted in them
+            "rows_available": available if split == "train" else len(texts),
             "class_counts": {CLASSES[c]: int(n) for c, n in zip(*np.unique(labels, return_counts=True))},
             "token_length_percentiles": {f"p{q}": float(np.percentile(full, q)) for q in (50, 90, 99)}
             | {"max": int(full.max())},
@@ -108,6 +110,12 @@ def data_warnings(facts: dict) -> list[str]:
                    f"(median length {train['token_length_percentiles']['p50']:.0f} tokens): the runs time "
                    "sequences cut short")
     return out
+
+
+def steps_per_epoch(batch_size: int, train_rows: int) -> int:
+    """Steps in one epoch of `train_rows` rows (facts.json's splits.train.rows) at a batch size; the last
+    partial batch is dropped, as the training loop does."""
+    return int(train_rows) // int(batch_size)
 
 
 def load_split(data_dir: str | os.PathLike, split: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

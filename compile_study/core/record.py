@@ -161,7 +161,8 @@ PROFILE_SIDES = ("profile", "reference_profile")  # table columns: profile_<name
 OVERHEAD = ("process_start_s", "imports_s", "cuda_init_s", "data_load_s", "compile_s", "timed_s",
             "phase_split_s", "profiler_s", "inference_s", "accuracy_s", "total_s")
 ENV_KEYS = ("device_type", "device_name", "torch", "triton", "cuda", "driver", "python", "cpu_model", "cpu_cores",
-            "git_commit", "git_dirty", "inductor_cache")
+            "cpu_affinity", "git_commit", "git_dirty", "inductor_cache", "float32_matmul_precision",
+            "cuda_matmul_allow_tf32")
 
 
 def new(cfg: RunConfig, model: dict, env: dict) -> dict:

@@ -1,4 +1,8 @@
-"""The claims table: each verdict follows its documented rule from the measured numbers."""
+"""The claims table: each verdict code follows its documented rule from intervals over three or more
+processes; the evidence is numbers and codes, never sentences."""
+
+import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -11,14 +15,14 @@ pytestmark = pytest.mark.unit
 FACTS = {"splits": {"train": {"rows": 6840}}}
 
 
-def row(mode, bs, speedup, *, regime="static", scope="module", precision="bf16", **kw):
-    base = dict(compile_mode=mode, batch_size=bs, speedup=speedup, shape_regime=regime, compile_scope=scope,
-                precision=precision, status="ok", verdict="faster" if speedup > 1.05 else "no measurable difference",
-                inference_speedup=np.nan, forward_speedup=np.nan, backward_speedup=np.nan, break_even_steps=np.nan,
-                graphs_compiled=1, distinct_shapes=1, recompile_limit_hit=False, eager_fallback_steps=0,
-                gain_over_eager_static=np.nan, steady_step_ms=10.0, cold_compile_s=np.nan, speedup_low=np.nan,
-                speedup_high=np.nan, speedup_method="single run", inference_low=np.nan, inference_high=np.nan,
-                inference_method="single run")
+def row(mode, bs, speedup, *, low=np.nan, high=np.nan, n=1, regime="static", scope="module", precision="bf16", **kw):
+    base = dict(compile_mode=mode, batch_size=bs, speedup=speedup, speedup_low=low, speedup_high=high, speedup_n=n,
+                shape_regime=regime, compile_scope=scope, precision=precision, status="ok",
+                verdict="faster" if n >= 3 and low > 1.05 else "few-runs" if n < 3 else "indistinct",
+                inference_speedup=np.nan, inference_low=np.nan, inference_high=np.nan, inference_n=0,
+                forward_speedup=np.nan, backward_speedup=np.nan, break_even_steps=np.nan, reference_step_ms=10.0,
+                graphs_compiled=1, distinct_shapes=1, recompile_limit_hit=False, steady_step_ms=10.0,
+                cold_compile_s=np.nan, cold_n=1)
     return base | kw
 
 
@@ -26,76 +30,87 @@ def table(*rows):
     return pd.DataFrame(list(rows))
 
 
-def test_training_claim_holds_only_when_every_default_speedup_is_within_20_to_40_percent():
-    inside = table(row("default", 32, 1.25), row("default", 512, 1.38), row("reduce-overhead", 32, 3.1))
-    assert claims.training_claim(inside)["verdict"] == "holds"
-    mixed = table(row("default", 32, 1.25), row("default", 512, 1.6))
-    c = claims.training_claim(mixed)
-    assert c["verdict"] == "depends (within 1.2–1.4× in 1 of 2)" and "1.25–1.60×" in c["evidence"]
-    assert claims.training_claim(table(row("default", 32, 1.05)))["verdict"] == "does not hold"
-    shown_as_140 = table(row("default", 32, 1.25), row("default", 512, 1.3996))
-    assert claims.training_claim(shown_as_140)["verdict"] == "holds"  # 1.40× as the paper shows it is inside
-    assert claims.training_claim(table(row("eager", 32, 1.0)))["verdict"] == claims.NOT_MEASURED
+def three(mode, bs, point, low, high, **kw):
+    return row(mode, bs, point, low=low, high=high, n=3, **kw)
 
 
-def test_inference_claim_takes_the_best_default_mode_configuration():
-    s = table(row("default", 32, 1.3, inference_speedup=1.45), row("default", 512, 1.4, inference_speedup=1.62))
-    c = claims.inference_claim(s)
-    assert c["verdict"] == "holds" and "best 1.62× (single run) at batch 512" in c["evidence"]
-    s.loc[1, "inference_speedup"] = 1.3
-    assert claims.inference_claim(s)["verdict"] == "partly"
+def test_training_claim_needs_intervals_inside_or_outside_the_claimed_range():
+    inside = table(three("default", 32, 1.3, 1.25, 1.35), three("default", 512, 1.3, 1.22, 1.38))
+    assert claims.training_claim(inside)[0] == "holds"
+    outside = table(three("default", 512, 1.65, 1.52, 1.80), three("default", 512, 1.15, 1.148, 1.16, precision="fp32"))
+    verdict, ev = claims.training_claim(outside)
+    assert verdict == "does-not-hold" and [e["code"] for e in ev] == ["outside", "outside"]
+    assert ev[0]["low"] == pytest.approx(1.52) and ev[0]["n"] == 3
+    mixed = table(three("default", 32, 1.3, 1.25, 1.35), three("default", 512, 1.65, 1.52, 1.80))
+    assert claims.training_claim(mixed)[0] == "depends"
+    straddles = table(three("default", 32, 1.4, 1.3, 1.5))  # could be inside or outside: not decided
+    assert claims.training_claim(straddles)[0] == "not-enough-evidence"
+    two = table(row("default", 32, 1.3, n=2))  # n = 2: no interval, so no verdict, whatever the point
+    assert claims.training_claim(two)[0] == "not-enough-evidence"
+    assert claims.training_claim(table(row("eager", 32, 1.0)))[0] == "not-measured"
 
 
-def test_mlp_claim_is_judged_on_the_synchronised_speedup_at_batch_64():
-    mlp = {"rows": [{"batch_size": 64, "status": "ok", "warm_ratio": 1.4, "cold_ratio": 0.1, "proper_speedup": 0.6,
-                     "proper_eager_ms": 0.8, "proper_compiled_ms": 1.33}]}
-    c = claims.mlp_claim(mlp)
-    assert c["verdict"] == "does not hold" and "timeit unsynchronised 1.40×" in c["evidence"]
-    mlp["rows"][0]["proper_speedup"] = 1.3
-    assert claims.mlp_claim(mlp)["verdict"] == "holds"
-    assert claims.mlp_claim({"rows": []})["verdict"] == claims.NOT_MEASURED
+def test_inference_measured_by_one_process_per_configuration_is_not_enough_evidence():
+    single = table(row("default", 512, 1.4, inference_speedup=1.78, inference_n=1))
+    verdict, ev = claims.inference_claim(single)
+    assert verdict == "not-enough-evidence" and ev[0]["point"] == pytest.approx(1.78) and ev[0]["n"] == 1
+    reaches = table(row("default", 512, 1.4, inference_speedup=1.7, inference_low=1.55, inference_high=1.85,
+                        inference_n=3))
+    assert claims.inference_claim(reaches)[0] == "holds"
+    below = table(row("default", 512, 1.4, inference_speedup=1.3, inference_low=1.2, inference_high=1.4, inference_n=3))
+    assert claims.inference_claim(below)[0] == "does-not-hold"
 
 
-def test_dynamic_claim_is_judged_against_the_static_compiled_baseline_with_compile_time():
-    # batch 256: 468 steps an epoch; static compiled 8 ms a step (1.25x), 20 s to compile
-    static = row("default", 256, 1.25, steady_step_ms=8.0, cold_compile_s=20.0)
-    cheap = row("default", 256, 1.5, regime="dynamic", graphs_compiled=3, distinct_shapes=20, steady_step_ms=5.0,
-                gain_over_eager_static=2.0, cold_compile_s=30.0)
-    costly = row("default", 256, 1.3, regime="dynamic-false", graphs_compiled=8, distinct_shapes=20,
-                 steady_step_ms=7.0, gain_over_eager_static=1.43, cold_compile_s=200.0, recompile_limit_hit=True,
-                 eager_fallback_steps=140)
-    c = claims.dynamic_claim(table(static, cheap, costly))
-    assert c["verdict"] == "depends (holds for default dynamic-false bs256)"
-    # dynamic: eager-static step 10 ms; 1 epoch 4.68 s eager vs 2.34 + 30 s compiled -> 0.14x; 10 epochs 0.88x;
-    # static: 4.68 s vs 3.74 + 20 s -> 0.20x; 10 epochs 0.81x: the dynamic regime still wins over 10 epochs
-    assert "over 1 / 10 epochs 0.14× / 0.88× eager-static real tokens (static default 0.20× / 0.81×)" in c["evidence"]
-    assert "recompile limit hit (140 eager steps)" in c["evidence"]
-    alone = claims.dynamic_claim(table(cheap))
-    assert "no static default run at batch 256: against eager static" in alone["evidence"]
-    assert alone["verdict"] == "holds"  # against eager static (1.00x), 0.88x over 10 epochs erases the gain
+def _mlp(eager, compiled, bs=64):
+    return {"batch_size": bs, "status": "ok", "warm_ratio": 0.64, "cold_ratio": 0.13,
+            "proper_eager_ms": min(eager), "proper_compiled_ms": min(compiled), "proper_speedup": 0.6,
+            "proper_rounds": {"eager_ms": eager, "compiled_ms": compiled}}
 
 
-def test_forward_only_claim_reads_the_one_side_scopes_against_aot_eager_only():
-    s = table(row("default", 32, 1.3, forward_speedup=1.3, backward_speedup=1.36),
-              row("default", 32, 0.28, scope="forward", steady_step_ms=36.0),
-              row("default", 512, 1.4, forward_speedup=1.08, backward_speedup=1.89))
-    c = claims.forward_only_claim(s)
-    assert c["verdict"] == "does not hold" and "phases forward 1.30×, backward 1.36×" in c["evidence"]
-    assert "not read (no aot-eager baseline" in c["evidence"]  # 0.28x over eager is graph replay, not compile
-    s = pd.concat([s, table(row("default", 32, 0.25, scope="aot-eager", steady_step_ms=40.0))])
-    assert "scopes over aot-eager: forward 1.11×" in claims.forward_only_claim(s)["evidence"]
+def test_mlp_claim_is_judged_on_the_interval_of_its_alternating_rounds_at_batch_64():
+    verdict, ev = claims.mlp_claim({"rows": [_mlp([0.645, 0.747, 0.666], [1.114, 1.122, 1.050]),
+                                             _mlp([7.09, 7.09, 7.09], [7.07, 7.07, 7.07], bs=8192)]})
+    assert verdict == "does-not-hold" and ev[0]["code"] == "outside" and ev[1]["code"] == "other-batch"
+    assert ev[0]["high"] < 1.2 and ev[0]["n"] == 3 and ev[0]["timeit_ratio"] == pytest.approx(0.64)
+    assert claims.mlp_claim({"rows": [_mlp([1.3, 1.32, 1.31], [1.0, 1.0, 1.0])]})[0] == "holds"
+    assert claims.mlp_claim({"rows": []})[0] == "not-measured"
 
 
-def test_break_even_claim_counts_epochs_of_the_full_train_split_at_that_batch_size():
-    # batch 64: 1,875 steps an epoch; batch 512: 234
-    s = table(row("default", 64, 1.25, break_even_steps=8000.0), row("default", 512, 1.4, break_even_steps=117.0))
-    c = claims.break_even_claim(s, FACTS)
-    assert c["verdict"] == "depends (more than one epoch to break even in 1 of 2)"
-    assert "8,000 steps (4.3 epochs)" in c["evidence"] and "117 steps (0.50 epochs)" in c["evidence"]
-    never = table(row("default", 64, 0.9, break_even_steps=np.inf))
-    assert claims.break_even_claim(never, FACTS)["verdict"] == "holds"
+def test_dynamic_claim_needs_three_processes_and_quotes_graphs_for_shapes():
+    few = table(row("default", 256, 1.0, n=2, regime="dynamic", graphs_compiled=3, distinct_shapes=6,
+                    cold_compile_s=42.2))
+    verdict, ev = claims.dynamic_claim(few)
+    assert verdict == "not-enough-evidence" and (ev[0]["graphs"], ev[0]["shapes"]) == (3, 6)
+    every = three("default", 256, 0.95, 0.9, 1.0, regime="dynamic-false", graphs_compiled=8, distinct_shapes=8)
+    assert claims.dynamic_claim(table(every))[0] == "holds"  # one graph per shape and no gain left
+    fewer_graphs = three("default", 256, 0.95, 0.9, 1.0, regime="dynamic", graphs_compiled=3, distinct_shapes=6)
+    assert claims.dynamic_claim(table(fewer_graphs))[0] == "does-not-hold"  # 3 graphs for 6 shapes: not every one
 
 
-def test_claims_table_has_one_row_per_claim_even_with_nothing_measured():
+def test_forward_only_claim_rests_on_one_process_and_quotes_the_scopes_beside_it():
+    s = table(row("default", 32, 1.24, n=2, forward_speedup=0.85, backward_speedup=1.26),
+              three("default", 32, 0.29, 0.19, 0.45, scope="forward", verdict="slower"),
+              three("default", 32, 0.82, 0.76, 0.89, scope="aot-eager"))
+    verdict, ev = claims.forward_claim(s)
+    assert verdict == "not-enough-evidence" and ev[0]["phase_n"] == 1
+    assert {x["scope"]: x["verdict"] for x in ev[0]["scopes"]} == {"forward": "slower", "aot-eager": "indistinct"}
+
+
+def test_short_runs_claim_counts_epochs_of_the_rows_used_across_the_speedup_interval():
+    # batch 32: 213 steps an epoch; 10 ms eager, 13.5 s cold: at 3.0x a step saves 6.67 ms -> 2,025 steps
+    s = table(three("reduce-overhead", 32, 3.0, 2.5, 3.6, cold_compile_s=13.5, break_even_steps=2025.0))
+    verdict, ev = claims.short_runs_claim(s, FACTS)
+    assert verdict == "holds" and ev[0]["epoch_steps"] == 6840 // 32
+    assert ev[0]["steps_low"] == pytest.approx(13.5 / (0.010 * (1 - 1 / 3.6)))  # the fast end saves most
+    assert ev[0]["steps_high"] == pytest.approx(13.5 / (0.010 * (1 - 1 / 2.5)))
+    slow = table(three("default", 32, 1.02, 0.98, 1.06, cold_compile_s=13.5))
+    assert claims.short_runs_claim(slow, FACTS)[1][0]["steps_high"] == math.inf  # no step saved at its low end
+    quick = table(three("reduce-overhead", 32, 3.0, 2.5, 3.6, cold_compile_s=0.2))
+    assert claims.short_runs_claim(quick, FACTS)[0] == "does-not-hold"
+
+
+def test_claims_table_is_codes_and_numbers_with_one_row_per_claim():
     t = claims.claims_table(table(row("eager", 32, 1.0)), None, FACTS)
-    assert len(t) == 6 and set(t.verdict) == {claims.NOT_MEASURED} and list(t.columns)[0] == "topic"
+    assert list(t.claim) == list(claims.CLAIMS) and list(t.columns) == ["claim", "verdict", "evidence"]
+    assert set(t.verdict) <= set(claims.VERDICTS) and set(t.verdict) == {"not-measured"}
+    assert all(isinstance(json.loads(e), list) for e in t.evidence)

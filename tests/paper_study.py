@@ -7,7 +7,9 @@ import json
 
 import pandas as pd
 
-from compile_study.aggregate.summary import add_mfu, summarize
+from compile_study.aggregate import figures
+from compile_study.aggregate.claims import claims_table
+from compile_study.aggregate.summary import add_mfu, environment, summarize
 from compile_study.core import record as record_mod
 from compile_study.report import build as report
 
@@ -23,12 +25,16 @@ def _edit(path, fn):
     return path
 
 
-def _profile(rec, top_name):
+def _profile(rec, top_name, device="cuda"):
     top = [{"name": top_name, "calls_per_step": 3, "ms_per_step": 0.5, "share": 0.5},
            {"name": "triton_poi_fused_gelu_native_dropout_view_13", "calls_per_step": 2, "ms_per_step": 0.25,
             "share": 0.25}]
     prof = {"kernels_per_step": 120, "idle_fraction": 0.4, "cpu_ms_per_step": 5.0, "device_busy_ms_per_step": 4.0,
             "wall_ms_per_step": 9.0, "triton_kernels_distinct": 7, "distinct_kernels": 20, "top_kernels": top}
+    if device == "cpu":  # the CPU profiler has no device time: operators per step and host time only
+        top[1]["name"] = "aten::addmm"
+        prof |= {"idle_fraction": None, "device_busy_ms_per_step": None, "triton_kernels_distinct": 0,
+                 "kernel_kind": "aten ops"}
     if rec["status"] == "ok":
         rec["metrics"] |= {"profile": prof, "reference_profile": prof | {"kernels_per_step": 150}}
 
@@ -46,16 +52,18 @@ def make_study(tmp_path, hostile: str = HOSTILE, device: str = "cuda", peak: flo
                        lambda rec: rec["config"].update(compile_scope="forward")))
     for p in paths:
         _edit(p, lambda rec: (rec["env"].update(device_name=hostile, device_type=device),
-                              _profile(rec, f"void at::native::{hostile}_kernel<float, 4>(int)")))
+                              _profile(rec, f"void at::native::{hostile}_kernel<float, 4>(int)", device)))
     _edit(paths[3], lambda rec: rec["metrics"].update(evidence_errors={"phases": hostile}))
-    summary = add_mfu(summarize(record_mod.table(paths)), {"bf16": {"tflops": peak}})
+    records = record_mod.table(paths)
     facts = {"description": hostile, "source": "csv", "notes": [hostile], "warnings": [hostile], "vocab_size": 100,
-             "max_len": 128, "splits": {s: {"rows": 10, "pad_fraction_at_max_len": 0.58, "truncated_fraction": 0.0063,
+             "max_len": 128, "splits": {s: {"rows": 6840, "pad_fraction_at_max_len": 0.58, "truncated_fraction": 0.0063,
                                             "token_length_percentiles": {"p50": 1, "p90": 2, "p99": 3, "max": 4}}
                                         for s in ("train", "eval")}}
-    env = {"device_name": hostile, "torch": "2.11.0", "triton": "3.6.0", "cuda": "13.0", "driver": hostile,
-           "python": "3.12", "cpu_model": hostile, "cpu_cores": "16", "git_commit": hostile, "git_dirty": "True",
-           "n_records": len(paths), "statuses": {"ok": len(paths) - 1, hostile: 1}, "peak_tflops": {"bf16": peak}}
+    summary = add_mfu(summarize(records, facts["splits"]["train"]["rows"]), {"bf16": {"tflops": peak}})
+    env = environment(records) | {"device_name": hostile, "driver": hostile, "cpu_model": hostile, "cpu_cores": "16",
+                                  "peak_tflops": {"bf16": peak}}
+    if device == "cpu":
+        env |= {"triton": None, "cuda": None, "driver": None}
     grids = [{"name": hostile, "compile_mode": ["eager", "default", "reduce-overhead"], "batch_size": [32, 128, 4096],
               "shape_regime": ["static"], "precision": ["bf16"], "repeats": 3, "warmup_steps": 5, "timed_steps": 100,
               "interleave_chunk": 10, "recompile_limit": 8, "max_epoch_steps": None, "compile_scope": ["module"]}]
@@ -65,13 +73,15 @@ def make_study(tmp_path, hostile: str = HOSTILE, device: str = "cuda", peak: flo
                             "train_steps": 106, "max_rel_loss_diff": 0.004, "loss_rtol": 0.05, "loss_ok": True,
                             "eager_accuracy": 0.81, "compiled_accuracy": 0.795, "accuracy_delta_points": -1.5,
                             "accuracy_ok": False}])
-    claims = pd.DataFrame([{"topic": hostile, "claim": f"Training is 20–40% faster {hostile}", "verdict": hostile,
-                            "evidence": f"default: 1.15–1.40× {hostile}"}])
+    claims = claims_table(summary, None, facts)
     checks = {"timer": [], "drift": []}
+    calls = [{"call": 1, "command": ["snakemake", "--cores", "all", "--resources", "timed_run=2"], "exit_status": 0,
+              "hostname": hostile, "gpus": [hostile] * 2, "host_cpus": 16}]
     return dict(summary=summary, parity=parity, claims=claims, environment=env, facts=facts, config=config,
-                device=device, checks=checks, figure_dir_rel="figures", records=record_mod.table(paths))
+                device=device, checks=checks, figure_dir_rel="figures", records=records, calls=calls,
+                drawn=figures.drawable(summary, records))
 
 
 def build(study: dict) -> report.Report:
     return report.build(*(study[k] for k in ("summary", "parity", "claims", "environment", "facts", "config",
-                                             "device", "checks", "figure_dir_rel")))
+                                             "device", "checks", "figure_dir_rel", "calls", "drawn")))

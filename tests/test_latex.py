@@ -24,13 +24,14 @@ def built(tmp_path):
     """A hostile study's paper.tex beside its figures/, and the report it came from."""
     study = make_study(tmp_path / "records")
     figures.draw_all(study["summary"], study["records"], study["environment"], tmp_path / "figures")
+    study["drawn"] = figures.read_index(tmp_path / "figures")
     rep = build(study)
     (tmp_path / "paper.tex").write_text(paper.render(rep, "tex"))
     return tmp_path, rep
 
 
 @needs_latexmk
-def test_pdf_builds_clean_and_embeds_every_figure(built):
+def test_pdf_builds_clean_and_embeds_every_figure_made(built):
     d, rep = built
     assert paper.build_pdf(d / "paper.tex") == "built"
     log = (d / paper.LATEX_DIR / "paper.log").read_text(errors="replace")
@@ -38,7 +39,8 @@ def test_pdf_builds_clean_and_embeds_every_figure(built):
     assert not re.search(r"undefined", log, re.I), re.findall(r".*undefined.*", log, re.I)[:3]
     assert "Overfull" not in log, re.findall(r"Overfull.*", log)[:3]
     placed = [b.key for s in rep.main + rep.appendix for b in s.blocks if b.kind == "figure"]
-    assert placed and all(f"figures/{key}.pdf" in log for key in placed)
+    assert sorted(placed) == sorted(figures.read_index(d / "figures"))  # every figure made is placed, no other
+    assert all(f"figures/{key}.pdf" in log for key in placed)
 
 
 @needs_latexmk
@@ -54,10 +56,11 @@ def test_without_latexmk_the_pdf_is_skipped_not_failed(monkeypatch, tmp_path):
     assert paper.build_pdf(tmp_path / "paper.tex") == "skipped: latexmk not installed"
 
 
-def test_figures_are_byte_stable_and_all_drawn(built):
+def test_figures_are_byte_stable_and_only_those_with_data_are_drawn(built):
     d, _ = built
     first = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (d / "figures").glob("*.pdf")}
     study = make_study(d / "again")
     figures.draw_all(study["summary"], study["records"], study["environment"], d / "figures")
     again = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (d / "figures").glob("*.pdf")}
-    assert first == again and set(first) == {f"{name}.pdf" for name in figures.FIGURES}
+    assert first == again and set(first) == {f"{name}.pdf" for name in figures.read_index(d / "figures")}
+    assert "buckets.pdf" not in first and "timeline.pdf" not in first  # one bucket set, no epoch-1 series: no data

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from compile_study.aggregate import claims, numbers
+from compile_study.aggregate import claims
 from compile_study.core import stats
 from compile_study.report import build as report
-from compile_study.report import paper
+from compile_study.report import findings, numbers, paper
 
 from .conftest import REPO
 from .paper_study import HOSTILE, build, make_study
@@ -38,7 +38,9 @@ def test_tables_hold_the_measured_values_with_interval_and_method(study):
     assert row[3] == numbers.ms(d.steady_step_ms) == "8.00"
     interval = f"{d.speedup:.2f}× [{d.speedup_low:.2f}, {d.speedup_high:.2f}] (95% t, n = 3)"
     assert row[4] == interval and d.speedup_method == "t on log ratio, n = 3"
-    assert row[7] == f"{d.break_even_steps:,.0f} steps ({numbers.sig(d.break_even_steps / (120_000 // 32), 2)} epochs)"
+    rows_used = study["facts"]["splits"]["train"]["rows"]  # epochs of the rows the runs used, from facts.json
+    assert row[7] == f"{d.break_even_steps:,.0f} ({numbers.sig(d.break_even_steps / (rows_used // 32), 2)})"
+    assert row[5] == "faster" and row[6] == f"{d.cold_compile_s:.1f} s (1)"  # a verdict word; cold runs counted
     assert any(r[3] == "OOM at batch 4096" for r in _cells(rep, "modes"))
     md = paper.render(rep, "md")
     escaped = interval.replace("[", "\\[").replace("]", "\\]").replace("%", "\\%")
@@ -82,19 +84,26 @@ def test_every_reference_resolves_and_numbers_follow_the_order_of_placement(stud
 def test_grid_facts_come_from_the_config_and_small_numbers_keep_their_digits(tmp_path):
     study = make_study(tmp_path, hostile="cpu-box", device="cpu", peak=0.1423)
     study["config"]["grids"]["cpu"][0] |= {"batch_size": [8, 32], "max_epoch_steps": 10}
-    md = paper.render(build(study), "md")
-    assert "These are CPU numbers" in md and "caps epochs at 10 steps" in md
-    assert "batch sizes 8 and 32" in md and "512" not in md.split("## Appendix")[0]
+    rep = build(study)
+    md = paper.render(rep, "md")
+    assert "These are CPU numbers" in md and "caps an epoch at 10 steps" in md
+    grid = _cells(rep, "grid")[0]
+    assert grid[3] == "8, 32" and grid[8] == "10" and "512" not in md.split("## Appendix")[0]
     assert "bf16 0.142 TFLOP/s" in md  # the CPU peak as measured, not "0.1"
-    assert "Data: cpu-box; 0.63% of training rows are longer than 128 tokens".replace("%", "\\%") in md
+    assert "0.63\\% of the training rows are longer than 128 tokens" in md
 
 
 def test_numbers_read_as_the_paper_shows_them():
-    assert numbers.interval(1.523, 1.471, 1.58, "t on log ratio, n = 5") == "1.52× [1.47, 1.58] (95% t, n = 5)"
-    assert numbers.interval(1.3, float("nan"), float("nan"), "single run") == "1.30× (single run)"
+    nan = float("nan")
+    assert numbers.interval(stats.Interval(1.523, 1.471, 1.58, "", 5, 0.95)) == "1.52× [1.47, 1.58] (95% t, n = 5)"
+    assert numbers.interval(stats.Interval(1.523, 1.471, 1.58, "", 5, 0.95), False) == "1.52× [1.47, 1.58]"
+    assert numbers.interval(stats.Interval(1.3, nan, nan, "", 1, nan)) == "1.30× (single run)"
+    two = stats.speedup_interval([2.73, 3.18])  # n = 2: never a bracketed range, with or without the method
+    assert numbers.interval(two) == numbers.interval(two, False) == "2.95× (n = 2, no interval)"
+    assert numbers.interval({"point": 1.7, "low": None, "high": None, "n": 2}) == "1.70× (n = 2, no interval)"
     assert [numbers.sig(v) for v in (771.49, 51.138, 0.14231, 12345.6)] == ["771", "51.1", "0.142", "12,346"]
-    assert numbers.break_even(float("inf"), 32).startswith("never") and numbers.shown(1.3996) == 1.40
-    assert numbers.span([15.31, 17.6], numbers.seconds) == "15.3–17.6 s"
+    assert numbers.steps(float("inf")) == "never" and numbers.word(1) == "one" and numbers.word(12) == "12"
+    assert numbers.span([15.31, 17.6], numbers.seconds) == "15.3–17.6 s" == numbers.span([15.31, 17.6], "seconds")
 
 
 @pytest.mark.skipif(not (STORED / "summary.csv").is_file(), reason="the stored H200 study is not in this checkout")
@@ -112,7 +121,8 @@ def test_main_text_of_the_stored_h200_paper_is_at_most_3000_words():
     assert words["appendix"] + words["appendix_tables"] > 0
     titles = [s.title for s in rep.main]
     assert titles[-1] == "Conclusions and recommendations" and "How far from the best step" in titles
-    assert all(re.search(r"⟦tab:\w+⟧", item) for item in rep.main[-1].blocks[0].items)  # each traced to a table
+    assert titles[1] == "Setup"
+    assert all(re.search(r"⟦tab:\w+⟧", paper.words(item)) for item in rep.main[-1].blocks[0].items)  # each traced
 
 
 def _concurrency_check(ratios, gpu="NVIDIA H200") -> dict:
@@ -125,32 +135,40 @@ def _concurrency_check(ratios, gpu="NVIDIA H200") -> dict:
                                             "n": iv.n, "overlaps": [r["overlap"] for r in results]}}
 
 
-def test_the_concurrency_check_is_one_sentence_against_its_cells_band_and_absent_where_it_did_not_apply(study):
+def test_the_concurrency_check_is_read_against_its_cells_band_and_absent_where_it_did_not_apply(study):
     study["checks"]["concurrency"] = _concurrency_check([1.01, 1.02, 1.00], gpu=HOSTILE)
-    md, tex = (paper.render(build(study), fmt) for fmt in ("md", "tex"))
+    rep = build(study)
+    md, tex = (paper.render(rep, fmt) for fmt in ("md", "tex"))
+    para = next(b.text for s in rep.appendix for b in s.blocks if b.kind == "para" and b.text.macro == "concurrency")
     iv = stats.speedup_interval([1.01, 1.02, 1.00])
     eager = study["summary"].query("compile_mode == 'eager' and batch_size == 32 and shape_regime == 'static'").iloc[0]
-    para = next(line for line in md.splitlines() if "Two timed runs at once" in line)
+    assert para.data["iv"] == iv and para.data["cores"] == 8 and para.data["rounds"] == 3
+    assert (para.data["band"].low, para.data["band"].high) == (eager.aa_low, eager.aa_high)
+    assert para.data["verdict"] == stats.verdict(iv, para.data["band"]) and para.data["verdict"] != "faster"
+    text = paper.words(para)
     for number in (iv.point, iv.low, iv.high, eager.aa_low, eager.aa_high):  # its interval against its cell's band
-        assert f"{number:.2f}" in para
-    assert "n = 3" in para and "8 cores" in para and "97–99" in para and "no measurable difference" in para
-    assert "/home/someone" not in md + tex and "Two timed runs at once" in tex
+        assert f"{number:.2f}" in text
+    assert "/home/someone" not in md + tex and "macro" not in md
     study["checks"]["concurrency"] = _concurrency_check([1.30, 1.31, 1.32])
     assert "two at once are measurably slower." in paper.render(build(study), "md")
     study["checks"]["concurrency"] = {"applicable": False, "reason": "1 GPU(s) on this host"}
-    assert "Two timed runs at once" not in paper.render(build(study), "md")
+    assert not [b for s in build(study).appendix for b in s.blocks if b.kind == "para" and b.text.macro == "concurrency"]
 
 
 @pytest.mark.skipif(not (STORED / "summary.csv").is_file(), reason="the stored H200 study is not in this checkout")
-def test_packing_is_read_against_padding_in_the_same_mode_from_the_summary():
-    s = pd.read_csv(STORED / "summary.csv")
-    ro = s[(s.compile_mode == "reduce-overhead") & (s.compile_scope == "module") & (s.batch_size == 256)
-           & (s.precision == "bf16")].set_index("shape_regime").real_tokens_per_s
-    bucketed = next(r for r in ro.index if r.startswith("bucketed"))
-    text = (STORED / "paper.md").read_text()
-    expected = (f"batch 256, `reduce-overhead` packed (1) {numbers.times(ro['packed'] / ro['static'])} static (1), "
-                f"{numbers.times(ro['packed'] / ro[bucketed])} bucketed (4)")
-    assert expected in text
-    # the regime gains use eager's static runs as the yardstick, not the run's own static reference
-    packed = s[(s.shape_regime == "packed") & (s.compile_mode == "reduce-overhead") & (s.batch_size == 256)].iloc[0]
-    assert packed.gain_yardstick == "eager static runs"
+def test_comparative_words_come_from_the_rule_on_the_stored_studys_intervals():
+    summary = pd.read_csv(STORED / "summary.csv")
+    facts = json.loads((STORED / "facts.json").read_text())
+    ctx = findings.Context(summary, None, json.loads((STORED / "environment.json").read_text()), facts,
+                           yaml.safe_load((STORED / "config.yaml").read_text()), "cuda", "figures", [], {})
+    batches = {b["batch"]: b for b in findings.per_batch(ctx)}
+    name = [(c["mode"], c["scope"]) for c in batches[32]["top"]]
+    assert name == [("default", "step-graph")]  # its interval clears every other with three processes
+    assert len(batches[512]["top"]) == 3  # step-graph, reduce-overhead and default overlap: none is "fastest"
+    assert not batches[64]["top"] and batches[64]["few"][0]["speedup"].n == 2  # n = 2: named, never ranked
+    shapes = {f["batch"]: f for f in findings.shape_findings(ctx)}
+    assert [c["kind"] for c in shapes[256]["top"]] == ["packed"]
+    assert ("eager", "packed") in shapes[64]["missing"]  # planned, not made: the comparison says so
+    for b in batches.values():  # a point shown beside an interval is that interval's centre
+        for c in b["top"] + b["below"]:
+            assert c["speedup"].low < c["speedup"].point < c["speedup"].high

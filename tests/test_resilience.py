@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from compile_study.aggregate import numbers
+from compile_study.report import numbers
 
 from .conftest import REPO, TINY_MODEL
 

@@ -27,7 +27,17 @@ def test_schema_enums_are_the_vocabulary():
     assert tuple(_enum("compile_scope")) == vocab.COMPILE_SCOPES
     assert tuple(_enum("precision")) == vocab.PRECISIONS
     assert tuple(_enum("shape_regime")) == vocab.REGIME_KINDS
-    assert set(vocab.SCOPE_TEXT) == set(vocab.SCOPE_MODES) == set(vocab.COMPILE_SCOPES)
+    assert set(vocab.SCOPE_MODES) == set(vocab.COMPILE_SCOPES)
+
+
+def test_the_paper_has_words_for_every_scope_and_regime():
+    from compile_study.report.document import Text
+    from compile_study.report.paper import words
+
+    for scope in vocab.COMPILE_SCOPES:
+        assert len(words(Text("terms", "scope", {"s": scope})).split()) >= 5, scope
+    for kind in vocab.REGIME_KINDS:
+        assert len(words(Text("terms", "regime", {"k": kind})).split()) >= 5, kind
 
 
 def test_wildcard_constraints_accept_every_run_name_and_nothing_else():

@@ -1,6 +1,6 @@
 """Turning encoded splits into device-resident batches (built once, before any timing).
 
-Shape regimes (`vocab.Regime`; vocab.REGIME_TEXT says each in a line):
+Shape regimes (`vocab.Regime`; paper/templates/sections/terms.j2 says each in a line):
 - `static`: every batch padded to max_len: one shape.
 - `dynamic`, `dynamic-true`, `dynamic-false`, `dynamic-marked`: random batches, each padded only to
   its own longest sequence; the suffix says how it is compiled (`Regime.compile_kwargs`).

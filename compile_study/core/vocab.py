@@ -17,18 +17,9 @@ COMPILE_MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-aut
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # Inductor records CUDA graphs (on CUDA only)
 AUTOTUNE_MODES = ("max-autotune", "max-autotune-no-cudagraphs")  # search kernel configs: minutes per shape
 
-# --- compile scopes: what is compiled (compile_study/measure/compile.py implements each) ----------------------------
+# --- compile scopes: what is compiled (compile_study/measure/compile.py implements each; the paper's words for
+# each scope and shape regime are in paper/templates/sections/terms.j2) ------------------------------------------
 COMPILE_SCOPES = ("module", "fused-adamw", "forward", "backward", "aot-eager", "step", "step-graph", "graph-break")
-SCOPE_TEXT = {
-    "module": "torch.compile(model): forward + AOTAutograd backward; loss, backward() call, AdamW (foreach) eager",
-    "fused-adamw": "as module, with the fused AdamW kernel (eager too: what fusing the optimizer alone gives)",
-    "forward": "Inductor on the forward graph only; the backward graph replayed op by op",
-    "backward": "Inductor on the backward graph only; the forward graph replayed op by op",
-    "aot-eager": "AOTAutograd's graph pair replayed op by op, no Inductor: the baseline of forward/backward",
-    "step": "forward, loss, backward (compiled autograd) and AdamW compiled as one function",
-    "step-graph": "compiled model, loss, backward and fused capturable AdamW captured as one CUDA graph",
-    "graph-break": "module, with a torch.nonzero pooling that breaks the graph (the eager reference pools alike)",
-}
 # Which modes a scope runs with; a scope missing here takes every mode.
 SCOPE_MODES = {
     "module": COMPILE_MODES,
@@ -54,15 +45,6 @@ USABLE_STATUSES = ("ok", "partial")  # a configuration some of whose repeats fai
 
 # --- shape regimes ------------------------------------------------------------------------------------------
 REGIME_KINDS = ("static", "dynamic", "dynamic-true", "dynamic-false", "dynamic-marked", "bucketed", "packed")
-REGIME_TEXT = {
-    "static": "every batch padded to max_len: one shape",
-    "dynamic": "padded to each batch's longest row; dynamic=None (automatic dynamic after the first new shape)",
-    "dynamic-true": "as dynamic, compiled with dynamic=True (symbolic lengths from the start)",
-    "dynamic-false": "as dynamic, compiled with dynamic=False (one graph per length, up to the recompile limit)",
-    "dynamic-marked": "as dynamic, the length dim marked dynamic with the data's min/max",
-    "bucketed": "padded to the smallest bucket edge that fits; one static graph per bucket",
-    "packed": "whole sequences packed into rows of max_len tokens; FlexAttention keeps sequences apart",
-}
 _REGIME_RE = r"static|dynamic(-true|-false|-marked)?|bucketed(-\d+)+|packed"
 
 

@@ -3,7 +3,7 @@
     python -m pytest tests/test_scopes.py -q    # every scope on the CPU, tiny model
 
 Eager is the reference path; `compile_mode` switches compilation on, `compile_scope` says how much is
-compiled (vocab.SCOPE_TEXT says it in one line each):
+compiled (paper/templates/sections/terms.j2 says it in one line each):
 - `module`: `torch.compile(model)`: the forward and, through AOTAutograd, its backward; the loss, the
   `backward()` call and the optimizer step stay eager Python. fullgraph=True, so a graph break fails loudly.
 - `fused-adamw`: `module` with `AdamW(fused=True)` (in eager mode too: what fusing the optimizer alone gives).

@@ -1,13 +1,15 @@
-"""The report model: every sentence's numbers and every table's rows of the paper, formatted once, here.
+"""The report model: the paper's sections as blocks (sentences as template calls with their numbers, tables
+as rows of formatted cells, figures), built once from the study's files.
 
-    rep = report.build(summary, parity, claims, environment, facts, config, device, checks, "figures")
-    paper.render(rep, "md")   # or "tex": the templates only place what this module wrote
+    rep = build.build(summary, parity, claims, environment, facts, config, device, checks, "figures",
+                      calls=[...], drawn=("speedup", ...))
+    paper.render(rep, "md")   # or "tex"
 
-`summary` is summary.csv (one row per configuration, speedup intervals with their method), `claims` the
-claims table (claims.py), `checks` the method checks ({"timer": rows, "drift": rows, "concurrency": its JSON}).
-Sentences use two marks only: `code` spans and ⟦tab:key⟧ / ⟦fig:key⟧ references, resolved per format by
-paper.py; strings that come from data pass through `plain` first so they cannot make marks. Main-text sections
-are here, appendix sections in appendix.py, the abstract and conclusions in findings.py.
+`summary` is summary.csv (one row per configuration), `claims` claims.csv (codes and numbers), `checks` the
+method checks ({"timer": rows, "drift": rows, "concurrency": its JSON}), `calls` calls.jsonl, `drawn` the
+figures aggregate/figures.py made (its index): only those are placed and cited. Every sentence is a Text
+(document.py): a macro of paper/templates/sections/*.j2 and its data; findings.py, method.py, conclusions.py
+and appendix.py compute that data.
 """
 
 from __future__ import annotations
@@ -18,58 +20,48 @@ from pathlib import Path
 
 import pandas as pd
 
-from compile_study.aggregate import numbers as n
 from compile_study.core import vocab
 from compile_study.report import appendix, conclusions, findings, method
-from compile_study.report.document import Column, Figure, Items, Para, Report, Section, Table, plain
-
-
-def label(r) -> str:
-    return f"{r['compile_mode']}, batch {int(r['batch_size'])}, {r['precision']}"
+from compile_study.report import numbers as n
+from compile_study.report.document import Column, Figure, Items, Para, Report, Section, Table, Text
+from compile_study.report.findings import Context, config, ordered
+from compile_study.report.paper import term, words
 
 
 def failed_cell(r) -> str:
     return f"{vocab.failure_label(r['status'])} at batch {int(r['batch_size'])}"
 
 
-def compiled(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df.compile_mode != "eager"]
-
-
 # --- main-text tables ---------------------------------------------------------------------------------------
-def modes_table(summary: pd.DataFrame) -> Table:
-    """Static shapes, the module compiled: step time, speedup with its interval, verdict, compile cost, MFU."""
+def modes_table(ctx: Context) -> Table:
+    """Static shapes, the module compiled: step, speedup with its interval, verdict, cold compile, break-even, MFU."""
     rows = []
-    h = vocab.headline(summary)
-    h = h.assign(_m=h.compile_mode.map(vocab.COMPILE_MODES.index)).sort_values(["precision", "batch_size", "_m"])
-    for _, r in h.iterrows():
+    for _, r in ordered(vocab.headline(ctx.summary), "precision", "batch_size").iterrows():
         ok, comp = r["status"] in vocab.USABLE_STATUSES, r["compile_mode"] != "eager"
-        verdict = (f"A/A band [{n.fixed(r['aa_low'])}, {n.fixed(r['aa_high'])}]" if not comp
-                   else r["verdict"] if ok else "—")
+        c = ok and comp
+        verdict = f"A/A band [{n.fixed(r['aa_low'])}, {n.fixed(r['aa_high'])}]" if not comp else (
+            term("verdict_cell", code=r["verdict"]) if ok else n.DASH)
+        cold = f"{n.seconds(r['cold_compile_s'])} ({int(r['cold_n'])})" if c and n.finite(r["cold_compile_s"]) else n.DASH
+        even = (f"{n.steps(r['break_even_steps'])} ({n.sig(r['break_even_epochs'], 2)})"
+                if c and n.finite(r["break_even_epochs"]) else n.steps(r["break_even_steps"]) if c else n.DASH)
         rows.append([r["precision"], str(int(r["batch_size"])), r["compile_mode"],
                      n.ms(r["steady_step_ms"]) if ok else failed_cell(r),
-                     n.row_interval(r) if ok and comp else n.DASH, verdict,
-                     n.seconds(r["cold_compile_s"]) if ok and comp else n.DASH,
-                     n.break_even(r["break_even_steps"], r["batch_size"]) if ok and comp else n.DASH,
-                     n.percent(r["mfu"]) if ok else n.DASH])
-    cols = [Column("precision"), Column("batch", "r", 0.6), Column("mode", weight=1.5), Column("step (ms)", "r", 0.8),
-            Column("speedup over eager [interval] (method)", "r", 2.6), Column("verdict", weight=1.7),
-            Column("cold compile", "r", 0.9), Column("break-even (epochs of 120,000 rows)", "r", 1.8),
+                     n.row_interval(r) if c else n.DASH, verdict, cold, even, n.percent(r["mfu"]) if ok else n.DASH])
+    cols = [Column("precision", weight=0.8), Column("batch", "r", 0.6), Column("mode", weight=1.6),
+            Column("step (ms)", "r", 0.7), Column("speedup [interval] (method)", "r", 2.4), Column("verdict", weight=1.3),
+            Column("cold compile (cold runs)", "r", 1.1), Column("break-even steps (epochs)", "r", 1.3),
             Column("MFU", "r", 0.7)]
-    caption = ("Static shapes, `torch.compile(model)`: median step, speedup over the in-process eager reference, "
-               "verdict against the A/A band of its cell, cold compile time, break-even and MFU.")
-    return Table("modes", caption, cols, rows)
+    return Table("modes", Text("modes", "table_caption", {"rows": ctx.train_rows}), cols, rows)
 
 
-def shapes_table(summary: pd.DataFrame) -> Table | None:
-    """Every regime at the batch sizes where more than static shapes ran, on the common yardstick."""
-    sizes = set(summary[summary.shape_regime != "static"].batch_size)
-    sel = summary[summary.batch_size.isin(sizes) & (summary.compile_scope == "module")]
+def shapes_table(ctx: Context) -> Table | None:
+    """Every regime at the batch sizes where more than static shapes ran, against eager on static batches."""
+    s = ctx.summary
+    sel = s[s.batch_size.isin(set(s[s.shape_regime != "static"].batch_size)) & (s.compile_scope == "module")]
     if sel.empty:
         return None
-    sel = sel.assign(_m=sel.compile_mode.map(vocab.COMPILE_MODES.index)).sort_values(["batch_size", "_m", "shape_regime"])
     rows = []
-    for _, r in sel.iterrows():
+    for _, r in ordered(sel, "batch_size", "shape_regime").iterrows():
         ok, comp = r["status"] in vocab.USABLE_STATUSES, r["compile_mode"] != "eager"
         limit = ("hit" if bool(r.get("recompile_limit_hit")) else "no") if comp and ok else n.DASH
         rows.append([str(int(r["batch_size"])), r["compile_mode"], r["shape_regime"],
@@ -79,51 +71,108 @@ def shapes_table(summary: pd.DataFrame) -> Table | None:
                      n.percent(r["padding_fraction"]) if ok else n.DASH,
                      n.seconds(r["cold_compile_s"]) if comp and ok else n.DASH])
     cols = [Column("batch", "r", 0.6), Column("mode", weight=1.4), Column("shapes", weight=1.8),
-            Column("real tokens/s", "r", 1.0), Column("vs eager static [interval] (method)", "r", 2.4),
+            Column("real tokens/s", "r", 1.0), Column("gain [interval] (method)", "r", 2.4),
             Column("graphs", "r", 0.6), Column("recompile limit", weight=0.8), Column("padding", "r", 0.8),
             Column("cold compile", "r", 0.9)]
-    yard = ("the median of eager's static runs at that batch size, across processes" if
-            (sel.get("gain_yardstick", pd.Series(dtype=str)) == "eager static runs").any() else "eager in the same process")
-    caption = ("Shape regimes: real (non-pad) tokens/s, and its ratio to eager on statically padded batches "
-               f"({yard}; static rows: their speedup), one yardstick for every regime: padding saved and "
-               "compilation together.")
-    return Table("shapes", caption, cols, rows)
+    yard = (sel.get("gain_yardstick", pd.Series(dtype=str)) == "eager static runs").any()
+    return Table("shapes", Text("shapes", "table_caption", {"yardstick": bool(yard)}), cols, rows)
 
 
-def best_step_table(summary: pd.DataFrame) -> Table | None:
-    """Per batch size: eager, each compiled mode, the whole-step graph, with the profiler's host/device split."""
-    static = vocab.usable(summary[(summary.shape_regime == "static") & summary.profile_device_busy_ms_per_step.notna()])
-    p = findings.main_precision(summary)
-    static = static[(static.precision == p) & static.compile_scope.isin(("module", "fused-adamw", "step-graph"))]
-    if static.empty:
+def best_step_table(ctx: Context) -> Table | None:
+    """Per batch size: eager, each compiled mode, the whole-step graph: the profiler's wall, host and device time
+    of one process (repeat 0), and the speedup of Table 2's definition."""
+    s = vocab.usable(ctx.summary[(ctx.summary.shape_regime == "static") & (ctx.summary.precision == ctx.precision)
+                                 & ctx.summary.compile_scope.isin(("module", "fused-adamw", "step-graph"))])
+    s = s.dropna(subset=["profile_device_busy_ms_per_step", "profile_wall_ms_per_step"])
+    if s.empty:
         return None
-    order = {s: i for i, s in enumerate(("module", "fused-adamw", "step-graph"))}
-    static = static.assign(_m=static.compile_mode.map(vocab.COMPILE_MODES.index),
-                           _s=static.compile_scope.map(order)).sort_values(["batch_size", "_s", "_m"])
     rows = []
-    for _, r in static.iterrows():
-        what = "eager" if r["compile_mode"] == "eager" else r["compile_mode"]
-        what += "" if r["compile_scope"] == "module" else f" ({r['compile_scope']})"
-        floor = r["steady_step_ms"] / r["profile_device_busy_ms_per_step"]
-        rows.append([str(int(r["batch_size"])), what, n.ms(r["steady_step_ms"]),
-                     n.times(r["steady_step_ms"] and r["reference_step_ms"] / r["steady_step_ms"]),
-                     n.ms(r["profile_cpu_ms_per_step"]), n.ms(r["profile_device_busy_ms_per_step"]),
-                     n.percent(r["profile_idle_fraction"], 2), n.times(floor), n.count(r["profile_kernels_per_step"])])
-    cols = [Column("batch", "r", 0.6), Column("what runs", weight=2.2), Column("step (ms)", "r"),
-            Column("vs eager", "r", 0.8), Column("host CPU (ms/step)", "r"), Column("device busy (ms/step)", "r"),
-            Column("device idle", "r", 0.8), Column("step / device busy", "r"), Column("kernels / step", "r")]
-    caption = (f"How far each step is from its device-busy floor ({p}, static shapes; the profiler's numbers, "
-               "taken after the timed block). *step / device busy* = 1.00× would mean no host time is exposed.")
-    return Table("beststep", caption.replace("*", ""), cols, rows)
+    for _, r in ordered(s, "batch_size").iterrows():
+        rows.append([str(int(r["batch_size"])), term("mode", c=config(r), code=False), n.row_interval(r, with_method=False),
+                     n.ms(r["profile_wall_ms_per_step"]), n.ms(r["profile_device_busy_ms_per_step"]),
+                     n.percent(r["profile_idle_fraction"], 2),
+                     n.times(r["profile_wall_ms_per_step"] / r["profile_device_busy_ms_per_step"])])
+    cols = [Column("batch", "r", 0.6), Column("what runs", weight=2.2), Column("speedup [interval]", "r", 1.6),
+            Column("profiled step (ms)", "r"), Column("device busy (ms/step)", "r"), Column("device idle", "r", 0.8),
+            Column("profiled step / device busy", "r")]
+    return Table("beststep", Text("beststep", "table_caption", {"precision": ctx.precision}), cols, rows)
 
 
-def claims_table(claims: pd.DataFrame | None) -> Table | None:
-    if claims is None or claims.empty:
+def claims_table(ctx: Context) -> Table | None:
+    cs = findings.claims(ctx)
+    if not cs:
         return None
-    rows = [[plain(c.claim), plain(c.verdict), plain(c.evidence)] for c in claims.itertuples()]
+    rows = [[words(Text("claims", "statement", {"id": c["id"]})), words(Text("claims", "verdict", {"code": c["verdict"]})),
+             words(Text("claims", "evidence", {"id": c["id"], "ev": c["evidence"], "rows": ctx.train_rows}))]
+            for c in cs]
     cols = [Column("claim", weight=2.0), Column("verdict", weight=1.2), Column("evidence", weight=5.0)]
-    return Table("claims", "Common claims about `torch.compile`, each judged by the rule written beside it in "
-                 "`compile_study/aggregate/claims.py`.", cols, rows)
+    return Table("claims", Text("claims", "table_caption"), cols, rows)
+
+
+# --- sections ---------------------------------------------------------------------------------------------------
+def _fig(ctx: Context, key: str, file: str, data: dict | None = None) -> list[Figure]:
+    """The figure if aggregate/figures.py made it (its caption macro is `<key>_caption` in `file`)."""
+    return [Figure(key, Text(file, f"{key}_caption", data or {}), f"{ctx.figures}/{key}")] if key in ctx.drawn else []
+
+
+def _para(file: str, macro: str, data: dict) -> Para:
+    return Para(Text(file, macro, data))
+
+
+def modes_section(ctx: Context) -> Section:
+    figs = {k: k in ctx.drawn for k in ("speedup", "roofline")}
+    scopes = bool((ctx.summary.compile_scope != "module").any())  # appendix.scopes_table exists
+    blocks = [_para("modes", "results", {"batches": findings.per_batch(ctx), "precision": ctx.precision,
+                                         "beststep": best_step_table(ctx) is not None, "scopes": scopes}),
+              _para("modes", "verdicts", {"v": findings.verdicts(ctx)})]
+    if len(set(ctx.head.precision)) > 1:
+        blocks.append(_para("modes", "precisions", {"pairs": findings.precisions(ctx)}))
+    blocks += [modes_table(ctx), *_fig(ctx, "speedup", "modes")]
+    mfu = findings.mfu(ctx)
+    if mfu:
+        blocks += [_para("modes", "mfu", {"m": mfu, "figure": figs["roofline"]}), *_fig(ctx, "roofline", "modes")]
+    return Section("Does torch.compile speed up training?", blocks)
+
+
+def shapes_section(ctx: Context) -> Section:
+    table = shapes_table(ctx)
+    if table is None:
+        return Section("Static, dynamic and bucketed shapes", [_para("shapes", "only_static", {})])
+    found = findings.shape_findings(ctx)
+    return Section("Static, dynamic and bucketed shapes", [
+        _para("shapes", "findings", {"found": found, "figure": "regimes" in ctx.drawn}), table,
+        *_fig(ctx, "regimes", "shapes"), *_fig(ctx, "timeline", "shapes", ctx.drawn.get("timeline"))])
+
+
+def payback_section(ctx: Context) -> Section | None:
+    p = findings.payback(ctx)
+    if p is None:
+        return None
+    return Section("When compilation pays for itself", [
+        _para("payback", "text", {"p": p, "precision": ctx.precision, "figure": "breakeven" in ctx.drawn}),
+        *_fig(ctx, "breakeven", "payback")])
+
+
+def best_step_section(ctx: Context) -> Section:
+    table = best_step_table(ctx)
+    data = conclusions.best_step(ctx) | {"table": table is not None, "gpu": ctx.gpu,
+                                        "profiled": ctx.summary.profile_kernels_per_step.notna().any()}
+    blocks = [_para("beststep", "text", data)] + ([table] if table is not None else [])
+    return Section("How far from the best step", blocks + _fig(ctx, "kernels", "beststep", {"gpu": ctx.gpu}))
+
+
+def main_sections(ctx: Context) -> list[Section]:
+    """The main text: method, setup, the three questions, the best step, the claims, the conclusions."""
+    out = [Section("Question and method", method.blocks(ctx)), Section("Setup", method.setup(ctx)),
+           modes_section(ctx), shapes_section(ctx)]
+    out += [s for s in (payback_section(ctx),) if s is not None]
+    out.append(best_step_section(ctx))
+    if findings.claims(ctx):  # the table of claims with their evidence is in the appendix
+        out.append(Section("Common claims, checked", [_para("claims", "groups", {"c": findings.claim_counts(ctx)})]))
+    advice = conclusions.items(ctx)
+    out.append(Section("Conclusions and recommendations",
+                       [Items(advice)] if advice else [_para("conclusions", "nothing", {})]))
+    return out
 
 
 def _number(sections: list[Section], numbers: dict[str, int]) -> None:
@@ -136,74 +185,32 @@ def _number(sections: list[Section], numbers: dict[str, int]) -> None:
                 numbers[f"{'tab' if b.kind == 'table' else 'fig'}:{b.key}"] = b.number
 
 
-def main_sections(ctx: findings.Context, summary: pd.DataFrame) -> list[Section]:
-    """The main text: method, the three questions, the best step, the claims, the conclusions."""
-    def fig(key, caption):
-        return Figure(key, caption, f"{ctx.figures}/{key}")
-
-    def paras(*texts):
-        return [Para(t) for t in texts if t]
-
-    has = {c: summary[c].notna().any() if c in summary else False
-           for c in ("achieved_tflops", "profile_kernels_per_step", "break_even_steps")}
-    shapes, best, claims = shapes_table(summary), best_step_table(summary), claims_table(ctx.claims)
-    overhead = any(n.finite(v) for v in (ctx.env.get("overhead_s") or {}).values())
-    out = [Section("Question and method", method.blocks(ctx) + ([fig("overhead", "Where the study's time went, summed "
-                                                                     "over its runs.")] if overhead else []))]
-    modes = paras(findings.modes_sentence(ctx), findings.precision_sentence(ctx), findings.verdict_sentence(ctx))
-    modes += [modes_table(summary), fig("speedup", "Speedup over eager vs batch size, static shapes, with each "
-                                                   "configuration's interval; grey: the A/A band.")]
-    if has["achieved_tflops"]:
-        modes += paras(findings.mfu_sentence(ctx))
-        modes.append(fig("roofline", "Achieved matmul TFLOP/s vs batch size per mode and shape regime; the line is "
-                                     "the measured peak of the precision (roofline)."))
-    out.append(Section("Does torch.compile speed up training?", modes))
-    if shapes is not None:
-        text = findings.shapes_sentence(ctx)
-        out.append(Section("Static, dynamic and bucketed shapes",
-                           paras(text) + [shapes, fig("regimes", "Real (non-pad) tokens/s by shape regime and mode, "
-                                                                 "with eager on static batches as the baseline.")]))
-    else:
-        out.append(Section("Static, dynamic and bucketed shapes", paras(
-            "Only static shapes are in this study's grid: dynamic and bucketed shapes were not measured.")))
-    if has["break_even_steps"]:
-        out.append(Section("When compilation pays for itself", paras(findings.payback_sentence(ctx)) + [
-            fig("breakeven", "Cold compile time vs the steps it takes to earn it back, per configuration.")]))
-    step = paras(conclusions.best_step_text(ctx, best)) + ([best] if best is not None else [])
-    if has["profile_kernels_per_step"]:
-        step.append(fig("kernels", "Kernels launched per step and device idle share, eager vs compiled."))
-    out.append(Section("How far from the best step", step))
-    if claims is not None:
-        out.append(Section("Common claims, checked", paras(findings.claims_sentence(ctx)) + [claims]))
-    advice = conclusions.items(ctx, {"scopes"} if (summary.compile_scope != "module").any() else set())
-    out.append(Section("Conclusions and recommendations", [Items(advice)] if advice else paras(
-        "No compiled configuration has numbers in this study, so there is nothing to recommend.")))
-    return out
-
-
 def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | None, environment: dict, facts: dict,
-          config: dict, device: str, checks: dict, figure_dir_rel: str) -> Report:
-    """The whole paper as formatted strings and rows (see the module docstring)."""
-    summary = summary.copy()  # one block of memory: the selections below are many
-    ctx = findings.Context(summary, claims, environment, facts, config, device, figure_dir_rel)
-    main = main_sections(ctx, summary)
-    extra = appendix.sections(summary, parity, environment, config, device, checks)
+          config: dict, device: str, checks: dict, figure_dir_rel: str, calls: list[dict] | None = None,
+          drawn: dict | None = None) -> Report:
+    """The whole paper as blocks (see the module docstring)."""
+    ctx = Context(summary.copy(), claims, environment, facts, config, device, figure_dir_rel, calls or [],
+                  checks or {}, dict(drawn or {}))
+    main = main_sections(ctx)
+    extra = appendix.sections(ctx, parity, claims_table(ctx))
     for i, s in enumerate(extra):
         s.prefix = f"Appendix {chr(ord('A') + i)}"
     numbers: dict[str, int] = {}
     _number(main + extra, numbers)
     return Report(title="What torch.compile does to training a small transformer text classifier",
-                  byline=findings.byline(ctx), notices=findings.notices(ctx), abstract=findings.abstract(ctx),
+                  byline=conclusions.byline(ctx), notices=conclusions.notices(ctx), abstract=findings.abstract(ctx),
                   main=main, appendix=extra, numbers=numbers)
 
 
 def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: str | Path) -> None:
     """The study directory's files (layout.py) -> paper.md and paper.tex (figure paths relative to each paper).
 
-    inputs: summary, parity, claims, environment, facts, figures, and the method checks present
-    (timer_check, reference_drift, concurrency)."""
+    inputs: summary, parity, claims, environment, facts, figures, and where present calls (calls.jsonl) and
+    the method checks (timer_check, reference_drift, concurrency)."""
+    from compile_study.aggregate.figures import read_index
     from compile_study.core.io import write_text_atomic
     from compile_study.report import paper
+    from compile_study.report.readme import read_calls
 
     def check(name: str) -> dict:
         path = inputs.get(name)
@@ -215,7 +222,9 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     facts = json.loads(Path(inputs["facts"]).read_text())
     checks = {key: check(name) if name == "concurrency" else check(name).get("results", [])
               for name, key in appendix.CHECK_KEYS.items()}
+    calls = read_calls(inputs["calls"]) if inputs.get("calls") else []
+    drawn = read_index(inputs["figures"])
     for fmt, dest in (("md", md_out), ("tex", tex_out)):
         figs = Path(os.path.relpath(inputs["figures"], os.path.dirname(os.path.abspath(dest)))).as_posix()
-        rep = build(summary, parity, claims, env, facts, config, device, checks, figs)
+        rep = build(summary, parity, claims, env, facts, config, device, checks, figs, calls, drawn)
         write_text_atomic(dest, paper.render(rep, fmt))

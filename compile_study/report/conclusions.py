@@ -1,201 +1,164 @@
-"""Conclusions and recommendations ("for this model on this device, do X"), each computed by a rule from the
-summary and traced to the table it rests on; and the text of "How far from the best step".
+"""Conclusions and recommendations ("for this model on this device, do X") as codes and numbers, each by a
+stated rule over intervals (findings.py, stats.compare) and traced to the table it rests on; the data of
+"How far from the best step"; the paper's byline and notices. conclusions.j2 and beststep.j2 word them.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from compile_study.aggregate import numbers as n
-from compile_study.core import vocab
-from compile_study.core.vocab import Regime
-from compile_study.report.findings import Context, _join, _value, compiled, shape_rows
+from compile_study.core import stats, vocab
+from compile_study.report import numbers as n
+from compile_study.report.document import Text, plain
+from compile_study.report.findings import (
+    Context,
+    compiled,
+    config,
+    data_facts,
+    per_batch,
+    precisions,
+    ranking,
+    shape_findings,
+    static_rows,
+    value,
+)
+from compile_study.report.paper import words
+
+HOST_BOUND = 1.25  # profiled step / device-busy time above which the host still sets the pace
 
 
-def _best_per_batch(h: pd.DataFrame) -> pd.DataFrame:
-    """Per batch size, the compiled mode with the highest speedup."""
-    c = compiled(h).dropna(subset=["speedup"])
-    return c.loc[c.groupby("batch_size").speedup.idxmax()].sort_values("batch_size")
+def _profiled(ctx: Context) -> pd.DataFrame:
+    s = vocab.usable(ctx.summary[(ctx.summary.shape_regime == "static") & (ctx.summary.precision == ctx.precision)])
+    return s.dropna(subset=["profile_device_busy_ms_per_step", "profile_wall_ms_per_step"])
 
 
-def mode_advice(ctx: Context) -> str | None:
-    """Rule: the mode with the highest speedup at each batch size (main precision); one mode if it wins at all;
-    no compilation where even that mode is measurably slower than eager everywhere."""
-    best = _best_per_batch(ctx.head[ctx.head.precision == ctx.precision])
-    if best.empty:
-        return None
-    slower = best[best.verdict == "slower"]
-    if len(slower) == len(best):  # even the best mode's interval lies below the A/A band at every batch size
-        speeds = _join([f"{n.times(r.speedup)} at {int(r.batch_size)}" for r in best.itertuples()])
-        return (f"Do not compile: in {ctx.precision} even the fastest compiled mode is measurably slower than eager "
-                f"at every batch size measured ({speeds}; ⟦tab:modes⟧).")
-    if best.compile_mode.nunique() == 1:
-        mode = best.compile_mode.iloc[0]
-        return (f"Compile with `mode=\"{mode}\"`: in {ctx.precision} it is the fastest mode at every batch size "
-                f"measured ({_join([f'{n.times(r.speedup)} at {int(r.batch_size)}' for r in best.itertuples()])}; "
-                "⟦tab:modes⟧).")
-    parts = [f"`{r.compile_mode}` at batch {int(r.batch_size)} ({n.times(r.speedup)})" for r in best.itertuples()]
-    return f"The fastest mode depends on the batch size in {ctx.precision}: {_join(parts)} (⟦tab:modes⟧)."
+def _profile(r) -> dict:
+    return config(r) | {"wall": r.profile_wall_ms_per_step, "busy": r.profile_device_busy_ms_per_step,
+                        "idle": r.profile_idle_fraction, "host": r.profile_cpu_ms_per_step,
+                        "gap": r.profile_wall_ms_per_step / r.profile_device_busy_ms_per_step}
 
 
-def precision_advice(ctx: Context) -> str | None:
-    """Rule: at the largest batch size measured in every precision, the precision with the shortest step."""
-    h = compiled(ctx.head)
-    if h.precision.nunique() < 2:
-        return None
-    per = h.groupby("batch_size").precision.nunique()
-    b = per[per == per.max()].index.max()
-    fastest = h[h.batch_size == b].groupby("precision").steady_step_ms.min().sort_values()
-    steps = _join([f"{p} {n.ms(v)} ms" for p, v in fastest.items()])
-    return (f"Train in {fastest.index[0]}: at batch {int(b)} the fastest compiled steps are {steps} (⟦tab:modes⟧).")
-
-
-def shapes_advice(ctx: Context) -> str | None:
-    """Rule: per batch size with several regimes, the regime with the most real tokens/s on the common yardstick."""
-    out = []
-    for b, g in shape_rows(ctx).items():
-        g = g.assign(_g=g.gain_over_eager_static.fillna(g.speedup)).dropna(subset=["_g"])
-        if g.empty:
-            continue
-        r = g.loc[g._g.idxmax()]
-        kind = vocab.Regime.parse(r.shape_regime).kind
-        advice = {"bucketed": "pad to a few bucket lengths", "packed": "pack sequences into full rows",
-                  "static": "padding to max_len costs nothing here"}.get(kind, "pad each batch to its longest row")
-        out.append(f"At batch {b}, {advice}: `{r.compile_mode}` on {r.shape_regime} gives {n.times(r._g)} eager's "
-                   f"real tokens/s on static batches, the most measured (⟦tab:shapes⟧).")
-    return " ".join(out) or None
-
-
-def payback_advice(ctx: Context) -> str | None:
-    """Rule: the recommended mode's longest finite break-even over batch sizes, in steps and epochs."""
-    best = _best_per_batch(ctx.head[ctx.head.precision == ctx.precision])
-    fin = best[best.break_even_steps.map(n.finite)]
-    if fin.empty:
-        return None
-    r = fin.loc[fin.break_even_steps.idxmax()]
-    return (f"Compile only for runs longer than {n.break_even(r.break_even_steps, r.batch_size)} at batch "
-            f"{int(r.batch_size)} (the longest break-even of the fastest modes); shorter runs, such as smoke tests and "
-            "small fine-tunes, finish sooner eager (⟦tab:modes⟧).")
-
-
-def scope_advice(ctx: Context) -> str | None:
-    """Rule: at each batch size with other scopes, is the module scope the fastest default-mode scope?"""
-    s = vocab.usable(ctx.summary[(ctx.summary.shape_regime == "static") & (ctx.summary.compile_mode == "default")])
-    sizes = sorted(set(s[~s.compile_scope.isin(("module",))].batch_size))
-    if not sizes:
-        return None
-    b = sizes[0]
-    other = s[(s.batch_size == b) & (s.compile_scope != "module")]
-    g = s[(s.batch_size == b) & (s.precision == other.precision.iloc[0])].dropna(subset=["speedup"])
-    parts = _join([f"{r.compile_scope} {n.times(r.speedup)}" for r in g.itertuples()])
-    best = g.loc[g.speedup.idxmax()].compile_scope
-    lead = ("Compile the module (`torch.compile(model)`)" if best == "module" else f"Compile the {best} scope")
-    return f"{lead}: at batch {b} ({g.precision.iloc[0]}, default mode) the scopes give {parts} (⟦tab:scopes⟧)."
-
-
-def best_step_text(ctx: Context, table) -> str:
-    """Where the host still costs: eager and the fastest mode at the smallest and largest profiled batch."""
-    graph = ctx.summary[ctx.summary.compile_scope == "step-graph"]
-    tail = ("The whole-step CUDA graph (scope `step-graph`: compiled model, loss, backward and a fused capturable AdamW "
-            "captured as one graph) was not measured in this study's grid." if graph.empty else
-            "The `step-graph` rows capture compiled model, loss, backward and a fused capturable AdamW as one CUDA graph.")
-    if table is None:
-        return "No profiled run in this study's grid: the host/device split was not measured. " + tail
-    s = vocab.usable(ctx.summary[(ctx.summary.shape_regime == "static") & (ctx.summary.precision == ctx.precision)
-                                 & ctx.summary.profile_device_busy_ms_per_step.notna()])
-    out = []
-    for b in sorted({s.batch_size.min(), s.batch_size.max()}):
+def best_step(ctx: Context) -> dict:
+    """At the smallest and largest profiled batch: eager and the best module-scope configuration by the
+    comparison rule (first of its top), each from its own profiler window; the whole step compiled."""
+    s = _profiled(ctx)
+    ends = []
+    for b in sorted({s.batch_size.min(), s.batch_size.max()}) if len(s) else []:
         g = s[(s.batch_size == b) & (s.compile_scope == "module")]
-        eager, comp = g[g.compile_mode == "eager"], compiled(g)
-        if eager.empty or comp.empty:
-            continue
-        e, c = eager.iloc[0], comp.loc[comp.steady_step_ms.idxmin()]
-        out.append(f"At batch {int(b)}, eager's step takes {n.ms(e.steady_step_ms)} ms while the device is busy "
-                   f"{n.ms(e.profile_device_busy_ms_per_step)} ms of it ({n.percent(e.profile_idle_fraction, 2)} idle); "
-                   f"`{c.compile_mode}` takes {n.ms(c.steady_step_ms)} ms, "
-                   f"{n.times(c.steady_step_ms / c.profile_device_busy_ms_per_step)} its device-busy time.")
-    return " ".join(out + [tail, step_scope_text(ctx) or "", packing_text(ctx) or "",
-                           "⟦tab:beststep⟧ lists every profiled configuration."])
+        eager, top = g[g.compile_mode == "eager"], ranking(compiled(g))["top"]
+        if len(eager) and top:
+            row = compiled(g)[compiled(g).compile_mode == top[0]["mode"]].iloc[0]
+            ends.append({"batch": int(b), "eager": _profile(eager.iloc[0]), "best": _profile(row)})
+    return {"ends": ends, "graph": bool((ctx.summary.compile_scope == "step-graph").any()), "step": step_scope(ctx)}
 
 
-def packing_text(ctx: Context) -> str | None:
-    """Packed rows against padded ones in the same compile mode, across processes (medians of real tokens/s), and
-    the graphs each regime compiled (1: no recompilation after the first graph)."""
-    s = vocab.usable(ctx.summary[(ctx.summary.precision == ctx.precision) & (ctx.summary.compile_scope == "module")])
-    kind = s.shape_regime.map(lambda r: Regime.parse(r).kind)
-    out = []
-    for (b, mode), g in s[kind == "packed"].groupby(["batch_size", "compile_mode"]):
-        if mode == "eager":
-            continue
-        same = s[(s.batch_size == b) & (s.compile_mode == mode)]
-        parts = [f"{n.times(g.real_tokens_per_s.iloc[0] / o.real_tokens_per_s)} {name} "
-                 f"({n.count(o.graphs_compiled)})"
-                 for name in ("static", "bucketed") for _, o in same[kind[same.index] == name].head(1).iterrows()]
-        if parts:
-            out.append(f"batch {int(b)}, `{mode}` packed ({n.count(g.graphs_compiled.iloc[0])}) {', '.join(parts)}")
-    if not out:
-        return None
-    return ("Packing instead of padding, real tokens/s in the same mode (medians across processes; graphs "
-            f"compiled per run in brackets): {'; '.join(out)} (⟦tab:shapes⟧).")
-
-
-def step_scope_text(ctx: Context) -> str | None:
-    """Why the whole step compiled (scope `step`) gains what it gains: its host time, graphs, breaks and what
-    compiled autograd traced, against the module compiled in the same mode, from the records' evidence."""
+def step_scope(ctx: Context) -> list[dict]:
+    """The whole step compiled (scope `step`) against the module in the same mode: host time, graphs, breaks and
+    what compiled autograd traced, from the records' evidence."""
     s = vocab.usable(ctx.summary[(ctx.summary.shape_regime == "static") & (ctx.summary.precision == ctx.precision)])
     out = []
     for _, r in s[s.compile_scope == "step"].sort_values("batch_size").iterrows():
         module = s[(s.compile_scope == "module") & (s.batch_size == r.batch_size) & (s.compile_mode == r.compile_mode)]
-        host = f"host CPU {n.ms(r.profile_cpu_ms_per_step)} ms per step"
-        if len(module) and n.finite(module.iloc[0].profile_cpu_ms_per_step):
-            host += f" against {n.ms(module.iloc[0].profile_cpu_ms_per_step)} ms for the compiled module"
-        traced = r.get("compiled_autograd_captures")
-        autograd = (f"; compiled autograd traced backward {n.count(traced)} times in {n.count(r.subject_steps)} steps"
-                    if n.finite(traced) else "")
-        reasons = f" ({plain_reasons(r.graph_break_reasons)})" if isinstance(r.graph_break_reasons, str) else ""
-        out.append(f"At batch {int(r.batch_size)} the whole step compiled (`{r.compile_mode}`, scope `step`) runs "
-                   f"{n.times(r.speedup)} eager: {host}, {n.count(r.graphs_compiled)} graphs and "
-                   f"{n.count(r.graph_breaks)} graph breaks{reasons}{autograd}.")
-    return " ".join(out) or None
+        reasons = r.graph_break_reasons if isinstance(r.graph_break_reasons, str) else ""
+        out.append(config(r) | {
+            "host": r.profile_cpu_ms_per_step,
+            "module_host": module.iloc[0].profile_cpu_ms_per_step if len(module) else None,
+            "graphs": r.graphs_compiled, "breaks": r.graph_breaks,
+            "reasons": [plain(p.strip()[:80]) for p in reasons.split(";")[:2] if p.strip()],
+            "traced": r.get("compiled_autograd_captures"), "steps": r.subject_steps})
+    return out
 
 
-def plain_reasons(text: str, limit: int = 2) -> str:
-    """The first graph-break reasons, shortened for a sentence."""
-    return "; ".join(part.strip()[:80] for part in text.split(";")[:limit])
+# --- the recommendations ----------------------------------------------------------------------------------------
+def mode_advice(ctx: Context) -> Text | None:
+    """Per batch size: the top of the ranking (findings.per_batch), recommended only where it is faster than
+    eager; "do not compile" where every configuration with MIN_N processes or more is slower."""
+    batches = [b for b in per_batch(ctx) if b["top"]]
+    if not batches:
+        return None
+    decided = compiled(static_rows(ctx))
+    decided = decided[decided.speedup_n >= stats.MIN_N]
+    verdicts = set(decided.verdict)
+    return Text("conclusions", "modes", {"batches": batches, "precision": ctx.precision, "device": ctx.device_name,
+                                         "all_slower": verdicts == {"slower"}, "any_faster": "faster" in verdicts})
 
 
-def host_advice(ctx: Context) -> str | None:
-    """Rule: if the fastest compiled step at the smallest batch is > 1.25× its device-busy time, the host still costs."""
-    s = vocab.usable(vocab.headline(ctx.summary))
-    s = compiled(s[(s.precision == ctx.precision)]).dropna(subset=["profile_device_busy_ms_per_step"])
+def precision_advice(ctx: Context) -> Text | None:
+    pairs = [p for p in precisions(ctx) if p["code"] == "higher"]
+    return Text("conclusions", "precision", {"p": pairs[-1]}) if pairs else None
+
+
+def shapes_advice(ctx: Context) -> Text | None:
+    """Per batch size with several regimes: a regime is advised only when it is the single top of the ranking
+    by gain and faster than eager on the same batches."""
+    found = [f for f in shape_findings(ctx) if len(f["top"]) == 1 and f["below"]]
+    return Text("conclusions", "shapes", {"found": found}) if found else None
+
+
+def payback_advice(ctx: Context) -> Text | None:
+    """The longest break-even among the configurations recommended above (tops with MIN_N processes that are
+    faster than eager), in steps and in epochs of the training rows used."""
+    recommended = [c for b in per_batch(ctx) for c in b["top"] if c["verdict"] == "faster"]
+    keys = {(c["mode"], c["scope"], c["batch"]) for c in recommended}
+    s = static_rows(ctx)
+    s = s[[(r.compile_mode, r.compile_scope, int(r.batch_size)) in keys for r in s.itertuples()]]
+    s = s[s.break_even_steps.map(n.finite)]
     if s.empty:
         return None
-    g = s[s.batch_size == s.batch_size.min()]
-    r = g.loc[g.steady_step_ms.idxmin()]
-    gap = r.steady_step_ms / r.profile_device_busy_ms_per_step
-    if gap <= 1.25:
-        return (f"At batch {int(r.batch_size)} `{r.compile_mode}` is within {n.times(gap)} of its device-busy time: "
-                "little host time is left to remove (⟦tab:beststep⟧).")
-    graph = ctx.summary[ctx.summary.compile_scope == "step-graph"]
-    what = ("the whole-step CUDA graph rows show how much of it a single graph removes" if len(graph)
-            else "capturing the whole step in one CUDA graph is the next thing to measure")
-    return (f"At small batches the host still sets the pace: `{r.compile_mode}` at batch {int(r.batch_size)} takes "
-            f"{n.times(gap)} its device-busy time; {what} (⟦tab:beststep⟧).")
+    r = s.loc[s.break_even_steps.idxmax()]
+    return Text("conclusions", "payback", {"c": config(r), "steps": r.break_even_steps, "epochs": r.break_even_epochs,
+                                           "rows": ctx.train_rows})
 
 
-def evidence_advice(ctx: Context) -> str | None:
-    c = compiled(ctx.head)
-    few = c[c.speedup_n.fillna(0) < 3] if "speedup_n" in c else c.iloc[0:0]
-    if few.empty:
+def slower_advice(ctx: Context) -> Text | None:
+    """Configurations measurably slower than eager (any scope, static shapes, main precision)."""
+    s = compiled(vocab.usable(ctx.summary[(ctx.summary.shape_regime == "static")
+                                          & (ctx.summary.precision == ctx.precision)]))
+    slow = [config(r) for _, r in s[s.verdict == "slower"].iterrows()]
+    return Text("conclusions", "slower", {"slow": slow}) if slow else None
+
+
+def host_advice(ctx: Context) -> Text | None:
+    """At the smallest profiled batch, the best module-scope configuration's profiled step over its device-busy
+    time (one process's profiler window); above HOST_BOUND the host still sets the pace."""
+    ends = best_step(ctx)["ends"]
+    if not ends or not ctx.gpu:
         return None
-    return (f"{len(few)} of {len(c)} compiled static-shape configurations rest on fewer than three processes and carry "
-            "no verdict; rerun them with at least three repeats before relying on their digits (⟦tab:modes⟧).")
+    best = ends[0]["best"]
+    graph = _profiled(ctx)
+    graph = graph[(graph.compile_scope == "step-graph") & (graph.batch_size == best["batch"])]
+    return Text("conclusions", "host", {"c": best, "bound": HOST_BOUND,
+                                        "graph": _profile(graph.iloc[0]) if len(graph) else None})
 
 
-def items(ctx: Context, tables: dict) -> list[str]:
-    rules = [mode_advice(ctx), precision_advice(ctx), shapes_advice(ctx), payback_advice(ctx),
-             scope_advice(ctx) if "scopes" in tables else None, host_advice(ctx), evidence_advice(ctx)]
-    device = _value(ctx.env.get("device_name"))
-    return [f"For this model on {device}: {r[0].lower()}{r[1:]}" if i == 0 else r
-            for i, r in enumerate(x for x in rules if x)]
+def evidence_advice(ctx: Context) -> Text | None:
+    c = compiled(ctx.head)
+    few = int((c.speedup_n.fillna(0) < stats.MIN_N).sum())
+    return Text("conclusions", "evidence", {"few": few, "total": len(c)}) if few else None
 
+
+def items(ctx: Context) -> list[Text]:
+    rules = (mode_advice, precision_advice, shapes_advice, payback_advice, slower_advice, host_advice,
+             evidence_advice)
+    return [t for t in (rule(ctx) for rule in rules) if t is not None]
+
+
+# --- the head of the paper ---------------------------------------------------------------------------------------
+def byline(ctx: Context) -> str:
+    e = ctx.env
+    versions = [(name, value(e[k])) for k, name in (("triton", "triton"), ("cuda", "CUDA"))
+                if e.get(k) not in (None, "None", [], "")]
+    return words(Text("head", "byline", {"gpu": ctx.gpu, "device": ctx.device_name, "torch": value(e.get("torch")),
+                                         "versions": versions, "data": plain(ctx.facts["description"])}))
+
+
+def notices(ctx: Context) -> list[Text]:
+    capped = [(plain(g["name"]), g["max_epoch_steps"]) for g in ctx.grids if g.get("max_epoch_steps")]
+    truncated = ctx.facts["splits"]["train"].get("truncated_fraction")
+    data = {"gpu": ctx.gpu, "cores": value(ctx.env.get("cpu_cores")), "capped": capped, "data": data_facts(ctx),
+            "warnings": [plain(w) for w in ctx.facts.get("warnings") or []],
+            "truncated": truncated if n.finite(truncated) and truncated > 0 else None, "max_len": ctx.facts["max_len"]}
+    return [Text("head", name, data) for name in ("device", "synthetic", "data")
+            if name != "device" or not ctx.gpu
+            if name != "synthetic" or data["data"]["synthetic"]
+            if name != "data" or data["warnings"] or data["truncated"]]

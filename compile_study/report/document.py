@@ -1,13 +1,25 @@
-"""The pieces a paper is made of: sections of paragraphs, lists, tables and figures, as plain strings.
+"""The pieces a paper is made of: sections of paragraphs, lists, tables and figures.
 
-report.py, findings.py and appendix.py fill them; paper.py places them in Markdown or LaTeX. A sentence may
-hold `code` spans and ⟦tab:key⟧ / ⟦fig:key⟧ references (resolved per format); a table cell holds data only.
+build.py fills them; paper.py places them in Markdown or LaTeX. Every sentence is a `Text`: a macro of a
+sentence template (paper/templates/sections/<file>.j2) and the data it is called with (numbers, intervals,
+verdict codes and labels). A sentence may hold `code` spans and ⟦tab:key⟧ / ⟦fig:key⟧ references (resolved
+per format); a table cell holds data only.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+
+@dataclass
+class Text:
+    """Sentences written by macro `macro` of paper/templates/sections/<file>.j2, called with `data`. Strings in
+    `data` that came from data files have passed through `plain`; everything else is numbers and codes."""
+
+    file: str
+    macro: str
+    data: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -20,7 +32,7 @@ class Column:
 @dataclass
 class Table:
     key: str  # referenced as ⟦tab:key⟧
-    caption: str
+    caption: Text
     columns: list[Column]
     rows: list[list[str]]
     kind: str = "table"
@@ -34,7 +46,7 @@ class Table:
 @dataclass
 class Figure:
     key: str  # the file stem under the figure directory; referenced as ⟦fig:key⟧
-    caption: str
+    caption: Text
     path: str  # figure directory / key, without extension (Markdown adds .png, LaTeX .pdf)
     kind: str = "figure"
     number: int = 0
@@ -42,13 +54,13 @@ class Figure:
 
 @dataclass
 class Para:
-    text: str
+    text: Text
     kind: str = "para"
 
 
 @dataclass
 class Items:
-    items: list[str]
+    items: list[Text]
     kind: str = "items"
 
 
@@ -63,8 +75,8 @@ class Section:
 class Report:
     title: str
     byline: str  # data strings (device, versions, data set): escaped as a cell
-    notices: list[str]
-    abstract: list[str]
+    notices: list[Text]
+    abstract: list[Text]
     main: list[Section]
     appendix: list[Section]
     numbers: dict[str, int] = field(default_factory=dict)  # "tab:modes" -> 1

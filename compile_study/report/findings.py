@@ -1,20 +1,27 @@
-"""The sentences of the paper's main text: abstract, method, section texts, conclusions (report model).
+"""What the main text says, as numbers and codes: each configuration's intervals and verdict, the rankings
+by the comparison rule (core/stats.py `compare`, `top`), the counts, the head of the paper. The sentence
+templates (paper/templates/sections/*.j2) word them.
 
-Each function reads the summary (one row per configuration) and writes sentences whose every number is
-formatted by numbers.py; each recommendation names the table it comes from. Selections go through
-vocab.headline / vocab.usable. See report.py for the marks a sentence may carry.
+Every comparative word the paper uses comes from a code made here: "fastest" only for a `top` of one,
+"not distinguishable" for a `top` of several, "faster than" only where `compare` says "higher"; cells with
+fewer than stats.MIN_N processes are named with their n and never ranked.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
-from compile_study.aggregate import numbers as n
-from compile_study.core import vocab
-from compile_study.report.document import plain
+from compile_study.core import grid, stats, vocab
+from compile_study.report import numbers as n
+from compile_study.report.document import Text, plain
+
+MODE_ORDER = {m: i for i, m in enumerate(vocab.COMPILE_MODES)}
+SCOPE_ORDER = {s: i for i, s in enumerate(vocab.COMPILE_SCOPES)}
+# the scopes one would train with; forward, backward and aot-eager are diagnostic baselines, graph-break a probe
+TRAINING_SCOPES = ("module", "fused-adamw", "step", "step-graph")
 
 
 @dataclass
@@ -26,6 +33,9 @@ class Context:
     config: dict
     device: str
     figures: str  # the figure directory, relative to the paper
+    calls: list[dict]  # calls.jsonl (core/session.py); empty where the study was not run through it
+    checks: dict  # the method checks' results ({"timer": rows, "drift": rows, "concurrency": its JSON})
+    drawn: dict = field(default_factory=dict)  # the figures made (aggregate/figures.py's index): only these are cited
 
     @property
     def head(self) -> pd.DataFrame:
@@ -40,6 +50,18 @@ class Context:
     def grids(self) -> list[dict]:
         return self.config["grids"][self.device]
 
+    @property
+    def train_rows(self) -> int:
+        return int(self.facts["splits"]["train"]["rows"])
+
+    @property
+    def gpu(self) -> bool:
+        return self.device == "cuda"
+
+    @property
+    def device_name(self) -> str:
+        return value(self.env.get("device_name"))
+
 
 def main_precision(summary: pd.DataFrame) -> str | None:
     """The precision the abstract speaks of: bf16 where measured (what one trains in), else the most measured."""
@@ -49,170 +71,185 @@ def main_precision(summary: pd.DataFrame) -> str | None:
     return "bf16" if "bf16" in set(h.precision) else h.precision.value_counts().index[0]
 
 
-def modes_of(df: pd.DataFrame) -> list[str]:
-    return sorted(set(df.compile_mode) - {"eager"}, key=vocab.COMPILE_MODES.index)
-
-
-def _join(parts: list[str], last: str = "and") -> str:
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + f" {last} " + parts[-1]
-
-
-def _value(v) -> str:
+def value(v) -> str:
+    """A value of environment.json as the paper names it (several values joined)."""
     return plain(", ".join(map(str, v)) if isinstance(v, list) else v)
-
-
-# --- the head of the paper ------------------------------------------------------------------------------------
-def byline(ctx: Context) -> str:
-    env = ctx.env
-    parts = [f"{'GPU' if ctx.device == 'cuda' else 'CPU'} run on {_value(env.get('device_name'))}",
-             f"torch {_value(env.get('torch'))}"]
-    parts += [f"{name} {_value(env[k])}" for k, name in (("triton", "triton"), ("cuda", "CUDA"))
-              if env.get(k) not in (None, "None", [])]
-    return " · ".join(parts + [f"data: {plain(ctx.facts['description'])}"])
-
-
-def notices(ctx: Context) -> list[str]:
-    out = []
-    if ctx.device == "cpu":
-        capped = [f"{plain(g['name'])} caps epochs at {g['max_epoch_steps']} steps" for g in ctx.grids
-                  if g.get("max_epoch_steps")]
-        out.append(f"These are CPU numbers (Inductor's C++ backend on {_value(ctx.env.get('cpu_cores'))} cores): "
-                   "they say nothing about GPU speed." + (f" Sub-grid {_join(capped)}." if capped else ""))
-    if ctx.facts.get("source") == "synthetic":
-        out.append("The data is a synthetic stand-in, not AG News: accuracy figures say nothing about AG News.")
-    warnings = [plain(w) for w in ctx.facts.get("warnings") or []]
-    truncated = ctx.facts["splits"]["train"].get("truncated_fraction")
-    if n.finite(truncated):
-        warnings.append(f"{n.percent(truncated, 2)} of training rows are longer than {ctx.facts['max_len']} "
-                        "tokens and truncated")
-    if warnings:
-        out.append("Data: " + "; ".join(warnings) + ".")
-    return out
-
-
-# --- sentences shared by the abstract and the sections ----------------------------------------------------------
-def modes_sentence(ctx: Context) -> str:
-    p = ctx.precision
-    h = ctx.head[ctx.head.precision == p]
-    parts = []
-    for mode in modes_of(h):
-        g = h[h.compile_mode == mode].sort_values("batch_size")
-        ends = [g.iloc[0]] if len(g) == 1 else [g.iloc[0], g.iloc[-1]]
-        parts.append(f"`{mode}` " + " and ".join(f"{n.row_interval(r)} at batch {int(r.batch_size)}" for r in ends))
-    if not parts:
-        return "No compiled configuration with static shapes produced a speedup."
-    return (f"In {p} with static shapes, the compiled training step runs, relative to eager in the same process: "
-            f"{'; '.join(parts)} (all batch sizes in ⟦tab:modes⟧).")
-
-
-def verdict_sentence(ctx: Context) -> str:
-    c = ctx.head[ctx.head.compile_mode != "eager"]
-    counts = Counter(c.verdict)
-    decided = {k: counts.pop(k, 0) for k in ("faster", "slower", "no measurable difference")}
-    rest = sum(counts.values())
-    text = (f"Against the A/A band of its cell, {decided['faster']} of {len(c)} compiled static-shape configurations "
-            f"are measurably faster, {decided['slower']} slower and {decided['no measurable difference']} within noise")
-    if rest:
-        why = _join([f"{k.removesuffix(', no verdict')}: {v}" for k, v in sorted(counts.items())])
-        text += f"; {rest} get no verdict ({why})"
-    return text + "."
-
-
-def precision_sentence(ctx: Context) -> str | None:
-    h = ctx.head
-    if h.precision.nunique() < 2:
-        return None
-    per = h.groupby("batch_size").precision.nunique()
-    b = per[per == per.max()].index.max()
-    parts = []
-    for p, g in compiled(h[h.batch_size == b]).groupby("precision"):
-        r = g.loc[g.steady_step_ms.idxmin()]
-        parts.append(f"{p} {n.ms(r.steady_step_ms)} ms with `{r.compile_mode}`, {n.row_interval(r)} over eager")
-    return f"By precision, the fastest compiled step at batch {int(b)} is " + "; ".join(parts) + "."
 
 
 def compiled(df: pd.DataFrame) -> pd.DataFrame:
     return df[df.compile_mode != "eager"]
 
 
-def shape_rows(ctx: Context) -> dict[int, pd.DataFrame]:
-    """Per batch size where more than static shapes ran: its usable compiled module-scope rows."""
-    s = vocab.usable(ctx.summary[ctx.summary.compile_scope == "module"])
-    sizes = sorted(set(s[s.shape_regime != "static"].batch_size))
-    return {int(b): compiled(s[s.batch_size == b]) for b in sizes}
+def ordered(df: pd.DataFrame, *first: str) -> pd.DataFrame:
+    """Rows sorted by the given columns, then mode and scope in the vocabulary's order."""
+    return df.assign(_m=df.compile_mode.map(MODE_ORDER), _s=df.compile_scope.map(SCOPE_ORDER)).sort_values(
+        [*first, "_m", "_s"])
 
 
-def _gain(r) -> str:
-    if r.shape_regime == "static" and not n.finite(r.gain_over_eager_static):
-        return n.row_interval(r)  # static: its speedup is its gain over eager static
-    return n.row_interval(r, "gain")
+def config(r) -> dict:
+    """One configuration as the templates name it: labels, intervals, verdict code and the medians."""
+    get = r.get if hasattr(r, "get") else (lambda k, d=None: getattr(r, k, d))
+    return {"mode": get("compile_mode"), "scope": get("compile_scope"), "regime": get("shape_regime"),
+            "kind": vocab.Regime.parse(get("shape_regime")).kind, "precision": get("precision"),
+            "batch": int(get("batch_size")), "speedup": n.row_iv(r), "gain": n.row_iv(r, "gain"),
+            "step": n.row_iv(r, "step"), "step_ms": get("steady_step_ms"), "verdict": get("verdict"),
+            "n": int(get("n_ok")) if n.finite(get("n_ok")) else 0}
 
 
-def shapes_sentence(ctx: Context) -> str | None:
-    rows = shape_rows(ctx)
-    if not rows:
+def key(c: dict) -> tuple:
+    return c["mode"], c["scope"], c["regime"], c["precision"], c["batch"]
+
+
+def ranking(rows: pd.DataFrame, prefix: str = "speedup") -> dict:
+    """The comparison rule over some configurations: `top` (not distinguishable from the best, best first),
+    `below` (measurably below it) and `few` (fewer than MIN_N processes: named, not ranked)."""
+    cs = [config(r) for _, r in rows.iterrows()]
+    first, below = stats.top({key(c): c[prefix] for c in cs})
+    by = {key(c): c for c in cs}
+    few = [c for c in cs if c[prefix].n < stats.MIN_N]
+    return {"top": [by[k] for k in first], "below": [by[k] for k in below], "few": few}
+
+
+def static_rows(ctx: Context, precision: str | None = None, scopes=TRAINING_SCOPES) -> pd.DataFrame:
+    s = vocab.usable(ctx.summary[(ctx.summary.shape_regime == "static") & ctx.summary.compile_scope.isin(scopes)])
+    return compiled(s[s.precision == (precision or ctx.precision)])
+
+
+def per_batch(ctx: Context) -> list[dict]:
+    """Per batch size (main precision, static shapes, the scopes one trains with): the ranking by speedup."""
+    s = static_rows(ctx)
+    return [{"batch": int(b)} | ranking(ordered(g)) for b, g in s.groupby("batch_size")]
+
+
+def batch_trend(ctx: Context) -> dict | None:
+    """The best module-scope configuration at the smallest and at the largest batch size, compared by the rule."""
+    s = static_rows(ctx, scopes=("module",))
+    ranked = [(b, ranking(g)) for b, g in s.groupby("batch_size")]
+    ranked = [(b, r) for b, r in ranked if r["top"]]
+    if len(ranked) < 2:
         return None
+    (b0, small), (b1, large) = ranked[0], ranked[-1]
+    code = stats.compare(small["top"][0]["speedup"], large["top"][0]["speedup"])
+    return {"small": int(b0), "large": int(b1), "code": code}
+
+
+def whole_step(ctx: Context) -> dict | None:
+    """Where the whole-step CUDA graph ran: is it above every module-scope configuration at that batch size?"""
+    s = static_rows(ctx, scopes=("module", "step-graph"))
+    for b, g in s.groupby("batch_size"):
+        graph, module = g[g.compile_scope == "step-graph"], g[g.compile_scope == "module"]
+        if graph.empty or module.empty:
+            continue
+        top = ranking(module)["top"]
+        if not top:
+            continue
+        best = top[0]
+        return {"batch": int(b), "code": stats.compare(config(graph.iloc[0])["speedup"], best["speedup"])}
+    return None
+
+
+def verdicts(ctx: Context, scopes=("module",)) -> dict:
+    """Counts of verdict codes over the compiled static-shape configurations (every precision)."""
+    c = compiled(ctx.head) if scopes == ("module",) else compiled(vocab.usable(
+        ctx.summary[(ctx.summary.shape_regime == "static") & ctx.summary.compile_scope.isin(scopes)]))
+    counts = Counter(c.verdict)
+    decided = sum(v for k, v in counts.items() if k not in ("few-runs", "no-control", "no-run"))
+    return {"counts": dict(counts), "decided": decided, "total": len(c), "few": counts.get("few-runs", 0)}
+
+
+def precisions(ctx: Context) -> list[dict]:
+    """The same mode, scope and batch size in two precisions: step time intervals compared by the rule."""
+    s = vocab.usable(vocab.headline(ctx.summary))
     out = []
-    for b, g in rows.items():
-        g = g.assign(_g=g.gain_over_eager_static.fillna(g.speedup)).sort_values("_g", ascending=False)
-        parts = [f"`{r.compile_mode}` {r.shape_regime} {_gain(r)}" for r in g.itertuples()]
-        static = "" if (g.shape_regime == "static").any() else (
-            f" No static compiled run at batch {b} is in this grid, so the static baseline there is eager's.")
-        out.append(f"At batch {b}, real (non-pad) tokens/s relative to eager on statically padded batches: "
-                   f"{'; '.join(parts)} (⟦tab:shapes⟧).{static}")
-    return " ".join(out)
+    for (mode, b), g in compiled(s).groupby(["compile_mode", "batch_size"]):
+        if g.precision.nunique() < 2:
+            continue
+        cs = sorted((config(r) for _, r in g.iterrows()), key=lambda c: c["step"].point)
+        fast, slow = cs[0], cs[-1]
+        code = stats.compare(slow["step"], fast["step"])  # "higher": the slow one's step is measurably longer
+        out.append({"mode": mode, "batch": int(b), "fast": fast, "slow": slow, "code": code})
+    return out
 
 
-def payback_sentence(ctx: Context) -> str | None:
-    h = compiled(ctx.head[ctx.head.precision == ctx.precision]).dropna(subset=["break_even_steps"])
+def shape_findings(ctx: Context) -> list[dict]:
+    """Per batch size where more than static shapes ran: the compiled regimes' gains over eager on static batches
+    (module scope) ranked by the rule, and the (mode, regime) pairs the grid planned there but the study did not
+    make (a comparison with a side missing is named as such)."""
+    s = vocab.usable(ctx.summary[ctx.summary.compile_scope == "module"])
+    planned = {(k.batch_size, k.compile_mode, k.shape_regime) for k in grid.expand(ctx.grids)
+               if k.compile_scope == "module"}
+    out = []
+    for b in sorted(set(s[s.shape_regime != "static"].batch_size)):
+        g = s[s.batch_size == b]
+        made = {(r.compile_mode, r.shape_regime) for r in g.itertuples()}
+        missing = sorted({(m, r) for bb, m, r in planned if bb == b} - made, key=lambda mr: (MODE_ORDER[mr[0]], mr[1]))
+        comp = compiled(g).dropna(subset=["gain_over_eager_static"]).sort_values("gain_over_eager_static", ascending=False)
+        out.append({"batch": int(b), "rows": [config(r) for _, r in comp.iterrows()], "missing": missing}
+                   | ranking(comp, "gain"))
+    return out
+
+
+def payback(ctx: Context) -> dict | None:
+    """Cold compile time and break-even of the compiled static configurations (main precision), the range over
+    those with MIN_N processes or more, in steps and in epochs of the training rows used."""
+    h = compiled(ctx.head[ctx.head.precision == ctx.precision]).dropna(subset=["cold_compile_s"])
     if h.empty:
         return None
-    parts = []
-    for mode in modes_of(h):
-        g = h[h.compile_mode == mode]
-        fin = g[g.break_even_steps.map(n.finite)]
-        epochs = fin.break_even_steps / fin.batch_size.map(n.steps_per_epoch)
-        text = (f"`{mode}` after {n.span(fin.break_even_steps, n.count)} steps "
-                f"({n.span(epochs, lambda v: n.sig(v, 2))} epochs)" if len(fin) else f"`{mode}` never")
-        never = len(g) - len(fin)
-        parts.append(text + (f", never in {never} configuration(s) with no step saved" if never and len(fin) else ""))
-    return (f"Cold compilation takes {n.span(h.cold_compile_s, n.seconds)} in {ctx.precision}; it pays for itself "
-            f"{'; '.join(parts)}, counting epochs of the full 120,000-row AG News train split at each batch size "
-            f"(⟦tab:modes⟧).")
+    rows = [config(r) | {"cold_s": r.cold_compile_s, "cold_n": int(r.cold_n), "steps": r.break_even_steps,
+                         "epochs": r.break_even_epochs} for _, r in ordered(h, "batch_size").iterrows()]
+    decided = [c for c in rows if c["speedup"].n >= stats.MIN_N and n.finite(c["steps"])]
+    return {"rows": rows, "decided": decided, "cold": [c["cold_s"] for c in rows],
+            "never": [c for c in rows if c["steps"] == float("inf")], "train_rows": ctx.train_rows}
 
 
-def mfu_sentence(ctx: Context) -> str | None:
-    ok = vocab.usable(ctx.summary).dropna(subset=["mfu"])
+def mfu(ctx: Context) -> dict | None:
+    """The range of MFU over the main precision's usable configurations, with its two ends named."""
+    ok = vocab.usable(ctx.summary[ctx.summary.compile_scope.isin(TRAINING_SCOPES)]).dropna(subset=["mfu"])
     ok = ok[ok.precision == ctx.precision]
     if ok.empty:
         return None
-    r = ok.loc[ok.mfu.idxmax()]
-    real = ("not recorded by these records" if not n.finite(r.get("real_mfu"))
-            else n.percent(r["real_mfu"]))
-    return (f"The best model FLOP utilisation in {ctx.precision} is {n.percent(r.mfu)} of the measured {n.sig(r.peak_tflops)} TFLOP/s "
-            f"{r.precision} matmul peak ({r.compile_mode}, {r.shape_regime}, batch {int(r.batch_size)}: "
-            f"{n.sig(r.achieved_tflops)} TFLOP/s); counting real (non-pad) tokens only, {real}.")
+    lo, hi = ok.loc[ok.mfu.idxmin()], ok.loc[ok.mfu.idxmax()]
+    return {"low": config(lo) | {"mfu": lo.mfu}, "high": config(hi) | {"mfu": hi.mfu, "real_mfu": hi.get("real_mfu")},
+            "peak": hi.peak_tflops, "precision": ctx.precision, "same": lo.name == hi.name}
 
 
-def claims_sentence(ctx: Context) -> str | None:
-    c = ctx.claims
-    if c is None or c.empty:
-        return None
-    names = c["topic"] if "topic" in c else c["claim"]
-    groups: dict[str, list[str]] = {}
-    for name, verdict in zip(names, c.verdict):
-        key = plain(verdict.split(" (")[0])
-        groups.setdefault(key, []).append(plain(name))
-    parts = [f"{key}: {_join(v)}" for key, v in groups.items()]
-    return f"Of {len(c)} common claims checked (⟦tab:claims⟧), " + "; ".join(parts) + "."
+def claims(ctx: Context) -> list[dict]:
+    """claims.csv as the templates read it: id, verdict code, evidence (numbers and codes)."""
+    import json
+
+    if ctx.claims is None or ctx.claims.empty:
+        return []
+    return [{"id": r.claim, "verdict": r.verdict, "evidence": json.loads(r.evidence)} for r in ctx.claims.itertuples()]
 
 
-def abstract(ctx: Context) -> list[str]:
-    model = ctx.config["model"]
-    intro = (f"We time `torch.compile` against eager PyTorch on the training step of a {model['n_layers']}-layer "
-             f"transformer text classifier (d_model {model['d_model']}) on {plain(ctx.facts['description'])}, on "
-             f"{_value(ctx.env.get('device_name'))}, in {len(ctx.summary)} configurations "
-             f"({ctx.env.get('n_records', 'their')} runs, one process each).")
-    first = [intro, modes_sentence(ctx), precision_sentence(ctx), verdict_sentence(ctx)]
-    second = [shapes_sentence(ctx), payback_sentence(ctx), mfu_sentence(ctx), claims_sentence(ctx)]
-    return [" ".join(s for s in first if s), " ".join(s for s in second if s)]
+def claim_counts(ctx: Context) -> dict:
+    cs = claims(ctx)
+    return {"total": len(cs), "counts": dict(Counter(c["verdict"] for c in cs)),
+            "by": {v: [c["id"] for c in cs if c["verdict"] == v] for v in dict.fromkeys(c["verdict"] for c in cs)}}
+
+
+def model(ctx: Context) -> dict:
+    """The one description of the model the paper names (the study's config; a plug-in adds its own keys)."""
+    m = ctx.config["model"]
+    return {"kind": "transformer", **m, "vocab_size": ctx.facts["vocab_size"], "lr": ctx.config["train"]["lr"]}
+
+
+def data_facts(ctx: Context) -> dict:
+    """The data as used: the corpus's description, rows available and used, the cap if one was set."""
+    train = ctx.facts["splits"]["train"]
+    return {"description": plain(ctx.facts["description"]), "rows": int(train["rows"]),
+            "available": int(train.get("rows_available", train["rows"])), "synthetic": ctx.facts.get("source") == "synthetic",
+            "percentiles": train["token_length_percentiles"], "pad": train["pad_fraction_at_max_len"],
+            "max_len": ctx.facts["max_len"]}
+
+
+def abstract(ctx: Context) -> list[Text]:
+    """Takeaway first, then what was timed, the headline cells (MIN_N processes or more), shapes, cost, claims."""
+    shapes = [f for f in shape_findings(ctx) if len(f["top"]) == 1 and f["below"]]
+    short = next((c for c in claims(ctx) if c["id"] == "short-runs"), None)
+    facts = {"device": ctx.device_name, "gpu": ctx.gpu, "precision": ctx.precision, "verdicts": verdicts(ctx),
+             "trend": batch_trend(ctx), "whole": whole_step(ctx), "model": model(ctx), "data": data_facts(ctx),
+             "configs": len(ctx.summary), "runs": ctx.env.get("n_records"), "batches": per_batch(ctx),
+             "shape": shapes[-1] if shapes else None, "short": short, "claims": claim_counts(ctx),
+             "level": stats.LEVEL}
+    return [Text("abstract", "takeaway", facts), Text("abstract", "body", facts)]

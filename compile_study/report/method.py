@@ -1,83 +1,119 @@
-"""The method section's sentences (report model): model, data, grid, timing, intervals, where the time went.
+"""The method and Setup sections as numbers, codes and labels: model and data, the grid, the timing and
+interval rules (stats.py's own constants), cache states and compile cost, where the time went, and the
+conditions of the runs (hardware, cores, concurrency, TF32, calls, commits, versions).
 
-Every grid fact (modes, batch sizes, regimes, repeats) is read from the study's config; every definition
-is the one summary.py and stats.py implement.
+Every definition is the one summary.py and stats.py implement; every condition is read from the records
+(environment.json), the study's calls.jsonl and its method checks, and said to be unrecorded where it is.
 """
 
 from __future__ import annotations
 
-from compile_study.aggregate import numbers as n
-from compile_study.report.document import Items, Para, plain
-from compile_study.report.findings import Context, _join
+import re
+
+from compile_study.core import grid, record, stats
+from compile_study.report import numbers as n
+from compile_study.report.document import Column, Figure, Para, Table, Text, plain
+from compile_study.report.findings import Context, data_facts, model, value
 
 
-def model_and_data(ctx: Context) -> str:
-    m, f = ctx.config["model"], ctx.facts
-    pct = f["splits"]["train"]["token_length_percentiles"]
-    return (f"The model is a transformer encoder classifier ({m['n_layers']} layers, {m['n_heads']} heads, d_model "
-            f"{m['d_model']}, feed-forward {m['d_ff']}, dropout {m['dropout']}, max length {m['max_len']}, a "
-            f"{f['vocab_size']:,}-token WordPiece vocabulary) with masked mean pooling, cross-entropy loss and AdamW "
-            f"(lr {ctx.config['train']['lr']}). Data: {plain(f['description'])}; subword lengths p50 "
-            f"{n.count(pct['p50'])}, p90 {n.count(pct['p90'])}, p99 {n.count(pct['p99'])}, max {n.count(pct['max'])}, "
-            f"so padding every row to {f['max_len']} makes {n.percent(f['splits']['train']['pad_fraction_at_max_len'])} "
-            "of a static batch padding.")
-
-
-def grid_items(ctx: Context) -> list[str]:
-    out = []
+def grid_table(ctx: Context) -> Table:
+    """The grid as the study's config has it: one row per sub-grid."""
+    rows = []
     for g in ctx.grids:
         scopes = g.get("compile_scope") or ["module"]
-        out.append(f"{plain(g['name'])}: modes {_join(list(map(str, g['compile_mode'])))}; "
-                   + (f"scopes {_join(scopes)}; " if scopes != ["module"] else "")
-                   + f"batch sizes {_join([str(b) for b in g['batch_size']])}; shapes {_join(g['shape_regime'])}; "
-                   f"{_join(g['precision'])}; {g['repeats']} process(es) per configuration; {g['warmup_steps']} "
-                   f"warm-up and {g['timed_steps']} timed steps in chunks of {g['interleave_chunk']}")
-    return out
+        rows.append([plain(g["name"]), ", ".join(map(str, g["compile_mode"])), ", ".join(scopes),
+                     ", ".join(str(b) for b in g["batch_size"]), ", ".join(g["shape_regime"]), ", ".join(g["precision"]),
+                     str(g["repeats"]), f"{g['warmup_steps']} / {g['timed_steps']} / {g['interleave_chunk']}",
+                     str(g["max_epoch_steps"]) if g.get("max_epoch_steps") else "whole split"])
+    cols = [Column("sub-grid", weight=1.2), Column("modes", weight=2.2), Column("scopes", weight=1.3),
+            Column("batch sizes", weight=1.0), Column("shapes", weight=1.3), Column("precision", weight=0.8),
+            Column("processes", "r", 0.8), Column("warm-up / timed / chunk", "r", 1.1), Column("epoch steps", "r", 0.8)]
+    return Table("grid", Text("method", "grid_caption"), cols, rows)
 
 
-def timing(ctx: Context) -> str:
-    sync = "CUDA events, one synchronisation per chunk" if ctx.device == "cuda" else "synchronous wall clock"
-    return ("Each configuration and repeat runs in its own process: epoch 1 (compilation happens in its first steps), "
-            "epoch 2, then a steady-state block in which the measured model and an eager reference model, trained on "
-            f"the same batches, alternate in chunks of steps, each step timed ({sync}). The speedup of a process is "
-            "the eager reference's median step over the measured model's.")
+def intervals() -> dict:
+    """The interval and verdict rules, from stats.py's constants."""
+    return {"level": stats.LEVEL, "min_n": stats.MIN_N, "band_sds": stats.BAND_SDS}
 
 
-def intervals(ctx: Context) -> str:
-    band = ctx.summary.aa_method.dropna()
-    band = plain(band.iloc[0]).split(", n =")[0] if len(band) else "the eager runs' spread"
-    return ("Across the processes of a configuration, the speedup is given with its interval and how it was made: "
-            "with three or more processes a 95% Student-t interval on the log ratio (95% t, n = …); with two, "
-            "their range (n = 2, range), which claims no coverage; with one, no interval (single run). The A/A band "
-            f"of a cell comes from its eager-vs-eager runs ({band}); a configuration is faster or slower only when its "
-            "whole 95% interval lies outside that band, and gets no verdict with fewer than three processes.")
+def costs(ctx: Context) -> dict:
+    states = ctx.env.get("compiled_cache_states") or {}
+    return {"cold": states.get("cold", 0), "warm": states.get("warm", 0), "recorded": bool(states),
+            "gpu": ctx.gpu, "train_rows": ctx.train_rows,
+            "peaks": [(p, v) for p, v in (ctx.env.get("peak_tflops") or {}).items()]}
 
 
-def costs(ctx: Context) -> str:
-    peaks = ctx.env.get("peak_tflops") or {}
-    peak = _join([f"{p} {n.sig(v)}" for p, v in peaks.items()]) + " TFLOP/s" if peaks else "not measured"
-    memory = "peak allocated device memory" if ctx.device == "cuda" else "peak resident set size"
-    return ("Compile latency is epoch 1 minus epoch 2 of the compiled run, less the same for eager, with an empty "
-            "Inductor cache (cold, repeat 0) or a reused one (warm). Break-even is cold compile latency over the time "
-            "a step saves, in steps and in epochs of the full 120,000-row AG News train split at that batch size. "
-            f"Memory ratio compares {memory}. MFU is matmul FLOPs per step (padding included; real-token MFU counts "
-            f"only non-pad tokens) over step time and the device's measured matmul peak ({peak}).")
-
-
-def where_time_went(ctx: Context) -> str:
+def time_spent(ctx: Context) -> dict | None:
     totals = {k: v for k, v in (ctx.env.get("overhead_s") or {}).items() if n.finite(v)}
     total = totals.pop("total_s", sum(totals.values()))
     if not totals or not total:
-        return ("Where the study's own time went (start-up, compilation, timed blocks, evidence) is not recorded by "
-                "these records: their schema predates the per-run overhead breakdown.")
-    share = sorted(totals.items(), key=lambda kv: -kv[1])
-    parts = [f"{k.removesuffix('_s').replace('_', ' ')} {n.percent(v / total, 2)}" for k, v in share if v > 0]
-    return (f"The study's runs took {n.sig(total / 60)} min of wall time in all: {'; '.join(parts)} "
-            "(⟦fig:overhead⟧).")
+        return None
+    parts = sorted(((k, v / total) for k, v in totals.items() if v > 0), key=lambda kv: -kv[1])
+    return {"minutes": total / 60, "parts": parts[:3], "gpu": ctx.gpu, "figure": "overhead" in ctx.drawn}
 
 
 def blocks(ctx: Context) -> list:
-    """The method section's paragraphs and the grid list."""
-    return [Para(model_and_data(ctx)), Para("The grid, read from the study's config:"), Items(grid_items(ctx)),
-            Para(timing(ctx)), Para(intervals(ctx)), Para(costs(ctx)), Para(where_time_went(ctx))]
+    """The method section: model and data, the grid (a table), timing, intervals, costs, time spent."""
+    out = [Para(Text("method", "model_and_data", {"model": model(ctx), "data": data_facts(ctx)})),
+           grid_table(ctx), Para(Text("method", "timing", {"gpu": ctx.gpu})),
+           Para(Text("method", "intervals", intervals())), Para(Text("method", "costs", costs(ctx)))]
+    spent = time_spent(ctx)
+    out.append(Para(Text("method", "time_spent", {"spent": spent, "gpu": ctx.gpu})))
+    if spent and spent["figure"]:
+        out.append(Figure("overhead", Text("method", "overhead_caption"), f"{ctx.figures}/overhead"))
+    return out
 
+
+# --- Setup: the conditions the numbers were measured under ------------------------------------------------------
+TIMED_RUN = re.compile(r"timed_run=(\d+)")
+
+
+def concurrency(ctx: Context) -> dict:
+    """How many timed runs went at once (the calls' `--resources timed_run=N`) and whether the check of what
+    that costs ran (checks/concurrency.json), was configured but is missing, or was not configured."""
+    at_once = [int(m[1]) for c in ctx.calls for m in TIMED_RUN.finditer(" ".join(c.get("command", [])))]
+    check = ctx.checks.get("concurrency") or {}
+    configured = "concurrency" in (ctx.config.get("checks") or {}).get(ctx.device, [])
+    state = ("ran" if check.get("applicable") else "not-applicable" if check else
+             "missing" if configured else "not-configured")
+    return {"at_once": max(at_once) if at_once else None, "check": state}
+
+
+def calls(ctx: Context) -> dict:
+    """The calls that ran the study: how many, how many a time limit stopped (`timeout`'s exit status 124),
+    and the grid's runs against the records made."""
+    planned = len(grid.expand(ctx.grids))
+    stopped = sum(1 for c in ctx.calls if c.get("exit_status") == 124 and "timeout" in c.get("command", [])[:1])
+    failed = sum(1 for c in ctx.calls if c.get("exit_status") not in (0, 124))
+    return {"n": len(ctx.calls), "stopped": stopped, "failed": failed, "planned": planned,
+            "made": int(ctx.env.get("n_records") or 0)}
+
+
+def commits(ctx: Context) -> dict:
+    per = ctx.env.get("records_per_commit") or {}
+    return {"commits": [(c[:12], k) for c, k in per.items()], "dirty": ctx.env.get("dirty_records"),
+            "mixed": ctx.env.get("mixed_configurations"), "records": int(ctx.env.get("n_records") or 0)}
+
+
+def host(ctx: Context) -> dict:
+    e = ctx.env
+    versions = [(name, value(e[k])) for k, name in (("torch", "torch"), ("triton", "Triton"), ("cuda", "CUDA"),
+                                                     ("driver", "driver"), ("python", "Python"))
+                if e.get(k) not in (None, "None", [], "")]
+    return {"device": ctx.device_name, "gpu": ctx.gpu, "cpu": value(e.get("cpu_model")),
+            "cores": value(e.get("cpu_cores")), "per_job": value(e.get("cpu_affinity")) if e.get("cpu_affinity") else None,
+            "versions": versions, "hosts": sorted({plain(c.get("hostname")) for c in ctx.calls if c.get("hostname")})}
+
+
+def matmul(ctx: Context) -> dict:
+    """The float32 matmul setting each precision's runs recorded ('highest': TF32 off), where recorded."""
+    per = ctx.env.get("float32_matmul_precision") or {}
+    return {"per": [(p, ", ".join(v)) for p, v in per.items()], "fp32": per.get("fp32")}
+
+
+def setup(ctx: Context) -> list:
+    """The Setup section's paragraph and the note on what carries to another host."""
+    data = {"host": host(ctx), "concurrency": concurrency(ctx), "matmul": matmul(ctx), "calls": calls(ctx),
+            "commits": commits(ctx), "recorded_calls": bool(ctx.calls), "env_keys": record.ENV_KEYS}
+    return [Para(Text("setup", "conditions", data)), Para(Text("setup", "provenance", data)),
+            Para(Text("setup", "carries", {"gpu": ctx.gpu}))]

@@ -1,10 +1,10 @@
 """How a number is written in the paper: one place for digits, units, intervals and missing values.
 
-    >>> interval(1.523, 1.471, 1.58, "t on log ratio, n = 5")
+    >>> interval(Interval(1.523, 1.471, 1.58, "", 5, 0.95))
     '1.52× [1.47, 1.58] (95% t, n = 5)'
 
-Used by the report model (report.py, appendix.py) and the claims (claims.py), so a value reads the same in
-every sentence, table and claim. Torch-free.
+The sentence templates (paper/templates/sections/*.j2) use these as filters (`{{ x | times }}`) and the
+table builders call them directly, so a value reads the same in every sentence and table. Torch-free.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 import re
 
+from compile_study.core.stats import LEVEL, MIN_N, Interval
+
 DASH = "—"  # a value that was not measured or does not apply
-TRAIN_ROWS = 120_000  # the full AG News train split: break-even is also said in its epochs
 
 
 def finite(value) -> bool:
@@ -44,11 +45,6 @@ def times(value) -> str:
     return f"{float(value):.2f}×" if finite(value) else DASH
 
 
-def shown(value) -> float:
-    """The value a reader sees for a ratio (1.3996 is shown as 1.40): rules that quote the paper use it."""
-    return round(float(value), 2)
-
-
 def percent(fraction, digits: int = 3) -> str:
     return f"{sig(100 * float(fraction), digits)}%" if finite(fraction) else DASH
 
@@ -65,43 +61,54 @@ def count(value) -> str:
     return f"{float(value):,.0f}" if finite(value) else DASH
 
 
-def method_label(method: str) -> str:
-    """The interval's method as printed beside it ('t on log ratio, n = 5' -> '95% t, n = 5')."""
-    return str(method).replace("t on log ratio", "95% t")
+def steps(value) -> str:
+    """Break-even steps: a count, or 'never' where no step is saved."""
+    if isinstance(value, float) and math.isinf(value):
+        return "never"
+    return count(value)
 
 
-def interval(point, low, high, method: str) -> str:
-    """'1.52× [1.47, 1.58] (95% t, n = 5)'; a range of two runs says so; a single run has no brackets."""
-    if not finite(point):
+def method(iv: Interval) -> str:
+    """How an interval was made, as printed beside it: '95% t, n = 5', 'n = 2, no interval', 'single run'."""
+    if iv.n >= MIN_N and finite(iv.low):
+        return f"{LEVEL:.0%} t, n = {iv.n}"
+    return "single run" if iv.n == 1 else f"n = {iv.n}, no interval"
+
+
+def interval(iv: Interval | None, with_method: bool = True, fmt=times) -> str:
+    """'1.52× [1.47, 1.58] (95% t, n = 5)'; with fewer than MIN_N processes no brackets, and the method is
+    always said ('1.24× (n = 2, no interval)'), so that a bare point is never read as an interval's."""
+    if isinstance(iv, dict):  # claims.csv's evidence: {"point", "low", "high", "n"}, None for a missing end
+        iv = Interval(*(iv.get(k) if iv.get(k) is not None else math.nan for k in ("point", "low", "high")), "",
+                      int(iv.get("n") or 0), LEVEL)
+    if iv is None or not finite(iv.point):
         return DASH
-    if not (finite(low) and finite(high)):
-        return f"{times(point)} ({method_label(method)})"
-    return f"{times(point)} [{float(low):.2f}, {float(high):.2f}] ({method_label(method)})"
+    if iv.n < MIN_N or not (finite(iv.low) and finite(iv.high)):
+        return f"{fmt(iv.point)} ({method(iv)})"
+    unit = re.search(r"[^\d.,]*$", fmt(iv.point)).group()
+    body = f"{fmt(iv.point)} [{fmt(iv.low).removesuffix(unit)}, {fmt(iv.high).removesuffix(unit)}]"
+    return f"{body} ({method(iv)})" if with_method else body
 
 
-def row_interval(row, prefix: str = "speedup") -> str:
-    """The interval of a summary row: prefix 'speedup', 'gain' or 'inference' (summary.csv's column names)."""
-    get = row.get if hasattr(row, "get") else (lambda k: getattr(row, k, None))  # a Series, dict or itertuples row
-    point = get({"speedup": "speedup", "gain": "gain_over_eager_static", "inference": "inference_speedup"}[prefix])
-    return interval(point, get(f"{prefix}_low"), get(f"{prefix}_high"), get(f"{prefix}_method") or "single run")
+def row_interval(row, prefix: str = "speedup", with_method: bool = True) -> str:
+    """A summary row's interval: prefix 'speedup', 'gain', 'inference' or 'step' (summary.csv's columns)."""
+    return interval(row_iv(row, prefix), with_method, ms if prefix == "step" else times)
 
 
-def steps_per_epoch(batch_size: int, rows: int = TRAIN_ROWS) -> int:
-    return rows // int(batch_size)  # the last partial batch is dropped
+POINTS = {"speedup": "speedup", "gain": "gain_over_eager_static", "inference": "inference_speedup", "step": "step_ms"}
 
 
-def break_even(steps, batch_size: int) -> str:
-    """'2,197 steps (1.2 epochs)': epochs of the full 120,000-row train split at that batch size."""
-    if not finite(steps) and not (isinstance(steps, float) and math.isinf(steps)):
-        return DASH
-    if math.isinf(float(steps)):
-        return "never (no step saved)"
-    epochs = float(steps) / steps_per_epoch(batch_size)
-    return f"{float(steps):,.0f} steps ({sig(epochs, 2)} epochs)"
+def row_iv(row, prefix: str = "speedup") -> Interval:
+    """The Interval of a summary row (a Series, dict or itertuples row) from its point, ends and n columns."""
+    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
+    n = get(f"{prefix}_n")
+    return Interval(get(POINTS[prefix]), get(f"{prefix}_low"), get(f"{prefix}_high"), "",
+                    int(n) if finite(n) else 0, LEVEL)
 
 
 def span(values, fmt=times) -> str:
-    """'1.15–1.40×' over finite values (one value: itself)."""
+    """'1.15–1.40×' over finite values (one value: itself); fmt is a formatter or a name of FILTERS."""
+    fmt = FILTERS[fmt] if isinstance(fmt, str) else fmt
     v = sorted(float(x) for x in values if finite(x))
     if not v:
         return DASH
@@ -110,3 +117,25 @@ def span(values, fmt=times) -> str:
         return lo
     unit = re.search(r"[^\d.,]*$", hi).group()  # '×', ' s', '%': written once, after the upper end
     return f"{lo.removesuffix(unit) if lo.endswith(unit) else lo}–{hi}"
+
+
+WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def word(value) -> str:
+    """Small counts in words ('no', 'one', ... 'ten'), larger ones in digits: 'compiled once', not '1 times'."""
+    n = int(value)
+    return WORDS[n] if 0 <= n < len(WORDS) else f"{n:,}"
+
+
+def join(parts, last: str = "and") -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    parts = [str(p) for p in parts]
+    if not parts:
+        return ""
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + f" {last} " + parts[-1]
+
+
+FILTERS = {"sig": sig, "fixed": fixed, "times": times, "percent": percent, "ms": ms, "seconds": seconds,
+           "count": count, "steps": steps, "iv": interval, "span": span, "word": word, "listing": join,
+           "method": method}

@@ -1,12 +1,15 @@
-"""Place a report model (report.py) into Markdown or LaTeX, and build the PDF.
+"""Place a report model (build.py) into Markdown or LaTeX, and build the PDF.
 
-    text = paper.render(report.build(...), "md")      # or "tex"
+    text = paper.render(build.build(...), "md")       # or "tex"
     paper.build_pdf("paper/paper.tex")                # latexmk, when installed
 
-One template body (paper/templates/paper.j2) places the report's sections; the macros of the chosen format
-(md.j2 or tex.j2) place paragraphs, lists, tables and figures. The Jinja environment of each format brings
-its escaping: `prose` for sentences written by report.py (`code` spans and ⟦tab:key⟧ references are the
-only markup), `cell` for table cells and every string that came from data. Templates hold no arithmetic.
+Two kinds of template. The sentence templates (paper/templates/sections/*.j2, Jinja's usual delimiters) hold
+every sentence of the paper as macros: `words(Text)` calls one with the numbers, intervals, codes and labels
+of the report model, formatting numbers through the filters of numbers.py, and returns format-free prose.
+One body (paper/templates/paper.j2) places the report's sections; the macros of the chosen format (md.j2 or
+tex.j2) place paragraphs, lists, tables and figures. The Jinja environment of each format brings its
+escaping: `prose` for sentences (`code` spans and ⟦tab:key⟧ references are the only markup), `cell` for table
+cells and every string that came from data. Templates hold no arithmetic.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from pathlib import Path
 
 import jinja2
 
-from compile_study.report.document import hide_paths
+from compile_study.core import stats
+from compile_study.report import numbers
+from compile_study.report.document import Text, hide_paths
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "paper" / "templates"
 FORMATS = ("md", "tex")
@@ -74,14 +79,41 @@ def tex_code(code: str) -> str:
 def _prose(text, escape, code, ref) -> str:
     """Sentences of the report: escape everything but `code` spans and ⟦tab:key⟧ references, which become the
     format's code and cross-reference."""
-    out, pos, text = [], 0, " ".join(str(text).split())
+    out, pos, text = [], 0, words(text)
     for m in _MARK.finditer(text):
         out += [escape(text[pos:m.start()]), code(m[1]) if m[1] is not None else ref(m)]
         pos = m.end()
     return "".join(out + [escape(text[pos:])])
 
 
-def _environment(fmt: str, numbers: dict[str, int]) -> jinja2.Environment:
+# sentences: every line break a template holds becomes a space (words() collapses whitespace), so a template may
+# break a sentence anywhere; no trim_blocks, which would glue the words on either side of a block tag together
+_SENTENCES = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+                                autoescape=False)
+_SENTENCES.filters |= numbers.FILTERS
+_SENTENCES.globals |= {"level": stats.LEVEL, "min_n": stats.MIN_N}  # the interval rules, said as the code has them
+_MODULES: dict[str, object] = {}
+_BEFORE = re.compile(r"\s+([,;.:)])")  # a space a template left before punctuation
+
+
+def words(text: Text | str) -> str:
+    """The prose of a Text (a sentence template's macro called with its data), whitespace collapsed."""
+    if not isinstance(text, Text):
+        return " ".join(str(text).split())
+    if text.file not in _MODULES:
+        _MODULES[text.file] = _SENTENCES.get_template(f"sections/{text.file}.j2").make_module()
+    macro = getattr(_MODULES[text.file], text.macro, None)
+    if macro is None:
+        raise KeyError(f"paper/templates/sections/{text.file}.j2 has no macro {text.macro!r}")
+    return _BEFORE.sub(r"\1", " ".join(str(macro(**text.data)).split())).replace("( ", "(")
+
+
+def term(macro: str, **data) -> str:
+    """A word of terms.j2 for a table cell (a verdict, a configuration's mode and scope)."""
+    return words(Text("terms", macro, data))
+
+
+def _environment(fmt: str, refs: dict[str, int]) -> jinja2.Environment:
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r} is not one of {FORMATS}")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
@@ -90,11 +122,11 @@ def _environment(fmt: str, numbers: dict[str, int]) -> jinja2.Environment:
     names = {"tab": "Table", "fig": "Figure"}
     if fmt == "md":
         def ref(m):
-            return f"{names[m[2]]} {numbers[f'{m[2]}:{m[3]}']}"  # a KeyError names a reference to nothing
+            return f"{names[m[2]]} {refs[f'{m[2]}:{m[3]}']}"  # a KeyError names a reference to nothing
         env.filters |= {"cell": lambda v: md_escape(hide_paths(v)), "prose": lambda t: _prose(t, _md_raw, lambda c: f"`{c}`", ref)}
     else:
         def ref(m):
-            numbers[f"{m[2]}:{m[3]}"]  # noqa: B018 -- the same check as Markdown's: a reference to nothing fails
+            refs[f"{m[2]}:{m[3]}"]  # noqa: B018 -- the same check as Markdown's: a reference to nothing fails
             return f"{names[m[2]]}~\\ref{{{m[2]}:{m[3]}}}"
         env.filters |= {"cell": lambda v: tex_cell(hide_paths(v)),
                         "prose": lambda t: _prose(t, _tex_raw, tex_code, ref),
@@ -133,6 +165,40 @@ def word_counts(markdown: str) -> dict[str, int]:
         out[part] = sum(bool(re.search(r"\w", w)) for line in prose for w in line.split())
         out[f"{part}_tables"] = sum(bool(re.search(r"\w", w)) for line in table for w in line.replace("|", " ").split())
     return out
+
+
+_NUMBER = re.compile(r"(?<![\w.])[-−]?\d[\d,.]*")  # 7,600 / 1.65 / 95 — not the digits inside H200 or bf16
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(\d*])")
+_LABEL = re.compile(r"^(\*\*Table \d+\.\*\*|\*Figure \d+\.\*|- )\s*")
+
+
+def _prose_lines(markdown: str) -> list[str]:
+    """The sentences' lines of a rendered Markdown paper: no heading, table row, image or comment; a caption or
+    list item without its label; Markdown's escapes undone."""
+    out = []
+    for line in markdown.splitlines():
+        if not line.strip() or line.startswith(("#", "|", "![", "<!--", "**GPU", "**CPU")):
+            continue
+        out.append(_LABEL.sub("", line.removeprefix("> ")).replace("\\", ""))
+    return out
+
+
+def sentences(text: str) -> list[str]:
+    return [s for line in _prose_lines(text) for s in _SENTENCE_END.split(line) if re.search(r"\w", s)]
+
+
+def readability(markdown: str) -> dict:
+    """What a reader meets: the abstract's words, numbers and first sentence; the main text's sentence lengths
+    in words (median, longest). tests/test_readability.py holds them to the paper's limits."""
+    head, _, rest = markdown.partition("\n## Abstract\n")
+    abstract, _, body = rest.partition("\n## ")
+    main = ("## " + body).partition("\n## Appendix")[0]
+    lengths = sorted(len(s.split()) for s in sentences(main))
+    first = sentences(abstract)[:1]
+    return {"abstract_words": len(abstract.split()), "abstract_numbers": len(_NUMBER.findall(abstract.replace("\\", ""))),
+            "takeaway": first[0] if first else "", "sentences": len(lengths),
+            "median_words": lengths[len(lengths) // 2] if lengths else 0, "longest_words": lengths[-1] if lengths else 0,
+            "longest": max(sentences(main), key=lambda s: len(s.split())) if lengths else ""}
 
 
 LATEX_DIR = ".latex"  # latexmk's working files, beside the paper

@@ -2,6 +2,7 @@ rule paper:
     """The Markdown and LaTeX papers from one report model (compile_study/report/build.py) and the templates."""
     input:
         unpack(optional_inputs),
+        unpack(call_log),
         templates=TEMPLATES,
         summary=L.summary,
         parity=L.parity_table,

@@ -1,0 +1,59 @@
+"""What a reader meets, measured on the stored H200 paper and on a generated CPU paper: an abstract of at most
+250 words and 25 numbers that opens with a one-sentence takeaway; main-text sentences of median length 25
+words at most and none over 50; a main text under 3,000 words; none of the phrases that read as data dumps."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from compile_study.report import paper
+
+from .conftest import REPO
+from .paper_study import build, make_study
+
+pytestmark = pytest.mark.unit
+
+STORED = REPO / "reference" / "h200x2-2026-11-30" / "paper.md"
+# phrases a reader cannot finish: a count of nothing, "(1)" as a graph count, "1 times", "2 of 3 repeats" read
+# as missing, a verdict parsed into a count, a bracketed range of two runs
+BANNED = [r"\b0 within noise", r"get no verdict \(", r"\(\d+\) \d", r"\b1 times\b", r"of \d+ repeats",
+          r"\(n = 2, range\)", r"n = 2[^)]*\) at batch \d+ and", r"\bcuda init\b"]
+
+
+def _papers(tmp_path) -> dict[str, str]:
+    out = {"cpu": paper.render(build(make_study(tmp_path / "cpu", hostile="a CPU box", device="cpu")), "md")}
+    if STORED.is_file():
+        out["h200"] = STORED.read_text()
+    return out
+
+
+def test_the_abstract_opens_with_a_takeaway_and_stays_short(tmp_path):
+    for name, md in _papers(tmp_path).items():
+        r = paper.readability(md)
+        assert r["abstract_words"] <= 250 and r["abstract_numbers"] <= 25, (name, r)
+        first = md.split("## Abstract\n", 1)[1].strip().split("\n\n")[0]
+        assert paper.sentences(first) == [r["takeaway"]] and "torch.compile" in r["takeaway"], name  # one sentence
+
+
+def test_main_text_sentences_are_short_enough_to_finish(tmp_path):
+    for name, md in _papers(tmp_path).items():
+        r = paper.readability(md)
+        assert r["median_words"] <= 25 and r["longest_words"] <= 50, (name, r["longest"])
+        words = paper.word_counts(md)
+        assert words["main"] + words["main_tables"] <= 3000, (name, words)
+
+
+def test_none_of_the_unreadable_phrases_appear(tmp_path):
+    for name, md in _papers(tmp_path).items():
+        text = md.replace("\\", "")
+        for pattern in BANNED:
+            assert not re.search(pattern, text), (name, pattern, re.search(pattern, text))
+
+
+def test_a_cpu_paper_says_nothing_only_a_gpu_has(tmp_path):
+    md = _papers(tmp_path)["cpu"]
+    for gpu_only in ("CUDA-graph recordings", "CUDA init", "triton", "Triton", "driver", "CUDA graph",
+                     "No profiled run", "device-busy time"):
+        assert gpu_only not in md, gpu_only

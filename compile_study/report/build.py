@@ -47,8 +47,8 @@ def modes_table(ctx: Context) -> Table:
         rows.append([r["precision"], str(int(r["batch_size"])), r["compile_mode"],
                      n.ms(r["steady_step_ms"]) if ok else failed_cell(r),
                      n.row_interval(r) if c else n.DASH, verdict, cold, even, n.percent(r["mfu"]) if ok else n.DASH])
-    cols = [Column("precision", weight=0.7), Column("batch", "r", 0.5), Column("mode", weight=1.6),
-            Column("step (ms)", "r", 0.6), Column("speedup [interval] (method)", "r", 3.1), Column("verdict", weight=1.3),
+    cols = [Column("precision", weight=0.9), Column("batch", "r", 0.5), Column("mode", weight=1.6),
+            Column("step (ms)", "r", 0.6), Column("speedup [interval] (method)", "r", 2.9), Column("verdict", weight=1.3),
             Column("cold compile (cold runs)", "r", 1.1), Column("break-even steps (epochs)", "r", 1.2),
             Column("MFU", "r", 0.6)]
     return Table("modes", Text("modes", "table_caption", {"rows": ctx.train_rows}), cols, rows)

@@ -9,6 +9,7 @@ fewer than stats.MIN_N processes are named with their n and never ranked.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -215,8 +216,6 @@ def mfu(ctx: Context) -> dict | None:
 
 def claims(ctx: Context) -> list[dict]:
     """claims.csv as the templates read it: id, verdict code, evidence (numbers and codes)."""
-    import json
-
     if ctx.claims is None or ctx.claims.empty:
         return []
     return [{"id": r.claim, "verdict": r.verdict, "evidence": json.loads(r.evidence)} for r in ctx.claims.itertuples()]

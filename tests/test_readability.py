@@ -57,3 +57,12 @@ def test_a_cpu_paper_says_nothing_only_a_gpu_has(tmp_path):
     for gpu_only in ("CUDA-graph recordings", "CUDA init", "triton", "Triton", "driver", "CUDA graph",
                      "No profiled run", "device-busy time"):
         assert gpu_only not in md, gpu_only
+
+
+def test_every_figure_placed_is_cited_by_a_sentence(tmp_path):
+    for name, md in _papers(tmp_path).items():
+        placed = re.findall(r"^!\[Figure (\d+)\]", md, re.M)
+        text = "\n".join(line for line in md.splitlines() if not line.startswith(("![", "*Figure")))
+        assert placed, name
+        for number in placed:
+            assert re.search(rf"Figure {number}\b", text), (name, number)

@@ -79,8 +79,8 @@ def shapes_table(ctx: Context) -> Table | None:
 
 
 def best_step_table(ctx: Context) -> Table | None:
-    """Per batch size: eager, each compiled mode, the whole-step graph: the profiler's wall, host and device time
-    of one process (repeat 0), and the speedup of Table 2's definition."""
+    """Per batch size: eager, each compiled mode, the whole-step graph: the profiler's wall and device-busy time
+    of one process (repeat 0) and what follows from them alone."""
     s = vocab.usable(ctx.summary[(ctx.summary.shape_regime == "static") & (ctx.summary.precision == ctx.precision)
                                  & ctx.summary.compile_scope.isin(("module", "fused-adamw", "step-graph"))])
     s = s.dropna(subset=["profile_device_busy_ms_per_step", "profile_wall_ms_per_step"])
@@ -88,12 +88,11 @@ def best_step_table(ctx: Context) -> Table | None:
         return None
     rows = []
     for _, r in ordered(s, "batch_size").iterrows():
-        rows.append([str(int(r["batch_size"])), term("mode", c=config(r), code=False), n.row_interval(r, with_method=False),
+        rows.append([str(int(r["batch_size"])), term("mode", c=config(r), code=False),
                      n.ms(r["profile_wall_ms_per_step"]), n.ms(r["profile_device_busy_ms_per_step"]),
                      n.percent(r["profile_idle_fraction"], 2),
                      n.times(r["profile_wall_ms_per_step"] / r["profile_device_busy_ms_per_step"])])
-    cols = [Column("batch", "r", 0.6), Column("what runs", weight=2.2), Column("speedup [interval]", "r", 1.6),
-            Column("profiled step (ms)", "r"), Column("device busy (ms/step)", "r"), Column("device idle", "r", 0.8),
+    cols = [Column("batch", "r", 0.6), Column("what runs", weight=2.2), Column("profiled step (ms)", "r"), Column("device busy (ms/step)", "r"), Column("device idle", "r", 0.8),
             Column("profiled step / device busy", "r")]
     return Table("beststep", Text("beststep", "table_caption", {"precision": ctx.precision}), cols, rows)
 
@@ -123,7 +122,8 @@ def modes_section(ctx: Context) -> Section:
     figs = {k: k in ctx.drawn for k in ("speedup", "roofline")}
     scopes = bool((ctx.summary.compile_scope != "module").any())  # appendix.scopes_table exists
     blocks = [_para("modes", "results", {"batches": findings.per_batch(ctx), "precision": ctx.precision,
-                                         "beststep": best_step_table(ctx) is not None, "scopes": scopes}),
+                                         "beststep": best_step_table(ctx) is not None, "scopes": scopes,
+                                         "figure": figs["speedup"]}),
               _para("modes", "verdicts", {"v": findings.verdicts(ctx)})]
     if len(set(ctx.head.precision)) > 1:
         blocks.append(_para("modes", "precisions", {"pairs": findings.precisions(ctx)}))
@@ -140,7 +140,8 @@ def shapes_section(ctx: Context) -> Section:
         return Section("Static, dynamic and bucketed shapes", [_para("shapes", "only_static", {})])
     found = findings.shape_findings(ctx)
     return Section("Static, dynamic and bucketed shapes", [
-        _para("shapes", "findings", {"found": found, "figure": "regimes" in ctx.drawn}), table,
+        _para("shapes", "findings", {"found": found, "figure": "regimes" in ctx.drawn,
+                                     "timeline": ctx.drawn.get("timeline")}), table,
         *_fig(ctx, "regimes", "shapes"), *_fig(ctx, "timeline", "shapes", ctx.drawn.get("timeline"))])
 
 
@@ -155,7 +156,7 @@ def payback_section(ctx: Context) -> Section | None:
 
 def best_step_section(ctx: Context) -> Section:
     table = best_step_table(ctx)
-    data = conclusions.best_step(ctx) | {"table": table is not None, "gpu": ctx.gpu,
+    data = conclusions.best_step(ctx) | {"table": table is not None, "gpu": ctx.gpu, "figure": "kernels" in ctx.drawn,
                                         "profiled": ctx.summary.profile_kernels_per_step.notna().any()}
     blocks = [_para("beststep", "text", data)] + ([table] if table is not None else [])
     return Section("How far from the best step", blocks + _fig(ctx, "kernels", "beststep", {"gpu": ctx.gpu}))

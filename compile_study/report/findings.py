@@ -149,13 +149,12 @@ def whole_step(ctx: Context) -> dict | None:
     return None
 
 
-def verdicts(ctx: Context, scopes=("module",)) -> dict:
-    """Counts of verdict codes over the compiled static-shape configurations (every precision)."""
-    c = compiled(ctx.head) if scopes == ("module",) else compiled(vocab.usable(
-        ctx.summary[(ctx.summary.shape_regime == "static") & ctx.summary.compile_scope.isin(scopes)]))
-    counts = Counter(c.verdict)
+def verdicts(ctx: Context) -> dict:
+    """Counts of verdict codes over the compiled static-shape configurations of the module (every precision)."""
+    counts = Counter(compiled(ctx.head).verdict)
     decided = sum(v for k, v in counts.items() if k not in ("few-runs", "no-control", "no-run"))
-    return {"counts": dict(counts), "decided": decided, "total": len(c), "few": counts.get("few-runs", 0)}
+    return {"counts": dict(counts), "decided": decided, "total": sum(counts.values()),
+            "few": counts.get("few-runs", 0)}
 
 
 def precisions(ctx: Context) -> list[dict]:
@@ -182,7 +181,8 @@ def shape_findings(ctx: Context) -> list[dict]:
     out = []
     for b in sorted(set(s[s.shape_regime != "static"].batch_size)):
         g = s[s.batch_size == b]
-        made = {(r.compile_mode, r.shape_regime) for r in g.itertuples()}
+        every = ctx.summary[(ctx.summary.batch_size == b) & (ctx.summary.compile_scope == "module")]
+        made = {(r.compile_mode, r.shape_regime) for r in every.itertuples()}  # failed runs were made: not "missing"
         missing = sorted({(m, r) for bb, m, r in planned if bb == b} - made, key=lambda mr: (MODE_ORDER[mr[0]], mr[1]))
         comp = compiled(g).dropna(subset=["gain_over_eager_static"]).sort_values("gain_over_eager_static", ascending=False)
         out.append({"batch": int(b), "rows": [config(r) for _, r in comp.iterrows()], "missing": missing}

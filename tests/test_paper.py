@@ -172,3 +172,22 @@ def test_comparative_words_come_from_the_rule_on_the_stored_studys_intervals():
     for b in batches.values():  # a point shown beside an interval is that interval's centre
         for c in b["top"] + b["below"]:
             assert c["speedup"].low < c["speedup"].point < c["speedup"].high
+
+
+def _slower(study, verdict):
+    """Every compiled static configuration at 0.84x [0.79, 0.90] over three processes, with the given verdict."""
+    s = study["summary"]
+    rows = (s.compile_mode != "eager") & (s.shape_regime == "static") & (s.status == "ok")
+    s.loc[rows, ["speedup", "speedup_low", "speedup_high", "speedup_n", "verdict"]] = [0.84, 0.79, 0.90, 3, verdict]
+    return study
+
+
+def test_a_cpu_paper_never_recommends_compiling_when_nothing_compiled_is_faster(tmp_path):
+    slower = build(_slower(make_study(tmp_path / "a", hostile="box", device="cpu"), "slower"))
+    advice = [paper.words(t) for t in slower.main[-1].blocks[0].items]
+    assert advice[0].startswith("Do not compile") and not any(a.startswith(("Compile with", "Use")) for a in advice)
+    assert not any("Compile only for runs longer" in a for a in advice)  # no break-even advice for a loss
+    noise = build(_slower(make_study(tmp_path / "b", hostile="box", device="cpu"), "within-noise"))
+    md = paper.render(noise, "md")
+    assert "no compiled configuration with three or more processes is faster than eager" in md
+    assert "within the A/A noise band" in md  # said only because the verdict code says the interval lies inside

@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from compile_study.aggregate import figures
-from compile_study.core import grid
+from compile_study.core import grid, stats
 from compile_study.report import numbers
+from compile_study.report.paper import md_escape, term
 
 from .conftest import AG_NEWS_DIR, REPO, TINY_MODEL
 
@@ -120,7 +121,7 @@ def check_tiny_paper(study_dir, real: bool) -> dict:
     assert "CPU numbers" in paper and "CPU numbers" in tex and "\\begin{document}" in tex
     assert ("AG News test split (7,600 rows)" if real else "synthetic") in paper
     speedup = f"{numbers.times(m['in_process_speedup'])} (single run)"
-    verdict = paper_md_escape(term("verdict_cell", code="few-runs"))  # no verdict from one process
+    verdict = md_escape(term("verdict_cell", code="few-runs"))  # no verdict from one process
     row = f"| fp32 | 16 | default | {numbers.ms(m['steady_step_ms'])} | {speedup} | {verdict} |"
     assert row in paper and speedup in tex
     return m

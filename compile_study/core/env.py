@@ -45,6 +45,23 @@ def git_state() -> dict:
     return {"git_commit": commit, "git_dirty": bool(status)}
 
 
+def test_session(outcomes: dict[str, int], wall_s: float, markexpr: str, args: list[str]) -> dict:
+    """One pytest session's outcome where it ran: counts per outcome, wall time, the tier (`-m`), the command,
+    and the hardware, versions and commit (the record a study keeps of its test tiers; conftest --tier-record)."""
+    import torch
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    env = collect(device)
+    keep = ("device_type", "device_name", "torch", "triton", "cuda", "driver", "python", "cpu_model", "cpu_cores",
+            "git_commit", "git_dirty")
+    from datetime import UTC, datetime
+
+    return {"tier": markexpr or "all", "command": " ".join(["python -m pytest", *args]),
+            "date_utc": datetime.now(UTC).isoformat(timespec="seconds"), "wall_s": round(wall_s, 1),
+            **{k: int(outcomes.get(k, 0)) for k in ("passed", "failed", "skipped", "error", "deselected")},
+            **{k: env.get(k) for k in keep}}
+
+
 def collect(device: torch.device) -> dict:
     import torch
 

@@ -107,6 +107,13 @@ class Layout:
         """One line per call that ran the study (compile_study/core/session.py), when it was run through it."""
         return self._p("calls.jsonl")
 
+    def test_record(self, tier: str) -> str:
+        """A pytest session's outcome on this study's hardware (`pytest -m <tier> --tier-record <this>`)."""
+        return self._p(f"tests/{tier}.json")
+
+    def stored_test_records(self) -> list[str]:
+        return sorted(str(p) for p in Path(self.root or ".").glob("tests/*.json"))
+
     def log(self, name: str) -> str:
         return f"{self.logs}/{name}.log"
 

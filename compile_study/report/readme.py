@@ -64,6 +64,22 @@ def _time(records: pd.DataFrame) -> list[str]:
             "time is shorter by about the number of GPUs).", "", *rows]
 
 
+def test_line(t: dict) -> str:
+    """One pytest session's outcome, as kept in a study's tests/<tier>.json (conftest --tier-record)."""
+    state = "clean tree" if t["git_dirty"] is False else "uncommitted changes" if t["git_dirty"] else "tree unknown"
+    versions = f"torch {t['torch']}" + (f", triton {t['triton']}" if t.get("triton") else "")
+    return (f"`-m {t['tier']}`: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped, {t['error']} "
+            f"errors in {t['wall_s']:.0f} s on {t['device_name']} ({versions}; commit `{t['git_commit'][:12]}`, "
+            f"{state}; {t['date_utc'][:10]})")
+
+
+def _tests(tests: list[dict]) -> list[str]:
+    if not tests:
+        return []
+    return ["## Tests on this hardware", "", "Test tiers run on the study's own machine, each kept in `tests/`:", "",
+            *[f"- {test_line(t)}" for t in tests], ""]
+
+
 def _abstract(paper_md: str) -> list[str]:
     """The paper's abstract, as rendered (its table references point into paper.md)."""
     lines = paper_md.splitlines()
@@ -72,7 +88,8 @@ def _abstract(paper_md: str) -> list[str]:
     return "\n".join(lines[start:end]).strip().splitlines()
 
 
-def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], paper_md: str, rebuild: str) -> str:
+def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], paper_md: str, rebuild: str,
+          tests: list[dict] = ()) -> str:
     devices = env.get("device_name")
     gpus = ", ".join(devices) if isinstance(devices, list) else devices
     days = sorted({c["start_utc"][:10] for c in calls})
@@ -103,6 +120,7 @@ def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], pape
         "",
         *_calls(calls),
         "",
+        *_tests(list(tests)),
         "## Where the time went",
         "",
         *_time(records),
@@ -127,8 +145,10 @@ def write(inputs: dict, rebuild: str, out: str | Path) -> None:
     """inputs: records, environment, facts, paper (Markdown) and, where it exists, calls (calls.jsonl)."""
     records = record.table(inputs["records"])
     calls = read_calls(inputs["calls"]) if inputs.get("calls") else []
+    tests = [json.loads(Path(p).read_text()) for p in inputs.get("tests", [])]
     text = build(records, json.loads(Path(inputs["environment"]).read_text()),
-                 json.loads(Path(inputs["facts"]).read_text()), calls, Path(inputs["paper"]).read_text(), rebuild)
+                 json.loads(Path(inputs["facts"]).read_text()), calls, Path(inputs["paper"]).read_text(), rebuild,
+                 tests)
     write_text_atomic(out, text)
 
 
@@ -172,6 +192,8 @@ def project_block(study: Path, project: Path) -> str:
         f"{seconds / 60:.0f} min on one GPU and {seconds / 120:.0f} min on two "
         "(`python -m compile_study estimate config.yaml --device cuda --gpus 2`; parity, the method checks and "
         "the aggregation add a few minutes).",
+        *[f"Tests on that study's machine, {test_line(json.loads(Path(p).read_text()))}." for p in
+          Layout(str(study)).stored_test_records()],
         END,
     ]
     return "\n".join(lines)

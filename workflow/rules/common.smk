@@ -161,6 +161,12 @@ def run_params(wildcards):
     return key._asdict() | steps | config["train"] | {"evidence": key.repeat == 0}
 
 
+def test_records(wildcards=None):
+    """The study's kept test tiers (tests/<tier>.json, from pytest --tier-record), where there are any."""
+    kept = L.stored_test_records()
+    return {"tests": kept} if kept else {}
+
+
 def call_log(wildcards=None):
     """The study's calls.jsonl where it was run through compile_study.core.session."""
     return {"calls": L.calls} if os.path.exists(L.calls) else {}

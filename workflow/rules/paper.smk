@@ -44,6 +44,7 @@ rule study_readme:
     """
     input:
         unpack(call_log),
+        unpack(test_records),
         records=run_records,
         environment=L.environment,
         facts=L.facts,

@@ -20,6 +20,7 @@ COMMANDS = {  # command -> (module, what it does)
     "session": ("core.session", "run a study's command and log the call in calls.jsonl"),
     "rebuild": ("report.rebuild", "remake a stored study's summary, figures and paper"),
     "readme": ("report.readme", "regenerate the results block of the project's README"),
+    "compare": ("aggregate.reproduction", "a study against a stored one: did it reproduce? (reproduction.md)"),
 }
 
 

@@ -6,6 +6,7 @@ A study directory holds everything its paper is made from and the paper itself:
     <root>/runs/<regime>/<precision>/<mode>/<scope>/bs<B>/r<repeat>.json (+ .trace.json.gz)   one record per run
     <root>/parity/<precision>/<mode>.json   <root>/peak.json   <root>/claims/mlp.json   <root>/checks/*.json
     <root>/summary.csv  parity.csv  claims.csv  environment.json  figures/  paper.md  paper.tex  paper.pdf
+    <root>/reproduction.md, reproduction.csv   against the stored study config `yardstick` names, if any
     <root>/README.md (generated)   <root>/calls.jsonl (the calls that ran it)   <root>/logs/ (a stored study's)
 
 A live study's root is `results/<device>` (under the project); a stored one (e.g. `reference/<name>`) is the
@@ -97,6 +98,10 @@ class Layout:
 
     def paper(self, ext: str) -> str:
         return self._p(f"paper.{ext}")
+
+    def reproduction(self, ext: str) -> str:
+        """The study against its yardstick (aggregate/reproduction.py): ext md (the report) or csv (its table)."""
+        return self._p(f"reproduction.{ext}")
 
     @property
     def readme(self) -> str:

@@ -200,6 +200,9 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path, stored_records):
     assert "is a cuda study and this is a cpu study" in cmp.yardstick_problem(STORED, "cpu")
     assert "not a stored study" in cmp.yardstick_problem(tmp_path / "nowhere", "cuda")
     assert cmp.yardstick_problem(STORED, "cuda") is None
+    assert cmp.same_study(STORED, STORED) and not cmp.same_study(STORED, tmp_path / "cpu")
+    copy_study(STORED, tmp_path / "copy")  # records re-serialised: not byte for byte the same files
+    assert not cmp.same_study(STORED, tmp_path / "copy")
 
 
 @pytest.mark.unit
@@ -225,9 +228,10 @@ def test_the_dag_refuses_a_yardstick_of_another_device_and_skips_a_study_that_is
     wrong = snakemake("-n", "--config", "device=cpu", f"yardstick={{cpu: {STORED}}}", *config, cwd=tmp_path)
     assert wrong.returncode != 0 and "config yardstick.cpu" in wrong.stderr
     assert "is a cuda study and this is a cpu study" in wrong.stderr
-    copy = tmp_path / "stored"  # a stored GPU study other than the yardstick, rebuilt with --directory
+    copy = tmp_path / "stored"  # a copy of the yardstick is the yardstick: nothing to compare
     shutil.copytree(STORED, copy, ignore=shutil.ignore_patterns(".snakemake", ".latex", "*.trace.json.gz"))
-    stored = snakemake("-n", cwd=copy)
-    assert stored.returncode == 0 and job_counts(stored.stdout)["reproduction"] == 1, stored.stderr
-    itself = snakemake("-n", "--config", f"yardstick={{cuda: {copy}}}", cwd=copy)  # its own yardstick: none
+    itself = snakemake("-n", cwd=copy)
     assert itself.returncode == 0 and "reproduction" not in job_counts(itself.stdout), itself.stderr
+    next((copy / "runs").rglob("r2.json")).unlink()  # now another stored GPU study, rebuilt with --directory
+    other = snakemake("-n", cwd=copy)
+    assert other.returncode == 0 and job_counts(other.stdout)["reproduction"] == 1, other.stderr

@@ -10,7 +10,7 @@ import sys
 from snakemake.utils import validate
 
 from compile_study.core import config_check, grid, vocab
-from compile_study.aggregate.compare import yardstick_problem
+from compile_study.aggregate.compare import same_study, yardstick_problem
 from compile_study.aggregate.estimate import plan_message
 from compile_study.measure.isolation import count_gpus
 from compile_study.core.layout import CHECKS, Layout, is_stored_study, stored_device
@@ -173,15 +173,15 @@ STUDY_DIR = f"reference/{os.path.basename(os.getcwd())}" if STORED else L.root
 
 def yardstick():
     """The stored study this study's speedups are checked against (config `yardstick`, relative to the project
-    even for a stored study run with --directory), or None: none configured, or the study itself. A yardstick
+    even for a stored study run with --directory), or None: none configured, or this very study. A yardstick
     that is no stored study, or one of another device type, stops the workflow here, before any job.
     """
     path = config["yardstick"][DEVICE]
     if not path:
         return None
     full = os.path.normpath(os.path.join(workflow.basedir, path))
-    if os.path.realpath(full) == os.path.realpath(L.root):
-        return None  # comparing a study with itself says nothing
+    if same_study(full, L.root):
+        return None  # a study against itself (or a copy of it) says nothing
     problem = yardstick_problem(full, DEVICE)
     if problem:
         sys.exit(

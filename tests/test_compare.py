@@ -15,6 +15,7 @@ import yaml
 
 from compile_study.aggregate import compare as cmp
 from compile_study.aggregate import reproduction
+from compile_study.core import layout
 
 from .conftest import REPO
 from .test_stats import CHUNK, STEPS, STUDIES, band_of, process_speedups, simulate
@@ -197,12 +198,12 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path, stored_records):
     copy_study(STORED, tmp_path / "cpu", device="cpu")
     with pytest.raises(SystemExit, match="ran on cpu and .* on cuda: a reproduction compares studies of one device"):
         reproduction.main([str(STORED), str(tmp_path / "cpu")])
-    assert "is a cuda study and this is a cpu study" in cmp.yardstick_problem(STORED, "cpu")
-    assert "not a stored study" in cmp.yardstick_problem(tmp_path / "nowhere", "cuda")
-    assert cmp.yardstick_problem(STORED, "cuda") is None
-    assert cmp.same_study(STORED, STORED) and not cmp.same_study(STORED, tmp_path / "cpu")
+    assert "is a cuda study and this is a cpu study" in layout.yardstick_problem(STORED, "cpu")
+    assert "not a stored study" in layout.yardstick_problem(tmp_path / "nowhere", "cuda")
+    assert layout.yardstick_problem(STORED, "cuda") is None
+    assert layout.same_study(STORED, STORED) and not layout.same_study(STORED, tmp_path / "cpu")
     copy_study(STORED, tmp_path / "copy")  # records re-serialised: not byte for byte the same files
-    assert not cmp.same_study(STORED, tmp_path / "copy")
+    assert not layout.same_study(STORED, tmp_path / "copy")
 
 
 @pytest.mark.unit

@@ -31,7 +31,6 @@ their ratio beside both hosts' GPU and CPU models, and judges speedups only.
 
 from __future__ import annotations
 
-import filecmp
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,27 +197,3 @@ def load(directory: str | Path) -> pd.DataFrame:
     if not paths:
         raise SystemExit(f"{directory}: no run records under runs/")
     return record.table(paths)
-
-
-def same_study(a: str | Path, b: str | Path) -> bool:
-    """The same directory, or a copy of it (the same run records, byte for byte): comparing says nothing."""
-    a, b = Path(a), Path(b)
-    if a.resolve() == b.resolve():
-        return True
-    found = [sorted(Path(p).relative_to(d) for p in Layout(str(d)).stored_records()) for d in (a, b)]
-    return bool(found[0]) and found[0] == found[1] and all(filecmp.cmp(a / p, b / p, shallow=False) for p in found[0])
-
-
-def yardstick_problem(directory: str | Path, device: str) -> str | None:
-    """Why a stored study cannot be the yardstick of a study on `device` (None if it can): read before any job."""
-    d = Path(directory)
-    if not is_stored_study(d):
-        return f"{directory} is not a stored study (it needs config.yaml and runs/ with run records)"
-    paths = Layout(str(d)).stored_records()
-    if not paths:
-        return f"{directory} has no run records under runs/"
-    theirs = record.read(paths[0])["env"]["device_type"]
-    if theirs != device:
-        return (f"{directory} is a {theirs} study and this is a {device} study: a reproduction compares studies "
-                "of one device type")
-    return None

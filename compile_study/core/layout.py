@@ -17,6 +17,7 @@ tree, never into a stored study. Torch-free.
 
 from __future__ import annotations
 
+import filecmp
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,3 +137,28 @@ def stored_device(record_paths: list[str]) -> str:
     if not record_paths:
         raise SystemExit("this stored study has no run records under runs/")
     return record.read(record_paths[0])["env"]["device_type"]
+
+
+def same_study(a: str | Path, b: str | Path) -> bool:
+    """The same directory, or a copy of it (the same run records, byte for byte): comparing says nothing."""
+    a, b = Path(a), Path(b)
+    if a.resolve() == b.resolve():
+        return True
+    found = [sorted(Path(p).relative_to(d) for p in Layout(str(d)).stored_records()) for d in (a, b)]
+    return bool(found[0]) and found[0] == found[1] and all(filecmp.cmp(a / p, b / p, shallow=False) for p in found[0])
+
+
+def yardstick_problem(directory: str | Path, device: str) -> str | None:
+    """Why a directory cannot be the yardstick of a study on `device` (None if it can): config `yardstick` is
+    checked with it before any job (aggregate/compare.py makes the comparison)."""
+    d = Path(directory)
+    if not is_stored_study(d):
+        return f"{directory} is not a stored study (it needs config.yaml and runs/ with run records)"
+    paths = Layout(str(d)).stored_records()
+    if not paths:
+        return f"{directory} has no run records under runs/"
+    theirs = stored_device(paths)
+    if theirs != device:
+        return (f"{directory} is a {theirs} study and this is a {device} study: a reproduction compares studies "
+                "of one device type")
+    return None

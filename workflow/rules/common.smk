@@ -10,10 +10,16 @@ import sys
 from snakemake.utils import validate
 
 from compile_study.core import config_check, grid, vocab
-from compile_study.aggregate.compare import same_study, yardstick_problem
 from compile_study.aggregate.estimate import plan_message
 from compile_study.measure.isolation import count_gpus
-from compile_study.core.layout import CHECKS, Layout, is_stored_study, stored_device
+from compile_study.core.layout import (
+    CHECKS,
+    Layout,
+    is_stored_study,
+    same_study,
+    stored_device,
+    yardstick_problem,
+)
 from compile_study.core.record import RunKey
 
 STORED = is_stored_study(".")

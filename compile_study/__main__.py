@@ -6,6 +6,7 @@
     python -m compile_study session results/cuda -- snakemake --cores all
     python -m compile_study rebuild reference/<name>
     python -m compile_study readme README.md reference/<name>
+    python -m compile_study compare reference/<name> results/cuda    # did results/cuda reproduce reference/<name>?
 """
 
 from __future__ import annotations

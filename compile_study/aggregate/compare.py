@@ -128,7 +128,7 @@ def configurations(records: pd.DataFrame) -> pd.DataFrame:
 
 SIDE_COLUMNS = {"speedup": "speedup", "speedup_low": "low", "speedup_high": "high", "speedup_method": "method",
                 "speedup_n": "n", "aa_band_low": "aa_low", "aa_band_high": "aa_high", "step_ms": "step_ms",
-                "device_name": "gpu", "cpu_model": "cpu"}
+                "device_name": "device", "cpu_model": "cpu"}
 
 
 def _row(key: tuple, a: pd.Series, b: pd.Series) -> dict:

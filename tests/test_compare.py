@@ -188,6 +188,7 @@ def test_a_copy_with_known_shifts_differs_there_and_only_there(tmp_path, capsys)
     others = t.drop([faster, slower])
     assert not others.verdict.str.startswith("differs").any() and np.allclose(others.ratio, 1.0)
     md = (tmp_path / "reproduction.md").read_text()
+    assert cmp.counts(pd.read_csv(tmp_path / "reproduction.csv"))["differs"] == 2
     assert "2 differ" in md and md.count("| static ") == (t.index.get_level_values(0) == "static").sum()
 
 

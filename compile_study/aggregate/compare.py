@@ -150,9 +150,15 @@ class Comparison:
     device_type: str
 
     def counts(self) -> dict[str, int]:
-        v = self.table.verdict.str.split(" ").str[0] if len(self.table) else pd.Series(dtype=str)
-        return {"shared": len(self.table), "reproduced": int((v == "reproduced").sum()),
-                "differs": int((v == "differs").sum()), "inconclusive": int((v == "inconclusive").sum())}
+        return counts(self.table)
+
+
+def counts(table: pd.DataFrame) -> dict[str, int]:
+    """Shared configurations and how many of them are reproduced, differ, inconclusive (from a comparison's
+    table, or reproduction.csv read back: what a headline or a sentence of the paper quotes)."""
+    v = table.verdict.astype(str).str.split(" ").str[0] if len(table) else pd.Series(dtype=str)
+    return {"shared": len(table), "reproduced": int((v == "reproduced").sum()),
+            "differs": int((v == "differs").sum()), "inconclusive": int((v == "inconclusive").sum())}
 
 
 def device_of(records: pd.DataFrame, name: str) -> str:

@@ -27,6 +27,11 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/paper.smk"
 
 
+if YARDSTICK:
+
+    include: "workflow/rules/reproduction.smk"
+
+
 onstart:
     before_start()
 
@@ -34,3 +39,4 @@ onstart:
 rule all:
     input:
         paper_targets(),
+        reproduction_targets(),

@@ -6,6 +6,7 @@
     python -m compile_study session results/cuda -- snakemake --cores all
     python -m compile_study rebuild reference/<name>
     python -m compile_study readme README.md reference/<name>
+    python -m compile_study compare reference/<name> results/cuda    # did results/cuda reproduce reference/<name>?
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ COMMANDS = {  # command -> (module, what it does)
     "session": ("core.session", "run a study's command and log the call in calls.jsonl"),
     "rebuild": ("report.rebuild", "remake a stored study's summary, figures and paper"),
     "readme": ("report.readme", "regenerate the results block of the project's README"),
+    "compare": ("aggregate.reproduction", "a study against a stored one: did it reproduce? (reproduction.md)"),
 }
 
 

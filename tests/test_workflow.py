@@ -80,6 +80,7 @@ def test_dry_run_lists_every_stage_and_the_whole_grid(device, tmp_path):
                  "study_readme"):
         assert counts[rule] == 1
     assert counts.get("method_check", 0) == len(shipped_config()["checks"][device])
+    assert counts.get("reproduction", 0) == (device == "cuda")  # the committed GPU study is a GPU study's yardstick
 
 
 @pytest.mark.unit
@@ -161,6 +162,14 @@ def test_tiny_study_end_to_end(tmp_path):
     assert f"commit `{m_commit(runs)}`" in readme and paper.split("## Abstract")[1].split()[0] in readme
     assert "| compile mode | runs | seconds | per run |" in readme and "| default | 1 |" in readme
     assert "Nothing to be done" in snakemake("-n", *profile, cwd=tmp_path).stdout  # a rerun redoes nothing
+    # a CPU study against a stored CPU study (here a copy of itself): rule reproduction writes the report
+    shutil.copytree(root, tmp_path / "stored", ignore=shutil.ignore_patterns("*.trace.json.gz"))
+    target = "results/cpu/reproduction.csv"
+    res = snakemake(*profile, target, "--config", f"yardstick={{cpu: {tmp_path / 'stored'}}}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    table = pd.read_csv(tmp_path / target)
+    assert len(table) == 2 and set(table.reason) == {"n < 3"}  # one process each: no verdict
+    assert "0 of 2 shared configurations reproduced, 0 differ, 2 inconclusive" in (root / "reproduction.md").read_text()
 
 
 def m_commit(runs) -> str:

@@ -6,6 +6,7 @@ A study directory holds everything its paper is made from and the paper itself:
     <root>/runs/<regime>/<precision>/<mode>/<scope>/bs<B>/r<repeat>.json (+ .trace.json.gz)   one record per run
     <root>/parity/<precision>/<mode>.json   <root>/peak.json   <root>/claims/mlp.json   <root>/checks/*.json
     <root>/summary.csv  parity.csv  claims.csv  environment.json  figures/  paper.md  paper.tex  paper.pdf
+    <root>/reproduction.md, reproduction.csv   against the stored study config `yardstick` names, if any
     <root>/README.md (generated)   <root>/calls.jsonl (the calls that ran it)   <root>/logs/ (a stored study's)
 
 A live study's root is `results/<device>` (under the project); a stored one (e.g. `reference/<name>`) is the
@@ -16,6 +17,7 @@ tree, never into a stored study. Torch-free.
 
 from __future__ import annotations
 
+import filecmp
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +100,10 @@ class Layout:
     def paper(self, ext: str) -> str:
         return self._p(f"paper.{ext}")
 
+    def reproduction(self, ext: str) -> str:
+        """The study against its yardstick (aggregate/reproduction.py): ext md (the report) or csv (its table)."""
+        return self._p(f"reproduction.{ext}")
+
     @property
     def readme(self) -> str:
         return self._p("README.md")
@@ -138,3 +144,28 @@ def stored_device(record_paths: list[str]) -> str:
     if not record_paths:
         raise SystemExit("this stored study has no run records under runs/")
     return record.read(record_paths[0])["env"]["device_type"]
+
+
+def same_study(a: str | Path, b: str | Path) -> bool:
+    """The same directory, or a copy of it (the same run records, byte for byte): comparing says nothing."""
+    a, b = Path(a), Path(b)
+    if a.resolve() == b.resolve():
+        return True
+    found = [sorted(Path(p).relative_to(d) for p in Layout(str(d)).stored_records()) for d in (a, b)]
+    return bool(found[0]) and found[0] == found[1] and all(filecmp.cmp(a / p, b / p, shallow=False) for p in found[0])
+
+
+def yardstick_problem(directory: str | Path, device: str) -> str | None:
+    """Why a directory cannot be the yardstick of a study on `device` (None if it can): config `yardstick` is
+    checked with it before any job (aggregate/compare.py makes the comparison)."""
+    d = Path(directory)
+    if not is_stored_study(d):
+        return f"{directory} is not a stored study (it needs config.yaml and runs/ with run records)"
+    paths = Layout(str(d)).stored_records()
+    if not paths:
+        return f"{directory} has no run records under runs/"
+    theirs = stored_device(paths)
+    if theirs != device:
+        return (f"{directory} is a {theirs} study and this is a {device} study: a reproduction compares studies "
+                "of one device type")
+    return None

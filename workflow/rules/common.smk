@@ -12,7 +12,14 @@ from snakemake.utils import validate
 from compile_study.core import config_check, grid, vocab
 from compile_study.aggregate.estimate import plan_message
 from compile_study.measure.isolation import count_gpus
-from compile_study.core.layout import CHECKS, Layout, is_stored_study, stored_device
+from compile_study.core.layout import (
+    CHECKS,
+    Layout,
+    is_stored_study,
+    same_study,
+    stored_device,
+    yardstick_problem,
+)
 from compile_study.core.record import RunKey
 
 STORED = is_stored_study(".")
@@ -174,6 +181,40 @@ def call_log(wildcards=None):
 
 # How the README names the study's directory in its rebuild command (a stored study: under reference/).
 STUDY_DIR = f"reference/{os.path.basename(os.getcwd())}" if STORED else L.root
+
+
+def yardstick():
+    """The stored study this study's speedups are checked against (config `yardstick`, relative to the project
+    even for a stored study run with --directory), or None: none configured, or this very study. A yardstick
+    that is no stored study, or one of another device type, stops the workflow here, before any job.
+    """
+    path = config["yardstick"][DEVICE]
+    if not path:
+        return None
+    full = os.path.normpath(os.path.join(workflow.basedir, path))
+    if same_study(full, L.root):
+        return None  # a study against itself (or a copy of it) says nothing
+    problem = yardstick_problem(full, DEVICE)
+    if problem:
+        sys.exit(
+            f"config yardstick.{DEVICE}: {problem} (set yardstick: {{{DEVICE}: null}} to go without)"
+        )
+    return full
+
+
+YARDSTICK = yardstick()
+# How the report names the two studies: the yardstick as configured, the study as its README does.
+REPRODUCTION_NAMES = [config["yardstick"][DEVICE], STUDY_DIR]
+
+
+def yardstick_records(wildcards=None):
+    """The yardstick's run records, as paths from the working directory (a stored study's too)."""
+    return [os.path.relpath(p) for p in Layout(YARDSTICK).stored_records()]
+
+
+def reproduction_targets():
+    """The study against its yardstick, where one is configured (rule reproduction)."""
+    return [L.reproduction("md"), L.reproduction("csv")] if YARDSTICK else []
 
 
 def paper_targets():

@@ -50,7 +50,14 @@ make_context() {  # the locks, every locked file for bookworm's Python 3.11 (has
     local locks=(-r "locks/$VARIANT.txt")
     if [[ $HUB == 1 ]]; then locks+=(-r locks/hub.txt); fi
     # Wherever this host's pip looks (for the CPU lock it must offer torch's CPU build), only files whose
-    # sha256 the lock names are taken; files already in the wheelhouse are not fetched again.
+    # sha256 the lock names are taken; files already in the wheelhouse are not fetched again, and any the
+    # locks do not name (an older build's) are removed first: the image's pip would try a local file
+    # before the one the lock names and refuse it.
+    local file
+    for file in "$CONTEXT"/wheels/*; do
+        [[ -f $file ]] || continue
+        grep -q "sha256:$(sha256sum "$file" | cut -d' ' -f1)" locks/*.txt || rm "$file"
+    done
     "$WORK/pip-venv/bin/pip" download --quiet --no-deps --require-hashes --dest "$CONTEXT/wheels" "${locks[@]}"
     cp -r pyproject.toml compile_study "$CONTEXT/project/"
     find "$CONTEXT/project" -name __pycache__ -prune -exec rm -rf {} +

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# CI, in the container: builds the CPU image with containers/build.sh (twice: the same ID), then runs inside it, with the
-# mounts README's "In the container" gives (project read-write at /study, ../shared read-only at /shared),
-# the README's test command and a tiny end-to-end study whose paper must name the real data.
+# CI, in the container: builds the CPU image with containers/build.sh (twice: the same ID), then runs inside
+# it, with the mounts README's "In the container" gives (project read-write at /study, ../shared read-only at
+# /shared), the README's test command and a tiny end-to-end study whose paper must name the real data.
 #   bash .ci/container.sh      (as root, from a clone with ../shared beside it)
 set -euo pipefail
 cd "$(dirname "$0")/.."

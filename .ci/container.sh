@@ -17,7 +17,7 @@ export CONTAINERS_CONF=$PWD/.ci/containers.conf  # runc and rlimits this sandbox
 VARIANT=cpu containers/build.sh
 # A rebuild at the same commit is the same image (README, "In the container"), and leaves nothing untagged
 first=$(podman image inspect --format '{{.Id}}' compile-study:cpu)
-VARIANT=cpu SAVE=0 containers/build.sh > /dev/null 2>&1
+VARIANT=cpu SAVE=0 containers/build.sh 2>&1 | grep -E "^(image|containers/build.sh)"
 second=$(podman image inspect --format '{{.Id}}' compile-study:cpu)
 echo "image ID of the first build: $first; of a rebuild at the same commit: $second"
 [[ $first == "$second" ]]

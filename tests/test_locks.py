@@ -12,6 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.unit  # the fast tier: offline, about a second
+
 REPO = Path(__file__).resolve().parents[1]
 INPUTS = ("requirements.txt", "requirements-hub.txt", "requirements-dev.txt")
 

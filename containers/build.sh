@@ -29,6 +29,8 @@ mkdir -p "$WORK"
 # The commit's time: the image's created time and every file time in the layers this build writes
 # (podman's --timestamp), so that a rebuild at the same commit gives the same image ID.
 EPOCH=$(git log -1 --format=%ct 2>/dev/null || echo 0)
+COMMIT=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT-dirty"
 
 make_base() {  # a minimal Debian bookworm from Debian's own mirror: no container registry needed
     if [[ -n ${BASE:-} ]]; then return; fi
@@ -60,21 +62,22 @@ make_context() {  # the locks, every locked file for bookworm's Python 3.11 (has
     done
     "$WORK/pip-venv/bin/pip" download --quiet --no-deps --require-hashes --dest "$CONTEXT/wheels" "${locks[@]}"
     cp -r pyproject.toml compile_study "$CONTEXT/project/"
+    # The commit, in the project's layer: podman's cache keys a LABEL by its text, not by the build argument
+    # in it, so without a changed layer below, a new commit's image would keep the old commit's labels.
+    echo "$COMMIT" > "$CONTEXT/project/REVISION"
     find "$CONTEXT/project" -name __pycache__ -prune -exec rm -rf {} +
     find "$CONTEXT/project" -exec touch --no-dereference --date="@$EPOCH" {} +  # the same bytes and times for a commit
 }
 
 build_image() {
-    local commit old new
-    commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-    git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
+    local old new
     old=$("$ENGINE" image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)
     local start=$SECONDS
     local repro=()
     [[ $ENGINE == podman ]] && repro=(--timestamp "$EPOCH")
     "$ENGINE" build --layers --force-rm "${repro[@]}" --file containers/Dockerfile --tag "$TAG" \
         --build-arg BASE="$BASE" --build-arg VARIANT="$VARIANT" --build-arg HUB="$HUB" \
-        --build-arg COMMIT="$commit" "$CONTEXT"
+        --build-arg COMMIT="$COMMIT" "$CONTEXT"
     new=$("$ENGINE" image inspect --format '{{.Id}}' "$TAG")
     # The image this tag named before is left untagged: remove it (its own layers go with it, the cached
     # ones the new image shares stay) unless another tag or a container still uses it.
@@ -85,7 +88,7 @@ build_image() {
     "$ENGINE" history --format '{{.Size}}\t{{.CreatedBy}}' "$TAG" | grep -v '^0 B' | cut -c1-110 | sed 's/^/    /'
     local size
     size=$("$ENGINE" image inspect --format '{{.Size}}' "$TAG")
-    echo "image $TAG (commit $commit): ID $new, built in $((SECONDS - start)) s, $((size / 1000000)) MB"
+    echo "image $TAG (commit $COMMIT): ID $new, built in $((SECONDS - start)) s, $((size / 1000000)) MB"
 }
 
 save_archive() {  # the archive Apptainer builds from (containers/compile-study.def) and a host without a registry loads

@@ -6,6 +6,7 @@
     python -m compile_study session results/cuda -- snakemake --cores all
     python -m compile_study rebuild reference/<name>
     python -m compile_study readme README.md reference/<name>
+    python -m compile_study model config.yaml configs/hf-bert.yaml   # check the configured model, print its facts
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ COMMANDS = {  # command -> (module, what it does)
     "session": ("core.session", "run a study's command and log the call in calls.jsonl"),
     "rebuild": ("report.rebuild", "remake a stored study's summary, figures and paper"),
     "readme": ("report.readme", "regenerate the results block of the project's README"),
+    "model": ("core.plug_check", "check the configured model (built-in or plugged) and print its facts"),
 }
 
 

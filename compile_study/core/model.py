@@ -36,8 +36,14 @@ class ModelConfig:
     # "nonzero": the same mean gathered through torch.nonzero, whose output shape depends on the data,
     # so Dynamo breaks the graph there (the study's deliberate graph-break variant)
     pooling: str = "mean"
+    # A model the user brings instead (core/plug.py): the keys above then size only the data (max_len)
+    name: str | None = None  # names the study's results directory (core/layout.py study_root); None: the default
+    factory: str | None = None  # "package.module:function" -> nn.Module taking (ids, attention_mask)
+    hf_config: dict | None = None  # a transformers config dict ({model_type: bert, ...}) for from_config
 
     def __post_init__(self) -> None:
+        if self.factory is not None and self.hf_config is not None:
+            raise ValueError("model.factory and model.hf_config: set one of them, not both")
         if self.d_model % self.n_heads:
             raise ValueError(f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}")
         if self.pooling not in ("mean", "nonzero"):

@@ -227,3 +227,27 @@ def test_a_tiny_bert_trains_compiled_whole_in_default_mode_through_the_studys_ru
     counted = step_flops(model_cfg)
     assert m["train_flops_per_step"] == counted.padded(8, TINY_MODEL["max_len"])
     assert m["train_flops_per_token"] == counted.per_token() and m["in_process_speedup"] > 0
+
+
+@pytest.mark.dag
+def test_a_plug_with_the_wrong_output_stops_the_study_before_its_first_timed_run(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from .test_workflow import write_tiny_config
+
+    write_tiny_config(tmp_path)
+    cfg = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    cfg["model"]["factory"] = "tests.plug_models:seven_classes"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    env = os.environ | {"PYTHONPATH": str(REPO)}  # where the jobs import tests.plug_models from
+    root = tmp_path / "results" / "cpu-seven_classes"  # a plugged model's own study directory
+    record = root / "runs/static/fp32/default/module/bs16/r0.json"  # a timed run: it waits for check_model
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--cores", "2",
+                          "--workflow-profile", str(REPO / "profiles" / "default"), "--directory", str(tmp_path),
+                          str(record.relative_to(tmp_path))],
+                         capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "check_model: model.factory: the model returned logits of shape [2, 7]" in out
+    assert not record.exists() and not (root / "model.json").exists() and "Traceback" not in out

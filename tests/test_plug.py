@@ -11,7 +11,7 @@ import yaml
 
 from compile_study.core import config_check, layout, vocab
 from compile_study.core.model import ModelConfig, TextClassifier
-from compile_study.core.plug import Plugged, PlugError, build_model, load_factory, model_class, n_params
+from compile_study.core.plug import PlugError, Plugged, build_model, load_factory, model_class, n_params
 from compile_study.core.plug_check import check_fits, check_output, check_plug
 from compile_study.core.record import RunConfig
 
@@ -251,3 +251,20 @@ def test_a_plug_with_the_wrong_output_stops_the_study_before_its_first_timed_run
     out = res.stdout + res.stderr
     assert res.returncode != 0 and "check_model: model.factory: the model returned logits of shape [2, 7]" in out
     assert not record.exists() and not (root / "model.json").exists() and "Traceback" not in out
+
+
+@pytest.mark.unit
+def test_the_shipped_bert_config_is_the_built_in_models_size_and_has_its_own_study(tmp_path):
+    from compile_study.core import grid
+
+    config = grid.load_config([REPO / "config.yaml", REPO / "configs" / "gpu-quick.yaml",
+                               REPO / "configs" / "hf-bert.yaml"])
+    assert config_check.semantic_errors(config) == []
+    model, hf = config["model"], config["model"]["hf_config"]
+    assert (hf["num_hidden_layers"], hf["num_attention_heads"], hf["hidden_size"], hf["intermediate_size"]) == (
+        model["n_layers"], model["n_heads"], model["d_model"], model["d_ff"])
+    assert hf["max_position_embeddings"] >= model["max_len"]
+    quick = grid.load_config([REPO / "config.yaml", REPO / "configs" / "gpu-quick.yaml"])
+    assert set(grid.expand(config["grids"]["cuda"])) == set(grid.expand(quick["grids"]["cuda"]))  # the same cells
+    assert grid.record_path("cuda", next(iter(grid.expand(config["grids"]["cuda"]))), model).startswith(
+        "results/cuda-hf-bert/runs/")

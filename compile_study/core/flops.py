@@ -3,18 +3,19 @@
     python -m pytest tests/test_flops.py -q
 
 The counter sees every aten op of a forward, a cross-entropy loss and `backward()`, and counts the matrix
-products (mm, addmm, bmm, convolutions, and attention kernels by their own formulas). It runs on fake tensors
-(no memory, no arithmetic; transformers skips its data-dependent mask checks on them) and, for a model that
-cannot run on them, on the CPU at batch 1. Attention runs as SDPA's math backend while counting, as plain
-matrix products: model FLOPs, whatever kernel the device picks later (a fused kernel's backward recomputes
-Q K^T, which the counter's SDPA formula adds: 7 products instead of 6). Embedding lookups, norms, softmax and
-the optimizer count no FLOPs here, as in the built-in model's hand count (core/model.py `train_flops`), which
-this count equals exactly (tests/test_flops.py).
+products (mm, addmm, bmm, convolutions, and attention kernels by their own formulas). It runs where a model
+costs nothing: meta tensors, else fake tensors (transformers' eager code reads the attention mask to decide
+whether to skip it, which meta tensors cannot answer and fake tensors let it skip), else the CPU at batch 1 or
+2. Attention runs as SDPA's math backend while counting, as plain matrix products: model FLOPs, whatever kernel
+the device picks later (the counter's formula for a fused kernel's backward adds the recomputation of Q K^T:
+7 products for attention's 6). Embedding lookups, norms, softmax and the optimizer count no FLOPs here, as in
+the built-in model's hand count (core/model.py `train_flops`), which this count equals exactly
+(tests/test_flops.py).
 
 A sequence's FLOPs are a polynomial of degree 2 in its length for a transformer (projections and
 feed-forward: linear; attention scores: quadratic; the head: constant), and a batch's are the sum over its
 rows. `StepFlops` counts 3 lengths at batch 1 and fits that polynomial exactly (integer counts, rational
-arithmetic), then checks it against a 4th length and against batch 2; a model that fails the check (or a
+arithmetic), then checks it by one count at batch 2 and a 4th length; a model that fails the check (or a
 max_len too short to fit) has every shape counted as it is asked for. Counted once per model and shape,
 never inside a timed block.
 """

@@ -170,7 +170,8 @@ def segment_mean(x: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
 
 
 def train_flops(cfg: ModelConfig, batch_size: int, seq_len: int) -> float:
-    """Matmul FLOPs of one training step on a [batch_size, seq_len] batch (padding included).
+    """Matmul FLOPs of one training step on a [batch_size, seq_len] batch (padding included), counted by hand:
+    the reference that core/flops.py's count (used for every model's MFU) equals (tests/test_flops.py).
 
     Per layer and token: qkv (3 d^2) + output projection (d^2) + feed-forward (2 d d_ff)
     multiply-adds; attention adds QK^T and AV, 2 L d multiply-adds per token. The head adds

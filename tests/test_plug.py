@@ -105,13 +105,16 @@ def test_a_model_with_the_wrong_call_or_output_is_refused_by_its_key(name, messa
 
 @pytest.mark.unit
 @pytest.mark.parametrize("hf, message", [
-    ({"model_type": "no-such-architecture"}, "model.hf_config.model_type: 'no-such-architecture' gives no "
-                                             "transformers config"),
+    ({"model_type": "no-such-architecture"}, "model.hf_config.model_type: 'no-such-architecture' is not one of "
+                                             "the "),
     (TINY_BERT | {"vocab_size": 99}, "model.hf_config.vocab_size: set by the study"),
+    ({"model_type": "vit"}, "model.hf_config.model_type: 'vit' has no sequence-classification model in transformers"),
+    (TINY_BERT | {"hidden_size": 31}, "model.hf_config: transformers cannot build bert from it (The hidden size (31)"),
 ])
 def test_a_bad_transformers_config_is_named_with_its_key(hf, message):
-    with pytest.raises(PlugError, match=message.replace(".", r"\.").replace("(", r"\(")):
+    with pytest.raises(PlugError) as err:
         build_model(plugged(hf_config=hf))
+    assert str(err.value).startswith(message)
 
 
 @pytest.mark.unit

@@ -101,7 +101,8 @@ def _factory_model(cfg: ModelConfig) -> nn.Module:
 def _hf_model(cfg: ModelConfig) -> nn.Module:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # from_config reads nothing from the hub; make sure nothing tries
     try:
-        from transformers import AutoConfig, AutoModelForSequenceClassification
+        import transformers
+        from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForSequenceClassification
     except ImportError as exc:
         raise PlugError("model.hf_config: needs transformers, an optional dependency (pinned in requirements.txt: "
                         f"pip install -r requirements.txt) ({exc})") from exc
@@ -110,17 +111,24 @@ def _hf_model(cfg: ModelConfig) -> nn.Module:
     for key, what in HF_SET_BY_STUDY.items():
         if key in settings:
             raise PlugError(f"model.hf_config.{key}: set by the study ({what}); remove it")
+    if model_type not in CONFIG_MAPPING:
+        known = len(list(CONFIG_MAPPING))
+        raise PlugError(f"model.hf_config.model_type: {model_type!r} is not one of the {known} model types of "
+                        f"transformers {transformers.__version__} (e.g. bert, roberta, distilbert)")
     try:
         config = AutoConfig.for_model(model_type, **settings, vocab_size=cfg.vocab_size, num_labels=cfg.n_classes,
                                       pad_token_id=PAD_ID)
     except (ValueError, TypeError) as exc:
-        raise PlugError(f"model.hf_config.model_type: {model_type!r} gives no transformers config "
-                        f"({str(exc).splitlines()[0][:200]})") from exc
+        raise PlugError(f"model.hf_config: transformers' {model_type} config refuses it "
+                        f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from exc
     try:
         model = AutoModelForSequenceClassification.from_config(config)
-    except ValueError as exc:  # a model type with no sequence-classification head
-        raise PlugError(f"model.hf_config.model_type: {model_type!r} has no sequence-classification model in "
-                        f"transformers ({str(exc).splitlines()[0][:200]})") from exc
+    except ValueError as exc:
+        first = str(exc).splitlines()[0][:200]
+        if "Unrecognized configuration class" in first:  # a model type without a sequence-classification head
+            raise PlugError(f"model.hf_config.model_type: {model_type!r} has no sequence-classification model "
+                            "in transformers") from exc
+        raise PlugError(f"model.hf_config: transformers cannot build {model_type} from it ({first})") from exc
     return Plugged(model.train(), keywords=True)  # train mode, as the built-in model starts
 
 

@@ -148,7 +148,7 @@ def runs_with(mode: str, scope: str, regime: str) -> bool:
 
 
 # Keys of a transformers config (model.hf_config) that the study sets itself, from the data and the tokenizer
-HF_SET_BY_STUDY = {"vocab_size": "the tokenizer's vocabulary (data.vocab_size)", "num_labels": "the data's classes",
+HF_SET_BY_STUDY = {"vocab_size": "the tokenizer's vocabulary, data.vocab_size", "num_labels": "the data's classes",
                    "pad_token_id": "the tokenizer's padding id, 0"}
 
 

@@ -162,7 +162,7 @@ PROFILE = {
     "distinct_kernels": "distinct kernels",
 }
 PROFILE_SIDES = ("profile", "reference_profile")  # table columns: profile_<name>, reference_profile_<name>
-OVERHEAD = ("process_start_s", "imports_s", "cuda_init_s", "data_load_s", "compile_s", "timed_s",
+OVERHEAD = ("process_start_s", "imports_s", "cuda_init_s", "data_load_s", "flop_count_s", "compile_s", "timed_s",
             "phase_split_s", "profiler_s", "inference_s", "accuracy_s", "total_s")
 ENV_KEYS = ("device_type", "device_name", "torch", "triton", "cuda", "driver", "python", "cpu_model", "cpu_cores",
             "git_commit", "git_dirty", "inductor_cache")

@@ -113,7 +113,7 @@ def block_metrics(block: dict, cfg: RunConfig, model_cfg: ModelConfig, own_batch
     static = "static_reference" if "static_reference" in own_batches else "reference"
     static_timed = [own_batches[static][i % len(own_batches[static])] for i in range(n)]
     static_tokens_per_s = sum(b.real_tokens for b in static_timed) / block["walls"][static]
-    counted = step_flops(model_cfg)  # counted once per model and shape (core/flops.py), after the timed block
+    counted = step_flops(model_cfg)  # counted before the run trained (measure); cached per model and shape
     flops = sum(counted.padded(*b.ids.shape) for b in timed)
     # FLOPs had every real sequence been computed at its own length (no padding, no filler)
     real_flops = sum(counted.real(real_lengths(b)) for b in timed)
@@ -180,6 +180,8 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
         if cfg.regime.marks_dynamic:
             mark_dynamic_lengths(batches)
         eval_batches = make_batches(*load_split(data_dir, "eval"), 256, "static", None, device, drop_last=False)
+    with clock.part("flop_count_s"):  # the model's FLOPs, counted before anything is timed (core/flops.py)
+        step_flops(model_cfg)
     prepare_compiler(cfg)
     losses: dict[str, list[torch.Tensor]] = {"subject": [], "reference": []}
     subject, epochs, watch = train_subject(model_cfg, cfg, batches, device, clock, losses["subject"])

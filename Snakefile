@@ -19,6 +19,7 @@ include: "workflow/rules/common.smk"
 if not STORED:
 
     include: "workflow/rules/data.smk"
+    include: "workflow/rules/model.smk"
     include: "workflow/rules/runs.smk"
 
 

@@ -7,6 +7,8 @@
     python -m compile_study rebuild reference/<name>
     python -m compile_study readme README.md reference/<name>
     python -m compile_study compare reference/<name> results/cuda    # did results/cuda reproduce reference/<name>?
+    python -m compile_study model config.yaml configs/hf-bert.yaml   # check the configured model, print its facts
+    python -m compile_study compare-models reference/<plugged> reference/<built-in>
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ COMMANDS = {  # command -> (module, what it does)
     "rebuild": ("report.rebuild", "remake a stored study's summary, figures and paper"),
     "readme": ("report.readme", "regenerate the results block of the project's README"),
     "compare": ("aggregate.reproduction", "a study against a stored one: did it reproduce? (reproduction.md)"),
+    "model": ("core.plug_check", "check the configured model (built-in or plugged) and print its facts"),
+    "compare-models": ("aggregate.models", "a plugged model's speedups against the built-in model's, same cells"),
 }
 
 

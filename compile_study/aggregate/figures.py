@@ -181,7 +181,8 @@ def kernels(summary: pd.DataFrame, title: str, stem: Path) -> None:
 
 def overhead(records: pd.DataFrame, title: str, stem: Path) -> None:
     """Where the study's time went: each part of the runs' wall time summed over every record."""
-    parts = [k for k in record.OVERHEAD if k != "total_s" and f"overhead_{k}" in records]
+    parts = [k for k in record.OVERHEAD if k != "total_s" and f"overhead_{k}" in records
+             and records[f"overhead_{k}"].notna().any()]  # a part newer than the records is not drawn
     totals = pd.Series({k.removesuffix("_s").replace("_", " "): pd.to_numeric(records[f"overhead_{k}"]).sum()
                         for k in parts}) / 60
     fig, ax = plt.subplots(figsize=(6.5, 3.2))

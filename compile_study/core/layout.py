@@ -3,21 +3,24 @@
 A study directory holds everything its paper is made from and the paper itself:
 
     <root>/config.yaml                the study's merged config          <root>/facts.json     the data facts
+    <root>/model.json                 the model's class, parameters, FLOPs per token and plug (rule check_model)
     <root>/runs/<regime>/<precision>/<mode>/<scope>/bs<B>/r<repeat>.json (+ .trace.json.gz)   one record per run
     <root>/parity/<precision>/<mode>.json   <root>/peak.json   <root>/claims/mlp.json   <root>/checks/*.json
     <root>/summary.csv  parity.csv  claims.csv  environment.json  figures/  paper.md  paper.tex  paper.pdf
     <root>/reproduction.md, reproduction.csv   against the stored study config `yardstick` names, if any
     <root>/README.md (generated)   <root>/calls.jsonl (the calls that ran it)   <root>/logs/ (a stored study's)
 
-A live study's root is `results/<device>` (under the project); a stored one (e.g. `reference/<name>`) is the
-same directory with its runs already done, and `snakemake --cores all --directory reference/<name>` remakes
-its summary, figures and paper through the same rules. Job logs go to `logs/` beside the root's parent
+A live study's root is `results/<device>` (under the project; `results/<device>-<name>` for a named or plugged
+model: `study_root`); a stored one (e.g. `reference/<name>`) is the same directory with its runs already done,
+and `snakemake --cores all --directory reference/<name>` remakes its summary, figures and paper through the
+same rules. Job logs go to `logs/` beside the root's parent
 tree, never into a stored study. Torch-free.
 """
 
 from __future__ import annotations
 
 import filecmp
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +47,11 @@ class Layout:
     @property
     def facts(self) -> str:
         return self._p("facts.json")
+
+    @property
+    def model(self) -> str:
+        """The checked model's facts (core/plug_check.py); a study stored before plugs has none."""
+        return self._p("model.json")
 
     @property
     def record_pattern(self) -> str:
@@ -129,6 +137,25 @@ class Layout:
 
     def stored_parity(self) -> list[str]:
         return sorted(str(p) for p in Path(self.root or ".").glob("parity/**/*.json"))
+
+
+def model_name(model: dict | None) -> str | None:
+    """The model's name in a directory's name: `model.name`, else a plugged model's (its factory's function, or
+    hf-<model_type>); None for the built-in model without a name."""
+    model = model or {}
+    name = model.get("name")
+    if not name and model.get("factory"):
+        name = model["factory"].rpartition(":")[2]
+    if not name and model.get("hf_config"):
+        name = f"hf-{model['hf_config'].get('model_type')}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name) if name else None
+
+
+def study_root(device: str, model: dict | None = None) -> str:
+    """A live study's directory: results/<device>, or results/<device>-<name> for a named or plugged model, so
+    that the studies of two models never share records, Inductor caches or logs."""
+    name = model_name(model)
+    return f"results/{device}" if name is None else f"results/{device}-{name}"
 
 
 def is_stored_study(directory: str | Path = ".") -> bool:

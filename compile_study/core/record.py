@@ -113,8 +113,10 @@ SCALARS = {
     "gain_over_eager_static": "real_tokens_per_s / eager_static_real_tokens_per_s",
     "padding_fraction": "share of computed token positions that are padding",
     "distinct_shapes": "distinct batch shapes in an epoch",
-    "train_flops_per_step": "matmul FLOPs per step over computed tokens (padding included)",
-    "real_train_flops_per_step": "matmul FLOPs per step over real tokens",
+    "train_flops_per_step": "FLOPs per step over computed tokens (padding included), counted (core/flops.py)",
+    "real_train_flops_per_step": "FLOPs per step over real tokens, each sequence at its own length",
+    "train_flops_per_token": "training FLOPs per token of a max_len sequence (the model's size in FLOPs)",
+    "model_params": "the model's parameters",
     "achieved_tflops": "train_flops_per_step / step time", "real_tflops": "real_train_flops_per_step / step time",
     "warmup_excess_s": "warm-up steps' time beyond as many steady steps (compilation and one-off init)",
     "first_step_s": "the first step's time", "epoch1_s": "epoch 1 wall time", "epoch2_s": "epoch 2 wall time",
@@ -150,6 +152,8 @@ TEXTS = {
     "profile": "torch.profiler summary of the subject (PROFILE below)",
     "reference_profile": "the same for the eager reference",
     "overhead_s": "where the run's wall time went (OVERHEAD below), seconds",
+    "model_class": "the model's class, module.Class (a plugged model's own)",
+    "model_plug": "the model's plug in words (core/plug.py describe): built-in, factory or transformers",
 }
 PROFILE = {
     "kernels_per_step": "device kernels per step (memcpy/memset apart)", "idle_fraction": "device idle share",
@@ -158,7 +162,7 @@ PROFILE = {
     "distinct_kernels": "distinct kernels",
 }
 PROFILE_SIDES = ("profile", "reference_profile")  # table columns: profile_<name>, reference_profile_<name>
-OVERHEAD = ("process_start_s", "imports_s", "cuda_init_s", "data_load_s", "compile_s", "timed_s",
+OVERHEAD = ("process_start_s", "imports_s", "cuda_init_s", "data_load_s", "flop_count_s", "compile_s", "timed_s",
             "phase_split_s", "profiler_s", "inference_s", "accuracy_s", "total_s")
 ENV_KEYS = ("device_type", "device_name", "torch", "triton", "cuda", "driver", "python", "cpu_model", "cpu_cores",
             "git_commit", "git_dirty", "inductor_cache")
@@ -199,6 +203,7 @@ def _row(rec: dict) -> dict:
         row |= {f"{side}_{k}": prof.get(k) for k in PROFILE}
         row[f"{side}_top_kernels"] = json.dumps(prof.get("top_kernels") or [])
     row["kernel_kind"] = (m.get("profile") or {}).get("kernel_kind")
+    row["model_class"], row["model_plug"] = m.get("model_class"), m.get("model_plug")
     row["evidence_errors"] = "; ".join(f"{k}: {v}" for k, v in (m.get("evidence_errors") or {}).items()) or None
     row["graph_break_reasons"] = "; ".join(m.get("graph_break_reasons") or []) or None
     for k in ("step_times_ms", "reference_step_times_ms", "chunk_first", "epoch1_step_ms", "graph_steps"):

@@ -32,12 +32,15 @@ from compile_study.core import record
 from compile_study.core.batches import Batch, make_batches, mark_dynamic_lengths, padding_fraction
 from compile_study.core.clock import Clock
 from compile_study.core.data import load_split
-from compile_study.core.model import ModelConfig, real_train_flops, train_flops
+from compile_study.core.flops import step_flops
+from compile_study.core.model import ModelConfig
 from compile_study.core.packing import make_packed_batches, real_lengths
+from compile_study.core.plug import describe, model_class, n_params
 from compile_study.core.record import RunConfig
 from compile_study.core.vocab import Regime
 from compile_study.measure.compile import (
     build_step,
+    check_applicable,
     make_step,
     new_model,
     packed_attention,
@@ -110,9 +113,10 @@ def block_metrics(block: dict, cfg: RunConfig, model_cfg: ModelConfig, own_batch
     static = "static_reference" if "static_reference" in own_batches else "reference"
     static_timed = [own_batches[static][i % len(own_batches[static])] for i in range(n)]
     static_tokens_per_s = sum(b.real_tokens for b in static_timed) / block["walls"][static]
-    flops = sum(train_flops(model_cfg, *b.ids.shape) for b in timed)
-    # matmul FLOPs had every real sequence been computed at its own length (no padding, no filler)
-    real_flops = sum(real_train_flops(model_cfg, real_lengths(b)) for b in timed)
+    counted = step_flops(model_cfg)  # counted before the run trained (measure); cached per model and shape
+    flops = sum(counted.padded(*b.ids.shape) for b in timed)
+    # FLOPs had every real sequence been computed at its own length (no padding, no filler)
+    real_flops = sum(counted.real(real_lengths(b)) for b in timed)
     q = statistics.quantiles(step_ms, n=10)
     steady_ms, reference_ms = statistics.median(step_ms), statistics.median(ref_ms)
     return {
@@ -126,6 +130,7 @@ def block_metrics(block: dict, cfg: RunConfig, model_cfg: ModelConfig, own_batch
         "eager_static_real_tokens_per_s": static_tokens_per_s,
         "gain_over_eager_static": sum(b.real_tokens for b in timed) / wall / static_tokens_per_s,
         "train_flops_per_step": flops / n, "real_train_flops_per_step": real_flops / n,
+        "train_flops_per_token": counted.per_token(),
         "achieved_tflops": flops / wall / 1e12, "real_tflops": real_flops / wall / 1e12,
         "step_times_ms": step_ms, "reference_step_times_ms": ref_ms, "chunk_first": block["chunk_first"],
     } | ({"static_reference_step_times_ms": block["times"]["static_reference"]} if static != "reference" else {})
@@ -169,11 +174,14 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
             trace_path: str | Path | None = None, clock: Clock | None = None) -> dict:
     """Train one configuration and return its metrics (raises on failure); the profiler trace goes to trace_path."""
     clock = clock or Clock()
+    check_applicable(model_cfg, cfg)  # before anything is loaded or timed
     with clock.part("data_load_s"):
         batches = load_batches(cfg, data_dir, device, cfg.shape_regime)
         if cfg.regime.marks_dynamic:
             mark_dynamic_lengths(batches)
         eval_batches = make_batches(*load_split(data_dir, "eval"), 256, "static", None, device, drop_last=False)
+    with clock.part("flop_count_s"):  # the model's FLOPs, counted before anything is timed (core/flops.py)
+        step_flops(model_cfg)
     prepare_compiler(cfg)
     losses: dict[str, list[torch.Tensor]] = {"subject": [], "reference": []}
     subject, epochs, watch = train_subject(model_cfg, cfg, batches, device, clock, losses["subject"])
@@ -200,6 +208,8 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
         "padding_fraction": padding_fraction(batches), "distinct_shapes": len({tuple(b.ids.shape) for b in batches}),
         "epoch_steps": len(batches), "subject_steps": 2 * len(batches) + cfg.timed_steps,
         "final_loss": float(loss_values[-1]),
+        "model_class": model_class(subject.model), "model_params": n_params(subject.model),
+        "model_plug": describe(model_cfg),
     }
 
 

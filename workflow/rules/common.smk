@@ -18,6 +18,7 @@ from compile_study.core.layout import (
     is_stored_study,
     same_study,
     stored_device,
+    study_root,
     yardstick_problem,
 )
 from compile_study.core.record import RunKey
@@ -57,7 +58,9 @@ else:
     # device: cuda without a GPU: a dry run still plans the GPU study; a run stops before its first job.
     _device_errors = config_check.device_errors(config)
     config_check.warn_before_start(_device_errors)
-    L = Layout(f"results/{DEVICE}", logs=f"logs/{DEVICE}")
+    # results/<device>, or results/<device>-<name> for a named or plugged model (its logs and caches alike)
+    _ROOT = study_root(DEVICE, config["model"])
+    L = Layout(_ROOT, logs=f"logs/{os.path.basename(_ROOT)}")
 
 DATA_DIR = "resources/data"
 DATA_FILES = [
@@ -114,9 +117,13 @@ def parity_inputs(wildcards):
     """The prepared data and, where the grid has one, the records of the parity check's cell (parity_cell)."""
     cell = parity_cell(wildcards)
     if cell is None:
-        return {"data": DATA_FILES}
+        return {"data": DATA_FILES, "model": L.model}
     last = max(k.repeat for k in RUNS if k.same_configuration(cell))
-    return {"data": DATA_FILES, "cell": L.record(cell.with_repeat(last))}
+    return {
+        "data": DATA_FILES,
+        "model": L.model,
+        "cell": L.record(cell.with_repeat(last)),
+    }
 
 
 def parity_settings(wildcards):
@@ -129,17 +136,19 @@ def parity_settings(wildcards):
 def parity_cache_dir(wildcards):
     cell = parity_cell(wildcards)
     if cell is None:
-        return f"resources/inductor_cache/{DEVICE}/parity-{wildcards.precision}-{wildcards.compile_mode}"
+        return f"{CACHE_ROOT}/parity-{wildcards.precision}-{wildcards.compile_mode}"
     return cache_dir_of(cell)
 
 
 def optional_inputs(wildcards=None):
     """Peak, MLP claim and method checks: made by this study's rules, or whatever a stored study has."""
     if not STORED:
-        return {"peak": L.peak, "mlp": L.mlp} | {
+        return {"peak": L.peak, "mlp": L.mlp, "model": L.model} | {
             name: L.check(name) for name in CHECKS_ON
         }
-    there = {"peak": L.peak, "mlp": L.mlp} | {name: L.check(name) for name in CHECKS}
+    there = {"peak": L.peak, "mlp": L.mlp, "model": L.model} | {
+        name: L.check(name) for name in CHECKS
+    }
     return {k: v for k, v in there.items() if os.path.exists(v)}
 
 
@@ -150,10 +159,15 @@ def cold_run_record(wildcards):
     return L.record_pattern.format(**{**dict(wildcards.items()), "repeat": 0})
 
 
+# One Inductor cache tree per study directory (results/cpu -> resources/inductor_cache/cpu): two models never
+# share, or empty, each other's caches.
+CACHE_ROOT = f"resources/inductor_cache/{os.path.basename(L.root)}"
+
+
 def cache_dir_of(key):
     """One Inductor/Triton cache per configuration (its repeats share it: repeat 0 cold, the others warm)."""
     k = key
-    return f"resources/inductor_cache/{DEVICE}/{k.shape_regime}-{k.precision}-{k.compile_mode}-{k.compile_scope}-bs{k.batch_size}"
+    return f"{CACHE_ROOT}/{k.shape_regime}-{k.precision}-{k.compile_mode}-{k.compile_scope}-bs{k.batch_size}"
 
 
 def inductor_cache_dir(wildcards):

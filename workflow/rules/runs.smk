@@ -6,6 +6,7 @@ rule train_run:
     """One configuration, one process, one JSON record (a failure is a record too)."""
     input:
         data=DATA_FILES,
+        model=L.model,
         cold_run=cold_run_record,
     output:
         record=L.record_pattern,
@@ -93,6 +94,7 @@ rule method_check:
     """
     input:
         data=DATA_FILES,
+        model=L.model,
     output:
         L.check("{check}"),
     log:

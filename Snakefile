@@ -33,4 +33,4 @@ onstart:
 
 rule all:
     input:
-        paper_targets(),
+        study_targets(),

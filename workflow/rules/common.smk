@@ -9,7 +9,7 @@ import sys
 
 from snakemake.utils import validate
 
-from compile_study.core import config_check, damaged, grid, vocab
+from compile_study.core import config_check, damaged, grid, study_lock, vocab
 from compile_study.aggregate.estimate import plan_message
 from compile_study.measure.isolation import count_gpus
 from compile_study.core.layout import CHECKS, Layout, is_stored_study, stored_device
@@ -202,11 +202,12 @@ def paper_targets():
 
 def before_start():
     """Before the first job of a real run (not a dry run): refuse a GPU study without a GPU (with a cluster
-    executor the jobs run on hosts of their own), remove what shows a run whose record is gone, then print the
-    runs to do and their estimated device time.
+    executor the jobs run on hosts of their own) and a second invocation on the study (core/study_lock.py),
+    remove what shows a run whose record is gone, then print the runs to do and their estimated device time.
     """
     if _device_errors and workflow.local_exec:
         sys.exit(config_check.format_errors(_device_errors, _sources))
+    study_lock.hold(".")
     if not STORED:
         remove_stale_views()
         print(plan_message(RUNS, L, DEVICE, GPUS), file=sys.stderr)

@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from compile_study.core import grid, vocab
+from compile_study.core import grid, sizes, vocab
 from compile_study.core.sources import CSV_LAYOUT, DataError, check_split, split_labels
 
 MERGED = "the merged config"  # where a value came from when no single source set it
@@ -53,7 +53,8 @@ def _describe(err: jsonschema.ValidationError) -> Problem:
         return Problem(f"{key}: {err.instance!r} is not allowed; allowed: {allowed}", path)
     if err.validator == "type":
         return Problem(f"{key}: {err.instance!r} has the wrong type; expected {err.validator_value}", path)
-    return Problem(f"{key}: {err.message}", path)
+    why = err.schema.get("$comment") if err.validator in ("maximum", "exclusiveMaximum") else None
+    return Problem(f"{key}: {err.message}" + (f" ({why})" if why else ""), path)
 
 
 def schema_errors(config: dict, schema_path: str | Path) -> list[Problem]:
@@ -75,7 +76,7 @@ def semantic_errors(config: dict, devices: list[str] | None = None) -> list[Prob
     for device, grids in config["grids"].items():
         if devices is None or device in devices:
             out += grid_errors(device, grids, model["max_len"])
-    return out
+    return out + [Problem(text, path) for path, text in sizes.problems(config, devices)]
 
 
 def data_errors(data: dict) -> list[Problem]:

@@ -18,7 +18,16 @@ import jsonschema
 import yaml
 
 from compile_study.core import grid, sizes, vocab
-from compile_study.core.sources import CSV_LAYOUT, DataError, check_split, split_labels
+from compile_study.core.sources import (
+    CSV_LAYOUT,
+    KNOWN_SHA256,
+    DataError,
+    check_split,
+    csv_files,
+    csv_sha256,
+    read_ag_news_csv,
+    split_labels,
+)
 
 MERGED = "the merged config"  # where a value came from when no single source set it
 
@@ -80,14 +89,22 @@ def semantic_errors(config: dict, devices: list[str] | None = None) -> list[Prob
 
 
 def data_errors(data: dict) -> list[Problem]:
-    """The CSV directory exists and holds test.csv; a split made from the data leaves both sides non-empty."""
+    """The CSV files of source csv are there and readable, and AG News' or parsed here (naming file and line);
+    a split made from the data leaves both sides non-empty."""
     if data["source"] == "csv":
         csv_dir = Path(data["csv_dir"] or "")
         if not data["csv_dir"] or not csv_dir.is_dir():
             return [Problem(f"data.csv_dir: {data['csv_dir']!r} is not a directory (needed by data.source: csv)",
                             ("data", "csv_dir"))]
-        if not (csv_dir / "test.csv").is_file():
-            return [Problem(f"data.csv_dir: {str(csv_dir)!r} has no test.csv ({CSV_LAYOUT})", ("data", "csv_dir"))]
+        try:
+            files = csv_files(csv_dir)
+            if "test.csv" not in files:
+                return [Problem(f"data.csv_dir: {str(csv_dir)!r} has no test.csv ({CSV_LAYOUT})", ("data", "csv_dir"))]
+            sha = csv_sha256(files, data.get("verify_sha256", True))
+            for name in [n for n in files if sha[n] != KNOWN_SHA256[n] and len(files) == 2]:
+                read_ag_news_csv(files[name])  # not AG News' own: parsed now (test.csv alone is, below)
+        except DataError as e:
+            return [Problem(f"data.csv_dir: {e}", ("data", "csv_dir"))]
     try:  # cheap: reads test.csv's labels or draws the synthetic ones; no tokenizer
         found = split_labels(data)
     except DataError as e:  # a malformed test.csv: its file and line
@@ -98,6 +115,26 @@ def data_errors(data: dict) -> list[Problem]:
         check_split(*found, data["eval_fraction"])
     except DataError as e:
         return [Problem(str(e), ("data", "eval_fraction"), ("data", "synthetic_rows"), ("data", "csv_dir"))]
+    return []
+
+
+def data_warnings(data: dict) -> list[Problem]:
+    """What source auto would pass over without a word: a csv_dir that is not there, has no test.csv, or holds a
+    file that cannot be read (the hub may still answer, so these are warnings, not errors)."""
+    if data["source"] != "auto" or not data["csv_dir"]:
+        return []
+    csv_dir = Path(data["csv_dir"])
+    fallback = ("with data.source auto the study falls back to the SYNTHETIC stand-in (not AG News) when the hub "
+                "does not answer")
+    if not csv_dir.is_dir():
+        return [Problem(f"data.csv_dir: {data['csv_dir']!r} is not a directory; {fallback}", ("data", "csv_dir"))]
+    try:
+        files = csv_files(csv_dir)
+    except DataError as e:
+        return [Problem(f"data.csv_dir: {e}; data preparation stops there when the hub does not answer",
+                        ("data", "csv_dir"))]
+    if "test.csv" not in files:
+        return [Problem(f"data.csv_dir: {data['csv_dir']!r} has no test.csv; {fallback}", ("data", "csv_dir"))]
     return []
 
 
@@ -177,6 +214,12 @@ def warn_before_start(problems: list[str]) -> None:
     """Problems a dry run may plan around (the workflow's `onstart` stops a real run on them)."""
     for p in problems:
         print(f"warning: {p} (a dry run plans the study; a run stops before its first job)", file=sys.stderr)
+
+
+def warn(problems: list[Problem], sources: list[tuple[str, Mapping]] = ()) -> None:
+    """Problems a study can run with (e.g. data_warnings), each under the source that set its keys."""
+    for p in problems:
+        print(f"warning: {p} (set in {source_of(p, sources)})", file=sys.stderr)
 
 
 def config_sources(workflow) -> list[tuple[str, Mapping]]:

@@ -54,6 +54,7 @@ else:
     # device: cuda without a GPU: a dry run still plans the GPU study; a run stops before its first job.
     _device_errors = config_check.device_errors(config)
     config_check.warn_before_start(_device_errors)
+    config_check.warn(config_check.data_warnings(config["data"]), _sources)
     L = Layout(f"results/{DEVICE}", logs=f"logs/{DEVICE}")
 
 DATA_DIR = "resources/data"

@@ -1,5 +1,5 @@
 """Quietly wrong input is named at the dry run: a dangling link, a device or a directory for a CSV, a csv_dir that
-is not there with source auto, a field too long for the CSV reader."""
+is not there with source auto, a field too long for the CSV reader; the facts say the rows available and used."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compile_study.core import config_check, sources
+from compile_study.core import config_check, data, sources
 from compile_study.core.sources import DataError
 
-from .conftest import REPO, data_cfg
+from .conftest import REPO, TINY_MODEL, data_cfg
 from .test_bad_input import BASE, edit, errors_of
 
 pytestmark = pytest.mark.unit
@@ -78,3 +78,13 @@ def test_a_huge_field_is_named_as_such_not_as_truncation(tmp_path):
         sources.read_ag_news_csv(path)
     assert str(err.value).startswith(f"{path}: line 4: a field longer than 131,072 characters, the CSV reader's limit")
     assert "truncated" not in str(err.value)
+
+
+# ---------------------------------------------------------------- the facts say what was used
+
+
+def test_facts_give_the_rows_available_and_the_rows_used(tmp_path):
+    facts = data.prepare(data_cfg(max_train_rows=100), TINY_MODEL["max_len"], tmp_path, tmp_path / "hf")
+    assert facts["corpus_rows"] == 400
+    assert (facts["splits"]["train"]["rows"], facts["splits"]["train"]["rows_available"]) == (100, 360)
+    assert (facts["splits"]["eval"]["rows"], facts["splits"]["eval"]["rows_available"]) == (40, 40)

@@ -49,6 +49,7 @@ def prepare(data_cfg: dict, max_len: int, out_dir: str | os.PathLike, cache_dir:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     corpus = load_corpus(data_cfg, cache_dir)
+    available = {"train": len(corpus.train_texts), "eval": len(corpus.eval_texts)}
     if data_cfg.get("max_train_rows"):
         n = data_cfg["max_train_rows"]
         corpus.train_texts, corpus.train_labels = corpus.train_texts[:n], corpus.train_labels[:n]
@@ -58,6 +59,7 @@ def prepare(data_cfg: dict, max_len: int, out_dir: str | os.PathLike, cache_dir:
     facts = {
         "source": corpus.source,
         "description": corpus.description,
+        "corpus_rows": sum(available.values()),  # rows the source gave, before data.max_train_rows
         "notes": corpus.notes,
         "input_sha256": corpus.input_sha256,
         "csv_dir": corpus.csv_dir,
@@ -75,7 +77,8 @@ def prepare(data_cfg: dict, max_len: int, out_dir: str | os.PathLike, cache_dir:
         write_npy_atomic(out / f"{split}_lengths.npy", lengths)
         write_npy_atomic(out / f"{split}_labels.npy", np.asarray(labels, dtype=np.int64))
         facts["splits"][split] = {
-            "rows": len(texts),
+            "rows": len(texts),  # the rows used (after data.max_train_rows)
+            "rows_available": available[split],
             "class_counts": {CLASSES[c]: int(n) for c, n in zip(*np.unique(labels, return_counts=True))},
             "token_length_percentiles": {f"p{q}": float(np.percentile(full, q)) for q in (50, 90, 99)}
             | {"max": int(full.max())},

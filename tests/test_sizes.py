@@ -86,3 +86,13 @@ def test_an_absurd_size_fails_the_dry_run_in_one_message_naming_the_file(tmp_pat
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert "mine.yaml is invalid:\n  - model.max_len: 1,000,000,000,000 gives the model at least" in res.stderr
+
+
+def test_a_plugged_model_is_not_sized_by_the_built_in_formula(host_16_gib):
+    cfg = edit("model.n_layers", 10**12)  # the built-in model's keys size nothing but the data for a plug
+    cfg["model"]["hf_config"] = {"model_type": "bert"}
+    cfg["grids"]["cpu"][0]["batch_size"] = [500_000]
+    assert sizes.problems(cfg, devices=["cpu"]) == []
+    cfg["model"]["max_len"] = 10**12
+    ((path, text),) = sizes.problems(cfg, devices=["cpu"])
+    assert path == ("model", "max_len") and text.startswith("model.max_len: 1,000,000,000,000 makes the token ids")

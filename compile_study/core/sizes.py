@@ -104,13 +104,13 @@ def problems(config: dict, devices: list[str] | None = None) -> list[tuple[tuple
     """(config key path, message) for a model, batch or data set that cannot fit the machine; devices: the
     grids to check (default all)."""
     model, host, defaults = config["model"], host_memory(), _defaults()
-    out = [(("model", key), text) for key, text in model_problems(model, defaults, host)]
+    out = [] if plugged(model) else [(("model", key), text) for key, text in model_problems(model, defaults, host)]
     if out:  # the batches' and the data's needs would only repeat it
         return out
     rows, what = _train_rows_at_least(config["data"])
     text = data_problem(rows, model["max_len"], what, host)
     out += [(("model", "max_len"), text)] if text else []
-    for device, grids in config["grids"].items():
+    for device, grids in {} if plugged(model) else config["grids"].items():
         if devices is not None and device not in devices:
             continue
         memory, where = (host, "this host") if device == "cpu" else (gpu_memory(), "this host's smallest GPU")
@@ -121,6 +121,12 @@ def problems(config: dict, devices: list[str] | None = None) -> list[tuple[tuple
             path = ("grids", device, i, "batch_size") if key == "batch_size" else ("model", key)
             out.append((path, f"grids.{device}[{i}]: {text}"))
     return out
+
+
+def plugged(model: dict) -> bool:
+    """A model the study did not build (model.factory or model.hf_config, where the schema has them): the
+    parameter count above is the built-in model's, so only the data's size (model.max_len) is checked."""
+    return model.get("factory") is not None or model.get("hf_config") is not None
 
 
 def _defaults() -> dict:

@@ -39,5 +39,5 @@ onstart:
 
 rule all:
     input:
-        paper_targets(),
+        study_targets(),
         reproduction_targets(),

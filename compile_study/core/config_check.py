@@ -19,8 +19,17 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from compile_study.core import grid, vocab
-from compile_study.core.sources import CSV_LAYOUT, DataError, check_split, split_labels
+from compile_study.core import grid, sizes, vocab
+from compile_study.core.sources import (
+    CSV_LAYOUT,
+    KNOWN_SHA256,
+    DataError,
+    check_split,
+    csv_files,
+    csv_sha256,
+    read_ag_news_csv,
+    split_labels,
+)
 
 MERGED = "the merged config"  # where a value came from when no single source set it
 
@@ -55,7 +64,8 @@ def _describe(err: jsonschema.ValidationError) -> Problem:
         return Problem(f"{key}: {err.instance!r} is not allowed; allowed: {allowed}", path)
     if err.validator == "type":
         return Problem(f"{key}: {err.instance!r} has the wrong type; expected {err.validator_value}", path)
-    return Problem(f"{key}: {err.message}", path)
+    why = err.schema.get("$comment") if err.validator in ("maximum", "exclusiveMaximum") else None
+    return Problem(f"{key}: {err.message}" + (f" ({why})" if why else ""), path)
 
 
 def schema_errors(config: dict, schema_path: str | Path) -> list[Problem]:
@@ -79,7 +89,7 @@ def semantic_errors(config: dict, devices: list[str] | None = None) -> list[Prob
         if devices is None or device in devices:
             out += grid_errors(device, grids, model["max_len"])
             out += plug_grid_errors(device, grids, model)
-    return out
+    return out + [Problem(text, path) for path, text in sizes.problems(config, devices)]
 
 
 def model_errors(model: dict) -> list[Problem]:
@@ -146,14 +156,22 @@ def plug_grid_errors(device: str, grids: list[dict], model: dict) -> list[Proble
 
 
 def data_errors(data: dict) -> list[Problem]:
-    """The CSV directory exists and holds test.csv; a split made from the data leaves both sides non-empty."""
+    """The CSV files of source csv are there and readable, and AG News' or parsed here (naming file and line);
+    a split made from the data leaves both sides non-empty."""
     if data["source"] == "csv":
         csv_dir = Path(data["csv_dir"] or "")
         if not data["csv_dir"] or not csv_dir.is_dir():
             return [Problem(f"data.csv_dir: {data['csv_dir']!r} is not a directory (needed by data.source: csv)",
                             ("data", "csv_dir"))]
-        if not (csv_dir / "test.csv").is_file():
-            return [Problem(f"data.csv_dir: {str(csv_dir)!r} has no test.csv ({CSV_LAYOUT})", ("data", "csv_dir"))]
+        try:
+            files = csv_files(csv_dir)
+            if "test.csv" not in files:
+                return [Problem(f"data.csv_dir: {str(csv_dir)!r} has no test.csv ({CSV_LAYOUT})", ("data", "csv_dir"))]
+            sha = csv_sha256(files, data.get("verify_sha256", True))
+            for name in [n for n in files if sha[n] != KNOWN_SHA256[n] and len(files) == 2]:
+                read_ag_news_csv(files[name])  # not AG News' own: parsed now (test.csv alone is, below)
+        except DataError as e:
+            return [Problem(f"data.csv_dir: {e}", ("data", "csv_dir"))]
     try:  # cheap: reads test.csv's labels or draws the synthetic ones; no tokenizer
         found = split_labels(data)
     except DataError as e:  # a malformed test.csv: its file and line
@@ -164,6 +182,26 @@ def data_errors(data: dict) -> list[Problem]:
         check_split(*found, data["eval_fraction"])
     except DataError as e:
         return [Problem(str(e), ("data", "eval_fraction"), ("data", "synthetic_rows"), ("data", "csv_dir"))]
+    return []
+
+
+def data_warnings(data: dict) -> list[Problem]:
+    """What source auto would pass over without a word: a csv_dir that is not there, has no test.csv, or holds a
+    file that cannot be read (the hub may still answer, so these are warnings, not errors)."""
+    if data["source"] != "auto" or not data["csv_dir"]:
+        return []
+    csv_dir = Path(data["csv_dir"])
+    fallback = ("with data.source auto the study falls back to the SYNTHETIC stand-in (not AG News) when the hub "
+                "does not answer")
+    if not csv_dir.is_dir():
+        return [Problem(f"data.csv_dir: {data['csv_dir']!r} is not a directory; {fallback}", ("data", "csv_dir"))]
+    try:
+        files = csv_files(csv_dir)
+    except DataError as e:
+        return [Problem(f"data.csv_dir: {e}; data preparation stops there when the hub does not answer",
+                        ("data", "csv_dir"))]
+    if "test.csv" not in files:
+        return [Problem(f"data.csv_dir: {data['csv_dir']!r} has no test.csv; {fallback}", ("data", "csv_dir"))]
     return []
 
 
@@ -243,6 +281,12 @@ def warn_before_start(problems: list[str]) -> None:
     """Problems a dry run may plan around (the workflow's `onstart` stops a real run on them)."""
     for p in problems:
         print(f"warning: {p} (a dry run plans the study; a run stops before its first job)", file=sys.stderr)
+
+
+def warn(problems: list[Problem], sources: list[tuple[str, Mapping]] = ()) -> None:
+    """Problems a study can run with (e.g. data_warnings), each under the source that set its keys."""
+    for p in problems:
+        print(f"warning: {p} (set in {source_of(p, sources)})", file=sys.stderr)
 
 
 def config_sources(workflow) -> list[tuple[str, Mapping]]:

@@ -9,6 +9,7 @@ A study directory holds everything its paper is made from and the paper itself:
     <root>/summary.csv  parity.csv  claims.csv  environment.json  figures/  paper.md  paper.tex  paper.pdf
     <root>/reproduction.md, reproduction.csv   against the stored study config `yardstick` names, if any
     <root>/README.md (generated)   <root>/calls.jsonl (the calls that ran it)   <root>/logs/ (a stored study's)
+    <root>/damaged/runs/...        records found damaged, set aside (with a .why.txt note) while their runs are redone
 
 A live study's root is `results/<device>` (under the project; `results/<device>-<name>` for a named or plugged
 model: `study_root`); a stored one (e.g. `reference/<name>`) is the same directory with its runs already done,
@@ -128,6 +129,17 @@ class Layout:
     def stored_test_records(self) -> list[str]:
         return sorted(str(p) for p in Path(self.root or ".").glob("tests/*.json"))
 
+    @property
+    def damaged(self) -> str:
+        """Where damaged records are set aside (core/damaged.py), each beside a note saying what was wrong."""
+        return self._p("damaged")
+
+    def views(self) -> list[str]:
+        """What is made from the records (the tables, the figures, the papers, the README): none of it may stand
+        while a record it was made from is gone."""
+        return [self.summary, self.parity_table, self.claims, self.environment, self.figures,
+                self.paper("md"), self.paper("tex"), self.paper("pdf"), self.readme]
+
     def log(self, name: str) -> str:
         return f"{self.logs}/{name}.log"
 
@@ -170,7 +182,10 @@ def stored_device(record_paths: list[str]) -> str:
 
     if not record_paths:
         raise SystemExit("this stored study has no run records under runs/")
-    return record.read(record_paths[0])["env"]["device_type"]
+    try:
+        return record.read(record_paths[0])["env"]["device_type"]
+    except record.RecordError as e:
+        raise SystemExit(str(e)) from None
 
 
 def same_study(a: str | Path, b: str | Path) -> bool:

@@ -168,6 +168,34 @@ ENV_KEYS = ("device_type", "device_name", "torch", "triton", "cuda", "driver", "
             "git_commit", "git_dirty", "inductor_cache")
 
 
+class RecordError(ValueError):
+    """A record that cannot be read: the message names the file and what is wrong with it."""
+
+
+# The shape every readable version shares (upgrade fills in the rest); checked where a record is read, so that a
+# damaged or foreign file is named instead of failing deep inside the summary.
+SHAPE = {
+    "type": "object",
+    "required": ["schema_version", "config", "env", "status"],
+    "properties": {
+        "schema_version": {"type": "integer"},
+        "config": {
+            "type": "object",
+            "required": ["compile_mode", "batch_size", "shape_regime", "precision", "repeat"],
+            "properties": {"compile_mode": {"enum": list(vocab.COMPILE_MODES)},
+                           "compile_scope": {"enum": list(vocab.COMPILE_SCOPES)},
+                           "batch_size": {"type": "integer", "minimum": 1}, "shape_regime": {"type": "string"},
+                           "precision": {"enum": list(vocab.PRECISIONS)},
+                           "repeat": {"type": "integer", "minimum": 0}},
+        },
+        "env": {"type": "object"},
+        "status": {"enum": list(vocab.STATUSES)},
+        "error": {"type": ["string", "null"]},
+        "metrics": {"type": ["object", "null"]},
+    },
+}
+
+
 def new(cfg: RunConfig, model: dict, env: dict) -> dict:
     return {"schema_version": SCHEMA_VERSION, "config": asdict(cfg) | {"model": model}, "env": env,
             "status": "ok", "error": None, "metrics": {}}
@@ -177,10 +205,10 @@ def upgrade(rec: dict, where: str = "record") -> dict:
     """A record of any readable version in today's shape (missing keys get the value they had implicitly)."""
     version = rec.get("schema_version", 1)
     if version < OLDEST_READABLE:
-        raise ValueError(f"{where}: schema version {version} records are rendered by the commit that made them "
-                         "(see its study's README), not by this one")
+        raise RecordError(f"{where}: schema version {version} records are rendered by the commit that made them "
+                          "(see its study's README), not by this one")
     if version > SCHEMA_VERSION:
-        raise ValueError(f"{where}: schema version {version} is newer than this code's {SCHEMA_VERSION}")
+        raise RecordError(f"{where}: schema version {version} is newer than this code's {SCHEMA_VERSION}")
     cfg = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING} | rec["config"]
     cfg.setdefault("compile_scope", "module")  # version 2 records predate scopes only in name
     metrics = rec.get("metrics") or {}
@@ -188,8 +216,56 @@ def upgrade(rec: dict, where: str = "record") -> dict:
                   "env": {k: None for k in ENV_KEYS} | rec["env"]}
 
 
+def problem(path: str | Path, key: RunKey | None = None) -> str | None:
+    """What is wrong with the record at `path` (None if nothing): empty, incomplete JSON, not a run record's
+    shape, of an unreadable version, or (given the run key its path stands for) the record of another run."""
+    try:
+        _load(path, key)
+    except RecordError as e:
+        return str(e).removeprefix(f"{path}: ")
+    return None
+
+
+def _load(path: str | Path, key: RunKey | None = None) -> dict:
+    import jsonschema  # here: only reading a record needs it
+
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise RecordError(f"{path}: cannot be read ({e.strerror})") from None
+    if not raw.strip():
+        raise RecordError(f"{path}: empty file ({len(raw)} bytes)")
+    try:
+        rec = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RecordError(f"{path}: incomplete or corrupt JSON ({json_error(e)} in {len(raw):,} bytes: "
+                          "a truncated copy?)") from None
+    bad = next(iter(jsonschema.Draft202012Validator(SHAPE).iter_errors(rec)), None)
+    if bad is not None:
+        at = "/".join(map(str, bad.absolute_path)) or "top level"
+        raise RecordError(f"{path}: not a run record ({at}: {bad.message[:200]})")
+    rec = upgrade(rec, str(path))
+    try:
+        vocab.Regime.parse(rec["config"]["shape_regime"])
+    except ValueError as e:
+        raise RecordError(f"{path}: not a run record ({e})") from None
+    found = RunKey.of(rec["config"])
+    if key is not None and found != key:
+        raise RecordError(f"{path}: holds the record of another run ({found.compile_mode} {found.compile_scope} "
+                          f"bs{found.batch_size} {found.shape_regime} {found.precision} r{found.repeat})")
+    return rec
+
+
+def json_error(e: ValueError) -> str:
+    """Where JSON stopped parsing, in a few words: "Expecting ',' delimiter, line 129, column 29"."""
+    if isinstance(e, json.JSONDecodeError):
+        return f"{e.msg}, line {e.lineno}, column {e.colno}"
+    return f"{getattr(e, 'reason', e)}, byte {getattr(e, 'start', '?')}"
+
+
 def read(path: str | Path) -> dict:
-    return upgrade(json.loads(Path(path).read_text()), str(path))
+    """A record in today's shape; RecordError (naming the file) if it is damaged or not a run record."""
+    return _load(path)
 
 
 def _row(rec: dict) -> dict:
@@ -225,7 +301,11 @@ def table(paths) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> None:
     """One line per record: status, configuration, step time, speedup (the old benchmarks/records_table.py)."""
     for path in argv if argv is not None else sys.argv[1:]:
-        rec = read(path)
+        try:
+            rec = read(path)
+        except RecordError as e:
+            print(f"damaged        {e}", file=sys.stderr)
+            continue
         c, m = rec["config"], rec["metrics"]
         print(f"{rec['status']:<14} {c['compile_mode']:<27} {c['compile_scope']:<11} {c['shape_regime']:<22} "
               f"{c['precision']:<5} bs{c['batch_size']:<5} r{c['repeat']}  step {m.get('steady_step_ms', float('nan')):8.3f} ms"

@@ -9,7 +9,7 @@ import sys
 
 from snakemake.utils import validate
 
-from compile_study.core import config_check, grid, vocab
+from compile_study.core import config_check, damaged, grid, study_lock, vocab
 from compile_study.aggregate.estimate import plan_message
 from compile_study.measure.isolation import count_gpus
 from compile_study.core.layout import (
@@ -42,6 +42,10 @@ if STORED:
         config, schema="../schemas/config.schema.yaml"
     )  # fills in keys added since it ran
     L = Layout(".", logs=".snakemake/rebuild-logs")
+    # its runs cannot be redone: a damaged record is named with the fix
+    _damaged = damaged.stored_problems(L.stored_records())
+    if _damaged:
+        sys.exit(_damaged)
     DEVICE = stored_device(L.stored_records())
 else:
     # Bad config fails here, before any job, with one readable message and no traceback.
@@ -58,6 +62,7 @@ else:
     # device: cuda without a GPU: a dry run still plans the GPU study; a run stops before its first job.
     _device_errors = config_check.device_errors(config)
     config_check.warn_before_start(_device_errors)
+    config_check.warn(config_check.data_warnings(config["data"]), _sources)
     # results/<device>, or results/<device>-<name> for a named or plugged model (its logs and caches alike)
     _ROOT = study_root(DEVICE, config["model"])
     L = Layout(_ROOT, logs=f"logs/{os.path.basename(_ROOT)}")
@@ -85,6 +90,22 @@ wildcard_constraints:
 
 def run_records(wildcards=None):
     return L.stored_records() if STORED else [L.record(key) for key in RUNS]
+
+
+def study_targets():
+    """Every file of the study, the inputs of the target `all`. Snakemake checks only a target's own inputs for
+    a file that is gone (not the files between them and the jobs that made them), so a deleted record, summary
+    or figure is made again only if `all` names it."""
+    made = [L.summary, L.parity_table, L.claims, L.environment, L.figures]
+    return paper_targets() + made + list(summary_inputs())
+
+
+def summary_inputs(wildcards=None):
+    """Every file the summary is made from -> its run key (None: JSON that is not a run record)."""
+    stored = L.stored_records() if STORED else []
+    records = {L.record(key): key for key in RUNS} | {p: None for p in stored}
+    others = parity_records() + list(optional_inputs().values()) + [L.facts]
+    return records | {p: None for p in others}
 
 
 def parity_records(wildcards=None):
@@ -243,12 +264,26 @@ def paper_targets():
 
 def before_start():
     """Before the first job of a real run (not a dry run): refuse a GPU study without a GPU (with a cluster
-    executor the jobs run on hosts of their own), then print the runs to do and their estimated device time.
+    executor the jobs run on hosts of their own) and a second invocation on the study (core/study_lock.py),
+    remove what shows a run whose record is gone, then print the runs to do and their estimated device time.
     """
     if _device_errors and workflow.local_exec:
         sys.exit(config_check.format_errors(_device_errors, _sources))
+    study_lock.hold(".")
     if not STORED:
+        remove_stale_views()
         print(plan_message(RUNS, L, DEVICE, GPUS), file=sys.stderr)
+
+
+def remove_stale_views():
+    """The summary, figures, papers and README go while a run they show has lost its record (deleted, or set
+    aside as damaged): none of them may show it. This run makes them again once the run is redone.
+    """
+    views, why = damaged.stale_views(L, RUNS)
+    for view in views:
+        shutil.rmtree(view) if os.path.isdir(view) else os.remove(view)
+    if views:
+        print(f"{why}: removed {', '.join(views)}, made from them", file=sys.stderr)
 
 
 def slurm_resources(partition, **request):
@@ -268,3 +303,10 @@ TIMED_JOB = slurm_resources(
     gpu_model=config["cluster"]["gpu_model"] if DEVICE == "cuda" else None,
     constraint=config["cluster"]["constraint"],
 )
+
+
+# A damaged output is set aside before the DAG is built, so that the DAG makes it again (core/damaged.py);
+# only here, in the process that plans the study, never in a job's own Snakemake.
+if not STORED and workflow.is_main_process:
+    for _line in damaged.set_aside(L, summary_inputs()):
+        print(_line, file=sys.stderr)

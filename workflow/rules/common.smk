@@ -9,8 +9,10 @@ import sys
 
 from snakemake.utils import validate
 
-from compile_study.core import config_check, grid, vocab
-from compile_study.aggregate.estimate import plan_message
+from compile_study.core import config_check, grid, resume, vocab
+from compile_study.aggregate.estimate import plan_jobs, plan_message, progress_message
+from compile_study.checks import launcher as launcher_check
+from compile_study.measure import jobs, launch
 from compile_study.measure.isolation import count_gpus
 from compile_study.core.layout import CHECKS, Layout, is_stored_study, stored_device
 from compile_study.core.record import RunKey
@@ -20,9 +22,12 @@ SCHEMA = os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
 
 
 def resolve_device():
-    """The device whose grid runs: config `device`, or cuda when torch sees a GPU."""
+    """The device whose grid runs: config `device`, or cuda when torch sees a GPU (asked only where nvidia-smi
+    lists one: importing torch would cost this process seconds)."""
     if config["device"] != "auto":
         return config["device"]
+    if count_gpus() == 0:
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -51,6 +56,10 @@ else:
     _device_errors = config_check.device_errors(config)
     config_check.warn_before_start(_device_errors)
     L = Layout(f"results/{DEVICE}", logs=f"logs/{DEVICE}")
+    if (
+        workflow.is_main_process
+    ):  # before the DAG: Snakemake would rerun what an interrupt marked incomplete
+        resume.keep_complete_outputs(L)
 
 DATA_DIR = "resources/data"
 DATA_FILES = [
@@ -117,6 +126,66 @@ def parity_settings(wildcards):
     cell = parity_cell(wildcards)
     settings = dict(config["parity"][DEVICE])
     return settings | ({"batch_size": cell.batch_size} if cell else {})
+
+
+def parity_job(wildcards):
+    """The parity check's arguments (compile_study/checks/parity.py `job`)."""
+    return {
+        "data_dir": DATA_DIR,
+        "model": config["model"],
+        "compile_mode": wildcards.compile_mode,
+        "precision": wildcards.precision,
+        "device": DEVICE,
+        "settings": parity_settings(wildcards),
+    }
+
+
+def mlp_job(wildcards=None):
+    """The MLP claim's arguments (compile_study/checks/mlp_claim.py `job`)."""
+    claim = config["claims"]["mlp"][DEVICE]
+    return {
+        "batch_sizes": claim["batch_sizes"],
+        "device": DEVICE,
+        "steps": claim.get("steps", 100),
+        "repeats": claim.get("repeats", 5),
+        "seed": claim.get("seed", 0),
+    }
+
+
+# What the timed jobs' processes run (measure/jobs.py starts them through the launcher).
+PARITY = "compile_study.checks.parity:job"
+PEAK = "compile_study.checks.peak:job"
+MLP = "compile_study.checks.mlp_claim:job"
+
+
+def planned_jobs():
+    """Rule -> jobs whose outputs are missing (the runs apart), for the estimate."""
+    missing = lambda paths: sum(not os.path.exists(p) for p in paths)
+    checks = [c for c in CHECKS_ON if not os.path.exists(L.check(c))]
+    jobs = plan_jobs(missing(parity_records()), checks, bool(shutil.which("latexmk")))
+    return jobs | {
+        "prepare_data": missing(DATA_FILES[-1:]),
+        "measure_peak": missing([L.peak]),
+        "mlp_claim": missing([L.mlp]),
+    }
+
+
+def method_check(check, out, log, threads):
+    """Rule method_check: the launcher check drives processes from here; every other check is a process."""
+    if check != "launcher":
+        return jobs.check_job(
+            check, DATA_DIR, out, config["model"], log, threads, DEVICE
+        )
+    mode, batch, precision = launcher_check.CELLS[DEVICE]
+    cell = RunKey(mode, "module", batch, "static", precision, 0)
+    steps = RUNS.get(cell) or grid.grid_defaults()
+    settings = {k: steps[k] for k in grid.STEP_KEYS if k in steps} | config["train"]
+    launcher_check.main(DATA_DIR, out, config["model"], DEVICE, settings, log, threads)
+
+
+def progress():
+    """The line each run prints as it ends: runs recorded, and the time left by the estimate."""
+    return progress_message(RUNS, L, DEVICE, GPUS)
 
 
 def parity_cache_dir(wildcards):
@@ -187,7 +256,9 @@ def before_start():
     if _device_errors and workflow.local_exec:
         sys.exit(config_check.format_errors(_device_errors, _sources))
     if not STORED:
-        print(plan_message(RUNS, L, DEVICE, GPUS), file=sys.stderr)
+        print(plan_message(RUNS, L, DEVICE, GPUS, planned_jobs()), file=sys.stderr)
+        if workflow.local_exec:
+            launch.start()  # the warm server's imports overlap data preparation
 
 
 def slurm_resources(partition, **request):

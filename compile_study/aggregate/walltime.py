@@ -1,0 +1,165 @@
+"""Where a study's wall time went, call by call: every second of a call given to one part.
+
+A call (one line of calls.jsonl, core/session.py) is one Snakemake invocation; its Snakemake log (kept under
+`logs/calls/<n>.snakemake.log`) says when each job started and finished, to the second. Each second of the
+call goes to the jobs running in it, split evenly where several run at once (N GPUs), and to Snakemake
+itself where none runs (its start, DAG and scheduling, each job's bookkeeping, its exit). A run's share is
+split further by its record's parts (record.OVERHEAD), over its own job window where the record has one
+(launcher records: to the millisecond), so the parts of a call sum to its wall time:
+
+    python -m compile_study where reference/<name>          # the table of a stored study, every call
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from compile_study.core import record
+from compile_study.core.layout import Layout
+
+_STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+_START = re.compile(r"^(?:local)?rule (\w+):$")
+_FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)")
+_DATE = re.compile(r"^\s*Date: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+SNAKEMAKE = "snakemake"  # the part of a call in which no job runs
+# how the table names a rule's time; a rule not here is named by itself
+RULE_PART = {"prepare_data": "data preparation", "study_facts": "data preparation", "study_config": "data preparation",
+             "parity": "parity checks", "measure_peak": "matmul peak", "mlp_claim": "MLP claim",
+             "method_check": "method checks", "summarize": "summary", "figures": "figures", "paper": "paper",
+             "paper_pdf": "PDF", "study_readme": "study README"}
+
+
+@dataclass
+class Job:
+    rule: str
+    jobid: int
+    start: float  # seconds since the epoch
+    end: float | None  # None: never finished in this call (interrupted or failed)
+    output: str = ""
+
+
+def read_calls(path: str | Path) -> list[dict]:
+    """The lines of a study's calls.jsonl (session.py), none where it does not exist."""
+    path = Path(path)
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
+
+
+def _utc(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def jobs_of(log_text: str, call_start: float) -> list[Job]:
+    """The jobs of one Snakemake log, in seconds since the epoch. The log writes local time without a zone:
+    the zone is the one that puts Snakemake's own start (its `Date:` line) nearest the call's start."""
+    date = next((m[1] for m in map(_DATE.match, log_text.splitlines()) if m), None)
+    local0 = datetime.fromisoformat(date).replace(tzinfo=UTC).timestamp() if date else call_start
+    offset = round((local0 - call_start) / 900) * 900  # time zones are whole quarter hours
+    jobs: dict[int, Job] = {}
+    stamp, pending = None, None
+    for line in log_text.splitlines():
+        if m := _STAMP.match(line):
+            stamp = datetime.strptime(m[1], "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC).timestamp() - offset
+        elif m := _START.match(line):
+            pending = Job(m[1], -1, stamp, None)
+        elif pending and line.strip().startswith("output:"):
+            pending.output = line.split(":", 1)[1].strip().split(",")[0]
+        elif pending and line.strip().startswith("jobid:"):
+            pending.jobid = int(line.split(":", 1)[1])
+            jobs[pending.jobid] = pending
+            pending = None
+        elif (m := _FINISHED.match(line)) and int(m[1]) in jobs:
+            jobs[int(m[1])].end = stamp
+    return list(jobs.values())
+
+
+def _windows(jobs: list[Job], runs: dict[str, dict], call_end: float) -> list[tuple[float, float, str, str]]:
+    """(start, end, rule, output) per job; a run whose record has its job window takes that window."""
+    out = []
+    for job in jobs:
+        window = (runs.get(job.output) or {}).get("metrics", {}).get("job_window_unix")
+        start, end = (window if window and None not in window else (job.start, job.end or call_end))
+        out.append((start, min(end, call_end), job.rule, job.output))
+    return out
+
+
+def shares(windows, call_start: float, call_end: float) -> tuple[Counter, float]:
+    """Each job's seconds (by output), every second split evenly among the jobs running in it -> (shares, idle)."""
+    cuts = sorted({call_start, call_end, *(t for w in windows for t in w[:2] if call_start < t < call_end)})
+    got, idle = Counter(), 0.0
+    for a, b in zip(cuts, cuts[1:]):
+        running = [w for w in windows if w[0] <= a and w[1] >= b]
+        if not running:
+            idle += b - a
+        for w in running:
+            got[(w[2], w[3])] += (b - a) / len(running)
+    return got, idle
+
+
+def run_parts(rec: dict | None, seconds: float) -> dict[str, float]:
+    """A run's share of the call, split as its record's parts (the rest: unbooked)."""
+    overhead = ((rec or {}).get("metrics") or {}).get("overhead_s") or {}
+    total = overhead.get("total_s") or 0.0
+    if not total:
+        return {"runs: unbooked": seconds}
+    parts = {f"runs: {k.removesuffix('_s').replace('_', ' ')}": seconds * (overhead.get(k) or 0.0) / total
+             for k in record.OVERHEAD if k != "total_s"}
+    return parts | {"runs: unbooked": seconds - sum(parts.values())}
+
+
+def breakdown(call: dict, log_text: str, runs: dict[str, dict]) -> dict[str, float]:
+    """One call's wall time by part: Snakemake's own, each run part, each other rule's (they sum to wall_s)."""
+    start = _utc(call["start_utc"])
+    end = start + call["wall_s"]
+    windows = _windows(jobs_of(log_text, start), runs, end)
+    got, idle = shares(windows, start, end)
+    parts: dict[str, float] = defaultdict(float, {SNAKEMAKE: idle})
+    for (rule, output), seconds in got.items():
+        if rule == "train_run":
+            for k, v in run_parts(runs.get(output), seconds).items():
+                parts[k] += v
+        else:
+            parts[RULE_PART.get(rule, rule)] += seconds
+    return dict(parts)
+
+
+def study_breakdown(study: str | Path, logs: str | Path | None = None) -> tuple[list[dict], dict[str, float]]:
+    """Every call of a study with a kept Snakemake log -> (those calls, their parts summed)."""
+    study = Path(study)
+    logs = Path(logs) if logs else study / "logs"
+    layout = Layout(str(study))
+    prefix = f"results/{_device(study)}/"
+    runs = {prefix + str(Path(p).relative_to(study)): record.read(p) for p in layout.stored_records()}
+    calls, total = [], Counter()
+    for call in read_calls(study / "calls.jsonl"):
+        log = logs / call.get("snakemake_log", "")
+        if call.get("snakemake_log") and log.is_file():
+            total.update(breakdown(call, log.read_text(), runs))
+            calls.append(call)
+    return calls, dict(total)
+
+
+def _device(study: Path) -> str:
+    env = study / "environment.json"
+    return json.loads(env.read_text()).get("device_type", "cuda") if env.is_file() else "cuda"
+
+
+def table(parts: dict[str, float], wall: float) -> list[str]:
+    """Markdown rows: part, seconds, share of the wall time; the largest first, their sum last."""
+    rows = ["| part | seconds | share |", "|---|---:|---:|"]
+    for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1]):
+        if abs(seconds) >= 0.05:
+            rows.append(f"| {name} | {seconds:.1f} | {seconds / wall:.1%} |")
+    rows.append(f"| **sum of the parts** (wall time {wall:.1f} s) | {sum(parts.values()):.1f} | "
+                f"{sum(parts.values()) / wall:.1%} |")
+    return rows
+
+
+def whole_seconds(delta: timedelta) -> float:
+    return delta.total_seconds()

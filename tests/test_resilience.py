@@ -71,7 +71,8 @@ def tiny_study(tmp_path: Path, batch_sizes: list[int], repeats: int = 1) -> list
     cfg["device"] = "cpu"
     cfg["grids"]["cpu"] = [{"name": "tiny", "compile_mode": ["eager"], "batch_size": batch_sizes,
                             "shape_regime": ["static"], "precision": ["fp32"], "repeats": repeats,
-                            "warmup_steps": 2, "timed_steps": 4, "interleave_chunk": 2, "max_epoch_steps": 3}]
+                            "warmup_steps": 2, "timed_steps": 4, "interleave_chunk": 2, "max_epoch_steps": 3,
+                            "phase_steps": 2, "profile_steps": 1}]
     cfg["claims"] = {"mlp": {"cpu": {"batch_sizes": []}}}  # no MLP benchmark: its claim reads "not measured"
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
@@ -103,7 +104,7 @@ def test_a_killed_study_resumes_with_every_earlier_record_intact(tmp_path):
     runs = tmp_path / "results/cpu/runs"
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    deadline = time.time() + 300
+    deadline = time.time() + 900
     while time.time() < deadline and len(list(runs.rglob("r*.json"))) < 3:
         time.sleep(0.1)
     time.sleep(1.0)  # now a run is in the middle of its work

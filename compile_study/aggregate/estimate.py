@@ -192,12 +192,14 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
 
 
 def plan_message(runs: dict, layout: Layout, device: str, gpus: int = 1, jobs: dict | None = None) -> str:
+    """One line: runs to do and the whole plan's estimated wall time (walltime.plan_seconds reads it back)."""
     e = estimate(runs, layout, device, jobs, gpus)
     source = f"{e['measured']} of {e['todo']} runs from earlier records" if e["measured"] else "per-mode priors"
     where = (f"on {gpus} GPUs with --resources timed_run={gpus}" if device == "cuda" and gpus > 1
              else "on one GPU" if device == "cuda" else "on the CPU")
-    return (f"study plan: {e['todo']} of {e['total']} runs to do, about {e['seconds'] / 60:.1f} min {where}, "
-            f"every job and Snakemake counted (runs {e['runs_s'] / 60:.1f} min; estimate: {source})")
+    return (f"study plan: {e['todo']} of {e['total']} runs to do, about {e['seconds'] / 60:.1f} min {where} "
+            f"({e['seconds']:.0f} s in all: runs {e['runs_s']:.0f} s, other jobs {sum(e['other_s'].values()):.0f} s, "
+            f"Snakemake {e['snakemake_s']:.0f} s; runs estimated from {source})")
 
 
 def progress_message(runs: dict, layout: Layout, device: str, gpus: int = 1) -> str:

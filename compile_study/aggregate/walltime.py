@@ -7,27 +7,26 @@ itself where none runs (its start, DAG and scheduling, each job's bookkeeping, i
 split further by its record's parts (record.OVERHEAD), over its own job window where the record has one
 (launcher records: to the millisecond), so the parts of a call sum to its wall time:
 
-    python -m compile_study where reference/<name>          # the table of a stored study, every call
-
 Torch-free.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from compile_study.core import record
-from compile_study.core.layout import Layout
 
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 _START = re.compile(r"^(?:local)?rule (\w+):$")
 _FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)")
 _DATE = re.compile(r"^\s*Date: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+_PLAN = re.compile(r"study plan: .* \((\d+) s in all")
 SNAKEMAKE = "snakemake"  # the part of a call in which no job runs
 # how the table names a rule's time; a rule not here is named by itself
 RULE_PART = {"prepare_data": "data preparation", "study_facts": "data preparation", "study_config": "data preparation",
@@ -129,25 +128,18 @@ def breakdown(call: dict, log_text: str, runs: dict[str, dict]) -> dict[str, flo
     return dict(parts)
 
 
-def study_breakdown(study: str | Path, logs: str | Path | None = None) -> tuple[list[dict], dict[str, float]]:
-    """Every call of a study with a kept Snakemake log -> (those calls, their parts summed)."""
-    study = Path(study)
-    logs = Path(logs) if logs else study / "logs"
-    layout = Layout(str(study))
-    prefix = f"results/{_device(study)}/"
-    runs = {prefix + str(Path(p).relative_to(study)): record.read(p) for p in layout.stored_records()}
-    calls, total = [], Counter()
-    for call in read_calls(study / "calls.jsonl"):
-        log = logs / call.get("snakemake_log", "")
-        if call.get("snakemake_log") and log.is_file():
+def study_breakdown(calls: list[dict], logs: str | Path, record_paths: list[str], device: str,
+                    root: str | Path) -> tuple[list[dict], dict[str, float]]:
+    """A study's calls with a kept Snakemake log (under `logs`) -> (those calls, their parts summed). Its
+    records are matched to the log's jobs by the path each had when it ran (results/<device>/runs/...)."""
+    runs = {f"results/{device}/{os.path.relpath(p, root)}": record.read(p) for p in record_paths}
+    kept, total = [], Counter()
+    for call in calls:
+        log = Path(logs) / call.get("snakemake_log", "-")
+        if log.is_file():
             total.update(breakdown(call, log.read_text(), runs))
-            calls.append(call)
-    return calls, dict(total)
-
-
-def _device(study: Path) -> str:
-    env = study / "environment.json"
-    return json.loads(env.read_text()).get("device_type", "cuda") if env.is_file() else "cuda"
+            kept.append(call)
+    return kept, dict(total)
 
 
 def table(parts: dict[str, float], wall: float) -> list[str]:
@@ -156,10 +148,12 @@ def table(parts: dict[str, float], wall: float) -> list[str]:
     for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1]):
         if abs(seconds) >= 0.05:
             rows.append(f"| {name} | {seconds:.1f} | {seconds / wall:.1%} |")
-    rows.append(f"| **sum of the parts** (wall time {wall:.1f} s) | {sum(parts.values()):.1f} | "
-                f"{sum(parts.values()) / wall:.1%} |")
+    total = sum(parts.values())
+    rows.append(f"| sum of the parts (the calls' wall time: {wall:.1f} s) | {total:.1f} | {total / wall:.1%} |")
     return rows
 
 
-def whole_seconds(delta: timedelta) -> float:
-    return delta.total_seconds()
+def plan_seconds(log_text: str) -> float | None:
+    """The estimate the call printed before its first job (estimate.plan_message), in seconds."""
+    m = _PLAN.search(log_text)
+    return float(m[1]) if m else None

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 from compile_study.core import config_check, grid, resume, vocab
@@ -235,6 +236,10 @@ def call_log(wildcards=None):
     return {"calls": L.calls} if os.path.exists(L.calls) else {}
 
 
+# Where each call's Snakemake log is kept (core/session.py): a stored study carries its logs beside its records.
+CALL_LOGS = "logs" if STORED else L.logs
+
+
 # How the README names the study's directory in its rebuild command (a stored study: under reference/).
 STUDY_DIR = f"reference/{os.path.basename(os.getcwd())}" if STORED else L.root
 
@@ -256,7 +261,8 @@ def before_start():
     if _device_errors and workflow.local_exec:
         sys.exit(config_check.format_errors(_device_errors, _sources))
     if not STORED:
-        print(plan_message(RUNS, L, DEVICE, GPUS, planned_jobs()), file=sys.stderr)
+        # to Snakemake's log too, where the study's README reads it back beside the call's wall time
+        logger.info(plan_message(RUNS, L, DEVICE, GPUS, planned_jobs()))
         if workflow.local_exec:
             launch.start()  # the warm server's imports overlap data preparation
 

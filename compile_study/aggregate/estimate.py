@@ -183,6 +183,8 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
     jobs = jobs if jobs is not None else plan_jobs(0, [])
     other = {rule: n * (statistics.median(logged[rule]) if logged.get(rule) else PRIOR_JOB_S.get(rule, 60))
              for rule, n in jobs.items() if n}
+    if "method_check:concurrency" in other and gpus < 2 and not logged.get("method_check:concurrency"):
+        other["method_check:concurrency"] = PRIOR_JOB_S["measure_peak"]  # one GPU: it only says it does not apply
     timed = sum(s for s, _ in per_run) + sum(v for r, v in other.items() if _timed(r))
     rest = sum(v for r, v in other.items() if not _timed(r))
     snakemake = PRIOR_START_S[device] + PRIOR_PER_JOB_S * (len(todo) + sum(jobs.values()))

@@ -156,8 +156,9 @@ def evidence(subject: Side, reference: Side, cfg: RunConfig, batches: list[Batch
 def train_subject(model_cfg, cfg: RunConfig, batches: list[Batch], device, clock: Clock, losses: list):
     """Build the subject, train it for two epochs -> (its Side, the epochs' metrics, its compile watch)."""
     watch = CompileWatch().start()
-    model, optimizer = subject_model(model_cfg, cfg, device)
-    subject = Side(model, optimizer, build_step(model, optimizer, cfg, device, watch))
+    with clock.part("compile_s"):  # the model and its compile switch (a first compile's imports); the compiling
+        model, optimizer = subject_model(model_cfg, cfg, device)  # itself is the warm-up's excess (measure)
+        subject = Side(model, optimizer, build_step(model, optimizer, cfg, device, watch))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     with clock.part("timed_s"):

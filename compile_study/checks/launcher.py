@@ -6,8 +6,9 @@ Every run of the study is a process forked by the launcher's server, which impor
 once (measure/launch.py); before the launcher each was a fresh Python process. This check runs one cell of the
 grid (CELLS, the study's own step settings) both ways in `rounds` rounds, the launcher's child first in even
 rounds and the fresh process first in odd ones, so that drift of the host favours neither, each process
-measuring the cell as a run of the study does (measure/run.py `run_job`, evidence off, on a cache of the
-check's own that an untimed first process fills: every compile is warm). A round's ratio is the child's
+measuring the cell as a later repeat of the study does (measure/run.py `run_job`, evidence off, on the cell's
+Inductor cache after the study's runs of it, or one of the check's that an untimed first process fills: every
+compile is warm). A round's ratio is the child's
 in-process speedup over the fresh process's; across rounds, its geometric mean with a 95% Student-t interval
 on the log ratios (stats.speedup_interval). The paper's appendix reads it against the cell's A/A band. Both
 ways' fixed cost per run (everything but compile, the timed protocol and the evidence) is kept beside it.
@@ -46,15 +47,17 @@ def one(way: str, run: dict, ctx: dict) -> dict:
 
 
 def run_check(data_dir: str, model: dict, device: str, settings: dict, log: str, threads: int,
-              rounds: int = 3, cell: tuple | None = None) -> dict:
-    """The protocol of the module docstring -> the check's JSON."""
+              rounds: int = 3, cell: tuple | None = None, cache: str | None = None) -> dict:
+    """The protocol of the module docstring -> the check's JSON. `cache`: the cell's own Inductor cache, warm
+    after the study's runs of it (rule method_check waits for them); else one of the check's, filled first."""
     mode, batch, precision = cell or CELLS[device]
     run = {"compile_mode": mode, "batch_size": batch, "shape_regime": "static", "precision": precision,
            "repeat": 1, "compile_scope": "module"} | settings | {"evidence": False}
     ctx = {"log": log, "threads": threads, "device": device, "model": dict(model), "data_dir": data_dir,
            "host": env.host_facts(device), "trace": f"{log}.trace.json.gz",
-           "cache": CACHE.format(device=device, mode=mode, batch=batch)}
-    one("warm", run, ctx)  # fills the check's cache: every timed process below compiles warm
+           "cache": cache or CACHE.format(device=device, mode=mode, batch=batch)}
+    if cache is None:
+        one("warm", run, ctx)  # fills the check's cache: every timed process below compiles warm
     results = []
     for i in range(rounds):
         order = ("warm", "fresh") if i % 2 == 0 else ("fresh", "warm")
@@ -73,9 +76,10 @@ def run_check(data_dir: str, model: dict, device: str, settings: dict, log: str,
                         "level": iv.level}}
 
 
-def main(data_dir: str, out_path: str, model: dict, device: str, settings: dict, log: str, threads: int) -> None:
+def main(data_dir: str, out_path: str, model: dict, device: str, settings: dict, log: str, threads: int,
+         cache: str | None = None) -> None:
     """The check on the study's device, its cell's step settings from the grid, JSON to out_path."""
-    out = run_check(data_dir, model, device, settings, log, threads)
+    out = run_check(data_dir, model, device, settings, log, threads, cache=cache)
     write_json_atomic(out_path, out)
     s = out["summary"]
     print(f"launcher / fresh speedup: {s['ratio']:.3f} [{s['low']:.3f}, {s['high']:.3f}] ({s['method']})")

@@ -104,7 +104,7 @@ rule method_check:
     launcher against fresh processes (launcher).
     """
     input:
-        data=DATA_FILES,
+        unpack(check_inputs),
     output:
         L.check("{check}"),
     log:

@@ -61,6 +61,16 @@ print(json.dumps(out | {"me": os.getpid(), "core": min(os.sched_getaffinity(0))}
     assert "child says warm" in (tmp_path / "job.log").read_text()  # the child's output goes to the job's log
 
 
+def test_two_jobs_at_once_each_get_their_own_process(tmp_path):
+    got = drive("""
+from concurrent.futures import ThreadPoolExecutor
+with ThreadPoolExecutor(2) as pool:  # as Snakemake runs two timed jobs on two GPUs
+    values = list(pool.map(lambda w: go("facts", word=w).value, ["a", "b"]))
+print(json.dumps(values))
+""", tmp_path)
+    assert [v["word"] for v in got] == ["a", "b"] and got[0]["pid"] != got[1]["pid"]
+
+
 def test_a_crash_comes_back_as_an_outcome_and_an_interrupt_as_an_exception(tmp_path):
     got = drive("""
 crash = go("crash")

@@ -103,7 +103,9 @@ def shares(windows, call_start: float, call_end: float) -> tuple[Counter, float]
 
 def run_parts(rec: dict | None, seconds: float) -> dict[str, float]:
     """A run's share of the call, split as its record's parts (the rest: unbooked)."""
-    overhead = ((rec or {}).get("metrics") or {}).get("overhead_s") or {}
+    if rec is None:
+        return {"runs: stopped before a record": seconds}  # interrupted (or its Snakemake job failed)
+    overhead = (rec.get("metrics") or {}).get("overhead_s") or {}
     total = overhead.get("total_s") or 0.0
     if not total:
         return {"runs: unbooked": seconds}
@@ -157,3 +159,33 @@ def plan_seconds(log_text: str) -> float | None:
     """The estimate the call printed before its first job (estimate.plan_message), in seconds."""
     m = _PLAN.search(log_text)
     return float(m[1]) if m else None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print where every second of a study's logged calls went, the estimate each printed and the runs' fixed cost."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("study", type=Path, help="the study's directory, e.g. results/cuda or reference/<name>")
+    parser.add_argument("--logs", type=Path, help="where its calls' Snakemake logs are (default: logs/<device> for "
+                                                  "results/<device>, else <study>/logs)")
+    args = parser.parse_args(argv)
+    paths = sorted(str(p) for p in args.study.glob("runs/**/r*.json") if not p.name.endswith(".trace.json.gz"))
+    device = record.read(paths[0])["env"]["device_type"] if paths else "cpu"
+    logs = args.logs or (Path("logs") / args.study.name if args.study.parent.name == "results" else args.study / "logs")
+    calls, parts = study_breakdown(read_calls(args.study / "calls.jsonl"), logs, paths, device, args.study)
+    for call in calls:
+        planned = plan_seconds((logs / call["snakemake_log"]).read_text())
+        printed = f"{planned:.0f} s ({planned / call['wall_s'] - 1:+.0%})" if planned else "none"
+        print(f"call {call['call']}: wall {call['wall_s']:.1f} s, estimate printed at its start {printed}")
+    if calls:
+        print("\n".join(table(parts, sum(c["wall_s"] for c in calls))))
+    fixed = sorted(f for f in (record.fixed_cost_s(record.read(p)["metrics"].get("overhead_s")) for p in paths)
+                   if f is not None)
+    if fixed:
+        print(f"fixed cost of a run: median {fixed[len(fixed) // 2]:.2f} s over {len(fixed)} runs "
+              f"(min {fixed[0]:.2f}, max {fixed[-1]:.2f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -41,6 +41,7 @@ def _calls(calls: list[dict], logs: str | Path | None = None) -> list[str]:
             "|---:|---|---:|---:|---:|---|---|"]
     for c in calls:
         host = f"{len(c['gpus'])}× {c['gpus'][0]}, {c['host_cpus']} CPUs" if c["gpus"] else f"{c['host_cpus']} CPUs"
+        host += f", load {c['load_avg_end'][1]:.1f}" if c.get("load_avg_end") else ""  # 5-minute average at its end
         log = Path(logs) / c["snakemake_log"] if logs and c.get("snakemake_log") else None
         planned = walltime.plan_seconds(log.read_text()) if log and log.is_file() else None
         estimate = f"{planned / 60:.1f} min ({planned / c['wall_s'] - 1:+.0%})" if planned else "—"
@@ -195,8 +196,9 @@ def update_project_readme(readme: Path, study: Path) -> str:
 
 
 def quoted_study(project: Path) -> Path:
-    """The stored study the project README quotes: the one under reference/ that was run through session.py."""
-    studies = sorted(p.parent for p in (project / "reference").glob("*/calls.jsonl"))
+    """The stored GPU study the project README quotes: the one under reference/ that was run through session.py."""
+    studies = sorted(p.parent for p in (project / "reference").glob("*/calls.jsonl")
+                     if json.loads((p.parent / "environment.json").read_text()).get("device_type") == "cuda")
     if not studies:
         raise SystemExit(f"{project}/reference: no stored study with a calls.jsonl to quote")
     return studies[0]

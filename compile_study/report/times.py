@@ -51,6 +51,8 @@ def study_row(study: Path, project: Path) -> str | None:
     c = calls[0]
     machine = (f"{len(c['gpus'])}× {c['gpus'][0]}, {c['host_cpus']} CPUs" if c["gpus"]
                else f"{c['host_cpus']} CPU cores ({env.get('cpu_model')})")
+    if c.get("load_avg_end"):  # the host's other work: a load of N on n cores leaves this study about n/N of them
+        machine += f", load average {c['load_avg_end'][1]:.1f} (5 min, at the end of call 1)"
     wall = sum(x["wall_s"] for x in calls)
     log = study / "logs" / c.get("snakemake_log", "-")
     planned = walltime.plan_seconds(log.read_text()) if log.is_file() else None

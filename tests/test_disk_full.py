@@ -68,7 +68,7 @@ def test_a_trace_written_on_a_full_disk_leaves_no_temporary_and_a_killed_writers
     assert list(trace.parent.iterdir()) == []
     stale = io.temporary(trace, ".raw").with_name(f".{trace.name}.999999999.raw.tmp")  # a killed writer's
     stale.write_text("{")
-    profiling.write_empty_trace(trace, "failed")
+    io.write_empty_trace(trace, "failed")
     assert [p.name for p in trace.parent.iterdir()] == [trace.name]
 
 

@@ -8,6 +8,7 @@ and the free space, and the temporary file is removed.
 from __future__ import annotations
 
 import errno
+import gzip
 import json
 import os
 import shutil
@@ -93,3 +94,14 @@ def write_npy_atomic(path: str | os.PathLike, arr: np.ndarray) -> None:
             np.save(f, arr)
 
     _atomic(path, write)
+
+
+def write_empty_trace(trace_path: str | os.PathLike, note: str) -> None:
+    """A valid, empty gzipped Chrome trace carrying `note` (for a run that took no profile, or failed before it)."""
+    data = json.dumps({"traceEvents": [], "otherData": {"note": note}}).encode()
+
+    def write(tmp: Path) -> None:
+        with gzip.open(tmp, "wb") as g:
+            g.write(data)
+
+    _atomic(trace_path, write)

@@ -29,7 +29,7 @@ from compile_study.core.record import RunKey
 
 RECORD = "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}.json"
 PARITY = "parity/{precision}/{compile_mode}.json"
-CHECKS = ("timer_check", "reference_drift", "concurrency")  # optional method checks (compile_study/<name>.py)
+CHECKS = ("timer_check", "reference_drift", "concurrency", "launcher")  # optional method checks (checks/<name>.py)
 
 
 @dataclass(frozen=True)

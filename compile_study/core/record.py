@@ -154,6 +154,7 @@ TEXTS = {
     "overhead_s": "where the run's wall time went (OVERHEAD below), seconds",
     "model_class": "the model's class, module.Class (a plugged model's own)",
     "model_plug": "the model's plug in words (core/plug.py describe): built-in, factory or transformers",
+    "job_window_unix": "the run's job: [start, end], seconds since the epoch (which call of a study it ran in)",
 }
 PROFILE = {
     "kernels_per_step": "device kernels per step (memcpy/memset apart)", "idle_fraction": "device idle share",
@@ -162,10 +163,23 @@ PROFILE = {
     "distinct_kernels": "distinct kernels",
 }
 PROFILE_SIDES = ("profile", "reference_profile")  # table columns: profile_<name>, reference_profile_<name>
-OVERHEAD = ("process_start_s", "imports_s", "cuda_init_s", "data_load_s", "flop_count_s", "compile_s", "timed_s",
-            "phase_split_s", "profiler_s", "inference_s", "accuracy_s", "total_s")
+# Where a run's wall time went, from its job's start to its record written (core/clock.py; measure/launch.py):
+# waiting for a GPU; the job's set-up and its process's creation; imports; CUDA's context; the environment
+# query; data; the model's FLOP count; compile; the timed protocol; the evidence passes; eval accuracy; the record;
+# the process's exit.
+OVERHEAD = ("gpu_wait_s", "process_start_s", "imports_s", "cuda_init_s", "env_s", "data_load_s", "flop_count_s",
+            "compile_s", "timed_s", "phase_split_s", "profiler_s", "inference_s", "accuracy_s", "record_s",
+            "teardown_s", "total_s")
+WORK = ("compile_s", "timed_s", "phase_split_s", "profiler_s", "inference_s", "accuracy_s")  # the rest: fixed cost
 ENV_KEYS = ("device_type", "device_name", "torch", "triton", "cuda", "driver", "python", "cpu_model", "cpu_cores",
-            "git_commit", "git_dirty", "inductor_cache")
+            "git_commit", "git_dirty", "inductor_cache", "launcher")
+
+
+def fixed_cost_s(overhead: dict) -> float | None:
+    """A run's wall time less its work (WORK): process, imports, CUDA's context, data, record, exit."""
+    if not overhead or overhead.get("total_s") is None:
+        return None
+    return overhead["total_s"] - sum(overhead.get(k) or 0.0 for k in WORK)
 
 
 class RecordError(ValueError):

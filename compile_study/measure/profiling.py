@@ -27,7 +27,6 @@ Device time is taken from `time_range` rather than `self_device_time_total` (old
 from __future__ import annotations
 
 import gzip
-import json
 import shutil
 import time
 from collections import Counter
@@ -168,13 +167,3 @@ def write_trace(prof, trace_path: str | Path) -> None:
     finally:
         raw.unlink(missing_ok=True)
 
-
-def write_empty_trace(trace_path: str | Path, note: str) -> None:
-    """A valid, empty gzipped Chrome trace carrying `note` (for a configuration that failed before profiling)."""
-    data = json.dumps({"traceEvents": [], "otherData": {"note": note}}).encode()
-
-    def write(tmp: Path) -> None:
-        with gzip.open(tmp, "wb") as g:
-            g.write(data)
-
-    _atomic(trace_path, write)

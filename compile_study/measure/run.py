@@ -1,6 +1,6 @@
 """One measured training run: one configuration, one process, one JSON record.
 
-Snakemake's `train_run` rule calls `run_and_record` (workflow/scripts/train_run.py):
+Snakemake's `train_run` rule runs `run_job` in a process of its own (measure/jobs.py, measure/launch.py):
 
     snakemake --cores all results/cpu/runs/static/fp32/default/module/bs32/r0.json
 
@@ -33,6 +33,7 @@ from compile_study.core.batches import Batch, make_batches, mark_dynamic_lengths
 from compile_study.core.clock import Clock
 from compile_study.core.data import load_split
 from compile_study.core.flops import step_flops
+from compile_study.core.io import write_empty_trace
 from compile_study.core.model import ModelConfig
 from compile_study.core.packing import make_packed_batches, real_lengths
 from compile_study.core.plug import describe, model_class, n_params
@@ -160,8 +161,9 @@ def evidence(subject: Side, reference: Side, cfg: RunConfig, batches: list[Batch
 def train_subject(model_cfg, cfg: RunConfig, batches: list[Batch], device, clock: Clock, losses: list):
     """Build the subject, train it for two epochs -> (its Side, the epochs' metrics, its compile watch)."""
     watch = CompileWatch().start()
-    model, optimizer = subject_model(model_cfg, cfg, device)
-    subject = Side(model, optimizer, build_step(model, optimizer, cfg, device, watch))
+    with clock.part("compile_s"):  # the model and its compile switch (a first compile's imports); the compiling
+        model, optimizer = subject_model(model_cfg, cfg, device)  # itself is the warm-up's excess (measure)
+        subject = Side(model, optimizer, build_step(model, optimizer, cfg, device, watch))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     with clock.part("timed_s"):
@@ -277,11 +279,11 @@ def failure(rec: dict, exc: Exception) -> None:
 
 def run_and_record(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device: str | None = None,
                    threads: int | None = None, trace_path: str | Path | None = None,
-                   clock: Clock | None = None) -> dict:
+                   clock: Clock | None = None, host: dict | None = None) -> dict:
     """Measure one configuration; a failure becomes the record's status, never an exception.
 
-    `clock`: the shim's, started at process creation (else one starts here and process_start_s and
-    imports_s stay 0).
+    `clock`: the launcher's, started when the job began (else one starts here, and the parts before
+    this call stay 0); `host`: env.host_facts, asked once by the launcher.
     """
     clock = clock or Clock()
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -289,11 +291,27 @@ def run_and_record(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path,
         torch.set_num_threads(threads)
     with clock.part("cuda_init_s"):
         init_device(dev)
-    rec = record.new(cfg, scope_model_config(model_cfg, cfg.compile_scope).to_dict(), env_mod.collect(dev))
+    with clock.part("env_s"):
+        rec = record.new(cfg, scope_model_config(model_cfg, cfg.compile_scope).to_dict(), env_mod.collect(dev, host))
     try:
         rec["metrics"] = measure(model_cfg, cfg, data_dir, dev, trace_path, clock)
     except Exception as exc:  # recorded as this configuration's outcome; the study goes on
         failure(rec, exc)
-    rec["env"] |= compiler_settings(dev)
+    with clock.part("env_s"):
+        rec["env"] |= compiler_settings(dev)
     rec["metrics"]["overhead_s"] = clock.breakdown(record.OVERHEAD)
+    return rec
+
+
+def run_job(model: dict, run: dict, data_dir: str, device: str, threads: int, trace_path: str, host: dict,
+            clock: Clock) -> dict:
+    """A timed job's process (measure/jobs.py starts it): the configuration's record, its profiler trace written
+    (an empty, openable one where no profiler pass ran, saying why)."""
+    rec = run_and_record(model_config_for(data_dir, model), RunConfig(**run), data_dir, device, threads, trace_path,
+                         clock, host)
+    print(rec["status"], rec["error"] or "", rec["metrics"].get("steady_step_ms"))
+    if not Path(trace_path).exists():
+        with clock.part("record_s"):
+            ok = rec["status"] == "ok"
+            write_empty_trace(trace_path, "evidence is taken by another repeat" if ok else f"{rec['status']}: {rec['error']}")
     return rec

@@ -5,6 +5,7 @@ method checks, failures and environment. Rows are formatted strings; sections wi
 from __future__ import annotations
 
 import json
+import statistics
 from collections import Counter
 
 import pandas as pd
@@ -231,6 +232,35 @@ def concurrency_paras(check: dict, summary: pd.DataFrame) -> list[Para]:
                  f"{CONCURRENT_VERDICT.get(verdict, verdict)}.")]
 
 
+# stats.verdict reads the ratio as a speedup: the launcher's run's speedup over the fresh process's
+LAUNCHER_VERDICT = {"faster": "the launcher's runs measure a larger speedup",
+                    "slower": "the launcher's runs measure a smaller speedup",
+                    "no measurable difference": "the two ways agree within it"}
+
+
+def launcher_paras(check: dict, summary: pd.DataFrame) -> list[Para]:
+    """The launcher check (checks/launcher.py) against the A/A band of its cell in the study."""
+    if not check.get("applicable"):
+        return []
+    s = check["summary"]
+    fixed = {way: statistics.median(r["fixed_cost_s"][way] for r in check["results"]) for way in ("warm", "fresh")}
+    text = (f"The same cell ({check['compile_mode']}, {check['shape_regime']} shapes, {check['precision']}, batch "
+            f"{check['batch_size']}) run as the study runs it, by a process forked by the warm launcher and by a fresh "
+            f"Python process, alternating, over {len(check['results'])} rounds: the launcher's in-process speedup is "
+            f"{n.interval(s['ratio'], s['low'], s['high'], s['method'])} of the fresh process's; fixed cost per run "
+            f"(median, all but compile, the timed protocol and the evidence) {n.fixed(fixed['warm'], 2)} s against "
+            f"{n.fixed(fixed['fresh'], 2)} s.")
+    cell = summary[(summary.compile_mode == check["compile_mode"]) & (summary.compile_scope == "module")
+                   & (summary.shape_regime == check["shape_regime"]) & (summary.precision == check["precision"])
+                   & (summary.batch_size == check["batch_size"])]
+    if cell.empty or not n.finite(cell.aa_low.iloc[0]):
+        return [Para(text)]
+    band = stats.Band(cell.aa_low.iloc[0], cell.aa_high.iloc[0], stats.NAN, stats.NAN, int(cell.aa_n.iloc[0]))
+    verdict = stats.verdict(stats.speedup_interval(r["ratio"] for r in check["results"]), band)
+    return [Para(f"{text} The study's A/A band for that cell is [{n.fixed(band.low)}, {n.fixed(band.high)}]: "
+                 f"{LAUNCHER_VERDICT.get(verdict, verdict)}.")]
+
+
 def missing_runs(summary: pd.DataFrame, grids: list[dict]) -> list[str]:
     """Configurations of the grid with fewer records than repeats (a study stopped before they ran)."""
     expected = Counter(key.with_repeat(0) for key in grid.expand(grids))  # one count per configuration
@@ -267,7 +297,8 @@ def environment_para(env: dict) -> Para:
 
 
 # a method check's name (config `checks`, layout.CHECKS) -> its key in the report's `checks`
-CHECK_KEYS = {"timer_check": "timer", "reference_drift": "drift", "concurrency": "concurrency"}
+CHECK_KEYS = {"timer_check": "timer", "reference_drift": "drift", "concurrency": "concurrency",
+              "launcher": "launcher"}
 
 
 def sections(summary, parity, environment, config, device, checks) -> list[Section]:
@@ -277,7 +308,8 @@ def sections(summary, parity, environment, config, device, checks) -> list[Secti
               ("Parity", parity_table(parity))]
     out = [Section(title, [t]) for title, t in tables if t is not None]
     checks = checks or {}
-    checks_found = check_tables(checks) + concurrency_paras(checks.get("concurrency") or {}, summary)
+    checks_found = (check_tables(checks) + concurrency_paras(checks.get("concurrency") or {}, summary)
+                    + launcher_paras(checks.get("launcher") or {}, summary))
     missing = [name for name in config.get("checks", {}).get(device, []) if not checks.get(CHECK_KEYS[name])]
     if missing:
         checks_found.append(Para(f"Configured for this study but not in its files (the study stopped before them): "

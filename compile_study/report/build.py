@@ -201,7 +201,7 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     """The study directory's files (layout.py) -> paper.md and paper.tex (figure paths relative to each paper).
 
     inputs: summary, parity, claims, environment, facts, figures, and the method checks present
-    (timer_check, reference_drift, concurrency)."""
+    (timer_check, reference_drift, concurrency, launcher)."""
     from compile_study.core.io import write_text_atomic
     from compile_study.report import paper
 
@@ -213,7 +213,7 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     summary, parity = pd.read_csv(inputs["summary"]), pd.read_csv(inputs["parity"])
     env = json.loads(Path(inputs["environment"]).read_text())
     facts = json.loads(Path(inputs["facts"]).read_text())
-    checks = {key: check(name) if name == "concurrency" else check(name).get("results", [])
+    checks = {key: check(name) if name in ("concurrency", "launcher") else check(name).get("results", [])
               for name, key in appendix.CHECK_KEYS.items()}
     for fmt, dest in (("md", md_out), ("tex", tex_out)):
         figs = Path(os.path.relpath(inputs["figures"], os.path.dirname(os.path.abspath(dest)))).as_posix()

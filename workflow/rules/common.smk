@@ -7,10 +7,13 @@ import os
 import shutil
 import sys
 
+from snakemake.logging import logger
 from snakemake.utils import validate
 
-from compile_study.core import config_check, damaged, grid, study_lock, vocab
-from compile_study.aggregate.estimate import plan_message
+from compile_study.core import config_check, damaged, grid, resume, study_lock, vocab
+from compile_study.aggregate.estimate import plan_jobs, plan_message, progress_message
+from compile_study.checks import launcher as launcher_check
+from compile_study.measure import jobs, launch
 from compile_study.measure.isolation import count_gpus
 from compile_study.core.layout import (
     CHECKS,
@@ -28,9 +31,12 @@ SCHEMA = os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
 
 
 def resolve_device():
-    """The device whose grid runs: config `device`, or cuda when torch sees a GPU."""
+    """The device whose grid runs: config `device`, or cuda when torch sees a GPU (asked only where nvidia-smi
+    lists one: importing torch would cost this process seconds)."""
     if config["device"] != "auto":
         return config["device"]
+    if count_gpus() == 0:
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -66,6 +72,10 @@ else:
     # results/<device>, or results/<device>-<name> for a named or plugged model (its logs and caches alike)
     _ROOT = study_root(DEVICE, config["model"])
     L = Layout(_ROOT, logs=f"logs/{os.path.basename(_ROOT)}")
+    if (
+        workflow.is_main_process
+    ):  # before the DAG: Snakemake would rerun what an interrupt marked incomplete
+        resume.keep_complete_outputs(L)
 
 DATA_DIR = "resources/data"
 DATA_FILES = [
@@ -154,6 +164,86 @@ def parity_settings(wildcards):
     return settings | ({"batch_size": cell.batch_size} if cell else {})
 
 
+def parity_job(wildcards):
+    """The parity check's arguments (compile_study/checks/parity.py `job`)."""
+    return {
+        "data_dir": DATA_DIR,
+        "model": config["model"],
+        "compile_mode": wildcards.compile_mode,
+        "precision": wildcards.precision,
+        "device": DEVICE,
+        "settings": parity_settings(wildcards),
+    }
+
+
+def mlp_job(wildcards=None):
+    """The MLP claim's arguments (compile_study/checks/mlp_claim.py `job`)."""
+    claim = config["claims"]["mlp"][DEVICE]
+    return {
+        "batch_sizes": claim["batch_sizes"],
+        "device": DEVICE,
+        "steps": claim.get("steps", 100),
+        "repeats": claim.get("repeats", 5),
+        "seed": claim.get("seed", 0),
+    }
+
+
+# What the timed jobs' processes run (measure/jobs.py starts them through the launcher).
+PARITY = "compile_study.checks.parity:job"
+PEAK = "compile_study.checks.peak:job"
+MLP = "compile_study.checks.mlp_claim:job"
+
+
+def planned_jobs():
+    """Rule -> jobs whose outputs are missing (the runs apart), for the estimate."""
+    missing = lambda paths: sum(not os.path.exists(p) for p in paths)
+    checks = [c for c in CHECKS_ON if not os.path.exists(L.check(c))]
+    jobs = plan_jobs(missing(parity_records()), checks, bool(shutil.which("latexmk")))
+    return jobs | {
+        "prepare_data": missing(DATA_FILES[-1:]),
+        "measure_peak": missing([L.peak]),
+        "mlp_claim": missing([L.mlp]),
+    }
+
+
+def method_check(check, out, log, threads):
+    """Rule method_check: the launcher check drives processes from here; every other check is a process."""
+    if check != "launcher":
+        return jobs.check_job(
+            check, DATA_DIR, out, config["model"], log, threads, DEVICE
+        )
+    cell = launcher_cell()
+    steps = RUNS.get(cell) or grid.grid_defaults()
+    settings = {k: steps[k] for k in grid.STEP_KEYS if k in steps} | config["train"]
+    cache = cache_dir_of(cell) if cell in RUNS else None
+    launcher_check.main(
+        DATA_DIR, out, config["model"], DEVICE, settings, log, threads, cache
+    )
+
+
+def launcher_cell():
+    mode, batch, precision = launcher_check.CELLS[DEVICE]
+    return RunKey(mode, "module", batch, "static", precision, 0)
+
+
+def check_inputs(wildcards):
+    """The data; the launcher check also waits for its cell's runs, so that it runs on their warm cache."""
+    cell = launcher_cell() if wildcards.check == "launcher" else None
+    if cell not in RUNS:
+        return {"data": DATA_FILES, "model": L.model}
+    last = max(k.repeat for k in RUNS if k.same_configuration(cell))
+    return {
+        "data": DATA_FILES,
+        "model": L.model,
+        "cell": L.record(cell.with_repeat(last)),
+    }
+
+
+def progress():
+    """The line each run prints as it ends: runs recorded, and the time left by the estimate."""
+    return progress_message(RUNS, L, DEVICE, GPUS)
+
+
 def parity_cache_dir(wildcards):
     cell = parity_cell(wildcards)
     if cell is None:
@@ -214,6 +304,10 @@ def call_log(wildcards=None):
     return {"calls": L.calls} if os.path.exists(L.calls) else {}
 
 
+# Where each call's Snakemake log is kept (core/session.py): a stored study carries its logs beside its records.
+CALL_LOGS = "logs" if STORED else L.logs
+
+
 # How the README names the study's directory in its rebuild command (a stored study: under reference/).
 STUDY_DIR = f"reference/{os.path.basename(os.getcwd())}" if STORED else L.root
 
@@ -272,7 +366,10 @@ def before_start():
     study_lock.hold(".")
     if not STORED:
         remove_stale_views()
-        print(plan_message(RUNS, L, DEVICE, GPUS), file=sys.stderr)
+        # to Snakemake's log too, where the study's README reads it back beside the call's wall time
+        logger.info(plan_message(RUNS, L, DEVICE, GPUS, planned_jobs()))
+        if workflow.local_exec:
+            launch.start()  # the warm server's imports overlap data preparation
 
 
 def remove_stale_views():

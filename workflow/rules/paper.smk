@@ -57,5 +57,6 @@ rule study_readme:
         **CPU_JOB,
     params:
         rebuild=f"snakemake --cores all --directory {STUDY_DIR} --forcerun summarize",
+        logs=CALL_LOGS,
     script:
         "../scripts/study_readme.py"

@@ -19,6 +19,7 @@ include: "workflow/rules/common.smk"
 if not STORED:
 
     include: "workflow/rules/data.smk"
+    include: "workflow/rules/model.smk"
     include: "workflow/rules/runs.smk"
 
 
@@ -27,10 +28,16 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/paper.smk"
 
 
+if YARDSTICK:
+
+    include: "workflow/rules/reproduction.smk"
+
+
 onstart:
     before_start()
 
 
 rule all:
     input:
-        paper_targets(),
+        study_targets(),
+        reproduction_targets(),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# CI, in the container: builds the CPU image with containers/build.sh, then runs inside it, with the
-# mounts README's "In the container" gives (project read-write at /study, ../shared read-only at /shared),
-# the README's test command and a tiny end-to-end study whose paper must name the real data.
+# CI, in the container: builds the CPU image with containers/build.sh (twice: the same ID), then runs inside
+# it, with the mounts README's "In the container" gives (project read-write at /study, ../shared read-only at
+# /shared), the README's test command and a tiny end-to-end study whose paper must name the real data.
 #   bash .ci/container.sh      (as root, from a clone with ../shared beside it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +15,13 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 export CONTAINERS_CONF=$PWD/.ci/containers.conf  # runc and rlimits this sandbox allows
 
 VARIANT=cpu containers/build.sh
+# A rebuild at the same commit is the same image (README, "In the container"), and leaves nothing untagged
+first=$(podman image inspect --format '{{.Id}}' compile-study:cpu)
+VARIANT=cpu SAVE=0 containers/build.sh 2>&1 | grep -E "^(image|containers/build.sh)"
+second=$(podman image inspect --format '{{.Id}}' compile-study:cpu)
+echo "image ID of the first build: $first; of a rebuild at the same commit: $second"
+[[ $first == "$second" ]]
+[[ -z $(podman images --quiet --filter dangling=true) ]]
 
 # The README's run line, with the command after the image.
 in_container() {

@@ -34,9 +34,11 @@ import torch
 from compile_study.core.batches import make_batches
 from compile_study.core.data import load_split
 from compile_study.core.env import collect
+from compile_study.core.flops import step_flops
 from compile_study.core.io import write_json_atomic
-from compile_study.core.model import ModelConfig, TextClassifier, real_train_flops, train_flops
+from compile_study.core.model import ModelConfig
 from compile_study.core.packing import make_packed_batches, real_lengths
+from compile_study.core.plug import build_model
 from compile_study.measure.compile import compile_model
 from compile_study.measure.compile_stats import unique_graphs
 from compile_study.measure.profiling import profile_steps
@@ -79,7 +81,7 @@ def load_data(args, rows: int) -> tuple[ModelConfig, tuple, str]:
 def build_step(variant: str, cfg: ModelConfig, device, precision: str, attention: str, batches):
     """-> (model, step) for a variant of VARIANTS; the same seed, so the same start, for every variant."""
     torch.manual_seed(0)
-    model = TextClassifier(cfg).to(device)
+    model = build_model(cfg).to(device)
     mode, fused, graph = VARIANTS[variant]
     if graph and device.type != "cuda":
         raise NotApplicable(f"the whole-step CUDA graph needs a CUDA device, not {device.type}")
@@ -131,8 +133,9 @@ def measure(case: dict, args) -> dict:
     out = {"warmup_s": warmup_s, **timed_blocks(step, batches, device, args.blocks, args.block_s, args.max_steps)}
     out["recompiles_after_warmup"] = unique_graphs() - graphs
     out["attention"] = attention if packed else "sdpa (padding mask)"
-    computed = statistics.mean(train_flops(cfg, *b.ids.shape) for b in batches)
-    real = statistics.mean(real_train_flops(cfg, real_lengths(b)) for b in batches)
+    counted = step_flops(cfg)  # FlopCounterMode's count (core/flops.py), after the timing
+    computed = statistics.mean(counted.padded(*b.ids.shape) for b in batches)
+    real = statistics.mean(counted.real(real_lengths(b)) for b in batches)
     out |= {"padding_fraction": 1 - sum(b.real_tokens for b in batches) / sum(b.ids.numel() for b in batches),
             "sequences_per_step": statistics.mean(b.real_rows for b in batches),
             "train_flops_per_step": computed, "real_train_flops_per_step": real,

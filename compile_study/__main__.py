@@ -1,11 +1,15 @@
 """The study's command line: one entry per tool, each a module's own `main`.
 
-    python -m compile_study estimate config.yaml --device cuda      # device time of a grid
+    python -m compile_study estimate config.yaml --device cuda      # wall time of a study
+    python -m compile_study walltime results/cuda                   # where its calls' time went
     python -m compile_study grid --device cuda --sub-grid modes config.yaml
     python -m compile_study record results/cpu/runs/static/fp32/default/module/bs8/r0.json
     python -m compile_study session results/cuda -- snakemake --cores all
     python -m compile_study rebuild reference/<name>
     python -m compile_study readme README.md reference/<name>
+    python -m compile_study compare reference/<name> results/cuda    # did results/cuda reproduce reference/<name>?
+    python -m compile_study model config.yaml configs/hf-bert.yaml   # check the configured model, print its facts
+    python -m compile_study compare-models reference/<plugged> reference/<built-in>
 """
 
 from __future__ import annotations
@@ -14,12 +18,16 @@ import importlib
 import sys
 
 COMMANDS = {  # command -> (module, what it does)
-    "estimate": ("aggregate.estimate", "a grid's device time, from earlier records"),
+    "estimate": ("aggregate.estimate", "a study's wall time, every job of its plan, from earlier records"),
+    "walltime": ("aggregate.walltime", "where every second of a study's logged calls went"),
     "grid": ("core.grid", "the run records of a device's grid (Snakemake targets)"),
     "record": ("core.record", "one line per run record"),
     "session": ("core.session", "run a study's command and log the call in calls.jsonl"),
     "rebuild": ("report.rebuild", "remake a stored study's summary, figures and paper"),
     "readme": ("report.readme", "regenerate the results block of the project's README"),
+    "compare": ("report.reproduction", "a study against a stored one: did it reproduce? (reproduction.md)"),
+    "model": ("core.plug_check", "check the configured model (built-in or plugged) and print its facts"),
+    "compare-models": ("aggregate.models", "a plugged model's speedups against the built-in model's, same cells"),
 }
 
 

@@ -3,80 +3,96 @@
 #   containers/build.sh                 # CUDA image, compile-study:cuda, containers/build/compile-study-cuda.tar.zst
 #   VARIANT=cpu containers/build.sh     # CPU image, compile-study:cpu (what CI tests)
 # Settings (environment):
-#   VARIANT  cuda (default) or cpu: which torch build the wheelhouse holds
+#   VARIANT  cuda (default) or cpu: which lock (locks/cuda.txt or locks/cpu.txt) the image installs
+#   HUB      0 (default) or 1: also locks/hub.txt (datasets, pyarrow, ...: the `hf` data source); tag :VARIANT-hub
 #   BASE     a Debian bookworm image to build on, e.g. docker.io/library/debian:bookworm where a registry
 #            is reachable; unset, a minimal bookworm is made locally with mmdebstrap (localhost/debian:bookworm)
-#   ENGINE   podman (default) or docker
+#   ENGINE   podman (default) or docker (without podman's --timestamp: no reproducible image ID)
 #   SAVE     1 (default) saves the archive; 0 skips it
-#   PYTHON   the host's Python 3.11 that builds the wheelhouse (the image's Python is bookworm's 3.11)
+#   PYTHON   the host's Python 3.11 that downloads the wheelhouse (the image's Python is bookworm's 3.11)
+# Needs: podman (or docker), git, zstd, a Python 3.11, and mmdebstrap unless BASE is set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VARIANT=${VARIANT:-cuda}
+HUB=${HUB:-0}
 ENGINE=${ENGINE:-podman}
 SAVE=${SAVE:-1}
 PYTHON=${PYTHON:-python3}
-TAG=compile-study:$VARIANT
+NAME=$VARIANT$([[ $HUB == 1 ]] && echo -hub || true)
+TAG=compile-study:$NAME
 WORK=containers/build            # git-ignored: base rootfs, wheelhouses, contexts, archives
 CONTEXT=$WORK/context-$VARIANT
 mkdir -p "$WORK"
 [[ $VARIANT == cuda || $VARIANT == cpu ]] || { echo "VARIANT must be cuda or cpu, not '$VARIANT'" >&2; exit 2; }
+[[ $HUB == 0 || $HUB == 1 ]] || { echo "HUB must be 0 or 1, not '$HUB'" >&2; exit 2; }
+# The commit's time: the image's created time and every file time in the layers this build writes
+# (podman's --timestamp), so that a rebuild at the same commit gives the same image ID.
+EPOCH=$(git log -1 --format=%ct 2>/dev/null || echo 0)
+COMMIT=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT-dirty"
 
 make_base() {  # a minimal Debian bookworm from Debian's own mirror: no container registry needed
     if [[ -n ${BASE:-} ]]; then return; fi
     BASE=localhost/debian:bookworm
     if "$ENGINE" image inspect "$BASE" >/dev/null 2>&1; then return; fi
     echo "== making $BASE with mmdebstrap"
-    mmdebstrap --quiet --variant=minbase bookworm "$WORK/bookworm-rootfs.tar"
+    SOURCE_DATE_EPOCH=$EPOCH mmdebstrap --quiet --variant=minbase bookworm "$WORK/bookworm-rootfs.tar"
     "$ENGINE" import "$WORK/bookworm-rootfs.tar" "$BASE"
     rm "$WORK/bookworm-rootfs.tar"
 }
 
-pip_for_variant() {  # pip as this host is set up (cpu), or PyPI alone (cuda: its Linux torch is the CUDA build)
-    if [[ $VARIANT == cuda ]]; then
-        env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null "$WORK/pip-venv/bin/pip" "$@"
-    else
-        "$WORK/pip-venv/bin/pip" "$@"
-    fi
-}
-
-make_wheelhouse() {  # every pinned package as a wheel for bookworm's Python 3.11, plus the project's own wheel
+make_context() {  # the locks, every locked file for bookworm's Python 3.11 (hash-checked), the project's source
     "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
         || { echo "PYTHON must be a Python 3.11 (the image's); set PYTHON=python3.11" >&2; exit 2; }
     [[ -x $WORK/pip-venv/bin/pip ]] || "$PYTHON" -m venv "$WORK/pip-venv"
-    mkdir -p "$CONTEXT/wheels" "$CONTEXT/project"
-    cp requirements.txt "$CONTEXT/requirements.txt"
-    # --find-links to the wheelhouse itself: wheels fetched by an earlier build are reused, not fetched again
-    pip_for_variant wheel --quiet --wheel-dir "$CONTEXT/wheels" --find-links "$CONTEXT/wheels" -r requirements.txt
-    rm -f "$CONTEXT"/project/*.whl
-    # built from a copy, so that setuptools' build/ and egg-info stay out of the checkout
-    rm -rf "$WORK/project-src" && mkdir -p "$WORK/project-src"
-    cp -r pyproject.toml compile_study "$WORK/project-src/"
-    "$WORK/pip-venv/bin/pip" wheel --quiet --no-deps --wheel-dir "$CONTEXT/project" "$WORK/project-src"
-    local torch_version
-    torch_version=$(sed -n 's/^torch==\([^ ]*\).*/\1/p' requirements.txt)
-    local torch_wheel=("$CONTEXT"/wheels/torch-"$torch_version"*.whl)
-    echo "torch wheel: $(basename "${torch_wheel[0]}")"
-    if [[ $VARIANT == cpu && ${torch_wheel[0]} != *+cpu* ]]; then
-        echo "note: this pip resolved torch to a non-CPU build (the image works, only larger); for the CPU" \
-             "build set PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu" >&2
-    fi
+    rm -rf "$CONTEXT/locks" "$CONTEXT/project"
+    mkdir -p "$CONTEXT/wheels" "$CONTEXT/locks" "$CONTEXT/project"
+    cp "locks/$VARIANT.txt" locks/hub.txt "$CONTEXT/locks/"
+    local locks=(-r "locks/$VARIANT.txt")
+    if [[ $HUB == 1 ]]; then locks+=(-r locks/hub.txt); fi
+    # Wherever this host's pip looks (for the CPU lock it must offer torch's CPU build), only files whose
+    # sha256 the lock names are taken; files already in the wheelhouse are not fetched again, and any the
+    # locks do not name (an older build's) are removed first: the image's pip would try a local file
+    # before the one the lock names and refuse it.
+    local file
+    for file in "$CONTEXT"/wheels/*; do
+        [[ -f $file ]] || continue
+        grep -q "sha256:$(sha256sum "$file" | cut -d' ' -f1)" locks/*.txt || rm "$file"
+    done
+    "$WORK/pip-venv/bin/pip" download --quiet --no-deps --require-hashes --dest "$CONTEXT/wheels" "${locks[@]}"
+    cp -r pyproject.toml compile_study "$CONTEXT/project/"
+    # The commit, in the project's layer: podman's cache keys a LABEL by its text, not by the build argument
+    # in it, so without a changed layer below, a new commit's image would keep the old commit's labels.
+    echo "$COMMIT" > "$CONTEXT/project/REVISION"
+    find "$CONTEXT/project" -name __pycache__ -prune -exec rm -rf {} +
+    find "$CONTEXT/project" -exec touch --no-dereference --date="@$EPOCH" {} +  # the same bytes and times for a commit
 }
 
 build_image() {
-    local commit
-    commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-    git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
+    local old new
+    old=$("$ENGINE" image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)
     local start=$SECONDS
-    "$ENGINE" build --file containers/Dockerfile --tag "$TAG" --build-arg BASE="$BASE" \
-        --build-arg VARIANT="$VARIANT" --build-arg COMMIT="$commit" "$CONTEXT"
+    local repro=()
+    [[ $ENGINE == podman ]] && repro=(--timestamp "$EPOCH")
+    "$ENGINE" build --layers --force-rm "${repro[@]}" --file containers/Dockerfile --tag "$TAG" \
+        --build-arg BASE="$BASE" --build-arg VARIANT="$VARIANT" --build-arg HUB="$HUB" \
+        --build-arg COMMIT="$COMMIT" "$CONTEXT"
+    new=$("$ENGINE" image inspect --format '{{.Id}}' "$TAG")
+    # The image this tag named before is left untagged: remove it (its own layers go with it, the cached
+    # ones the new image shares stay) unless another tag or a container still uses it.
+    if [[ -n $old && $old != "$new" ]] && [[ -z $("$ENGINE" image inspect --format '{{join .RepoTags ""}}' "$old" 2>/dev/null) ]]; then
+        "$ENGINE" rmi "$old" >/dev/null 2>&1 && echo "removed the previous $TAG, $old" || true
+    fi
+    echo "layers (size, instruction):"
+    "$ENGINE" history --format '{{.Size}}\t{{.CreatedBy}}' "$TAG" | grep -v '^0 B' | cut -c1-110 | sed 's/^/    /'
     local size
     size=$("$ENGINE" image inspect --format '{{.Size}}' "$TAG")
-    echo "image $TAG (commit $commit): built in $((SECONDS - start)) s, $((size / 1000000)) MB"
+    echo "image $TAG (commit $COMMIT): ID $new, built in $((SECONDS - start)) s, $((size / 1000000)) MB"
 }
 
 save_archive() {  # the archive Apptainer builds from (containers/compile-study.def) and a host without a registry loads
-    local archive=$WORK/compile-study-$VARIANT.tar.zst
+    local archive=$WORK/compile-study-$NAME.tar.zst
     local start=$SECONDS
     local format=()
     [[ $ENGINE == podman ]] && format=(--format docker-archive)  # Docker's layout, which every tool reads
@@ -86,9 +102,9 @@ save_archive() {  # the archive Apptainer builds from (containers/compile-study.
 
 start=$SECONDS
 make_base
-echo "== wheelhouse ($VARIANT) in $CONTEXT"
-make_wheelhouse
+echo "== build context ($NAME) in $CONTEXT"
+make_context
 echo "== building $TAG on $BASE"
 build_image
 if [[ $SAVE == 1 ]]; then save_archive; fi
-echo "containers/build.sh $VARIANT: done in $((SECONDS - start)) s"
+echo "containers/build.sh $NAME: done in $((SECONDS - start)) s"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,32 @@ def cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--tier-record", metavar="PATH", help="write this session's outcome (counts, wall time, "
+                     "hardware, versions, commit) as JSON to PATH, e.g. results/cuda/tests/gpu.json")
+
+
+SESSION_START = pytest.StashKey[float]()
+
+
+def pytest_sessionstart(session):
+    session.config.stash[SESSION_START] = time.time()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    path = config.getoption("--tier-record")
+    if not path:
+        return
+    from compile_study.core import env
+    from compile_study.core.io import write_json_atomic
+
+    outcomes = {k: len(v) for k, v in terminalreporter.stats.items() if k}  # "" holds passing setups/teardowns
+    wall = time.time() - config.stash[SESSION_START]
+    write_json_atomic(path, env.test_session(outcomes, wall, config.option.markexpr, list(config.invocation_params.args)))
+    terminalreporter.write_line(f"tier record: {path}")
 
 
 def pytest_configure(config):

@@ -19,17 +19,15 @@ def test_inductor_cache_is_cold_when_fresh_and_warm_when_reused(tmp_path, monkey
 
 def test_two_timed_jobs_never_share_a_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(isolation, "count_gpus", lambda: 2)
-    pinned = []
-    monkeypatch.setattr(isolation, "pin_cores", lambda slot, slots: pinned.append((slot, slots)))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    first = isolation.claim_gpu(tmp_path)
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    second = isolation.claim_gpu(tmp_path)  # gpu0 is held: the next job gets gpu1
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
-    first.release()
-    second.release()
-    assert pinned == [(0, 2), (1, 2)]
+    first = isolation.take_gpu(tmp_path)
+    second = isolation.take_gpu(tmp_path)  # gpu0 is held: the next job gets gpu1
+    assert (first[1:], second[1:]) == ((0, 2), (1, 2))
+    first[0].release()
+    third = isolation.take_gpu(tmp_path)  # gpu0 free again
+    assert third[1] == 0 and "CUDA_VISIBLE_DEVICES" not in os.environ  # the child is told, not this process
+    second[0].release()
+    third[0].release()
 
 
 def test_timed_jobs_on_two_gpus_get_disjoint_cores(monkeypatch):
@@ -39,13 +37,17 @@ def test_timed_jobs_on_two_gpus_get_disjoint_cores(monkeypatch):
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS"):
         monkeypatch.setenv(var, "unset")
     first, second = isolation.pin_cores(0, 2), isolation.pin_cores(1, 2)
-    assert first == [0, 1, 2, 3] and second == [4, 5, 6, 7]
+    assert first == [0, 1, 2, 3] and second == [4, 5, 6, 7] == isolation.core_share(1, 2)
     assert os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
+    assert isolation.job_threads(16, first) == 4 and isolation.job_threads(2, None) == 2
 
 
 def test_single_gpu_or_cpu_hosts_claim_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(isolation, "count_gpus", lambda: 1)
-    assert isolation.claim_gpu(tmp_path) is None
+    assert isolation.take_gpu(tmp_path) is None
+    monkeypatch.setattr(isolation, "count_gpus", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a cluster gave the job its GPU
+    assert isolation.take_gpu(tmp_path) is None
 
 
 def test_threads_are_bounded_before_torch_starts(monkeypatch):

@@ -7,13 +7,15 @@ import importlib
 import json
 import math
 
+import pandas as pd
 import pytest
 import torch
 import yaml
 
-from compile_study.checks import concurrency, timer_check
+from compile_study.checks import concurrency, launcher, timer_check
 from compile_study.core import config_check
 from compile_study.core.layout import CHECKS
+from compile_study.report import appendix
 
 from .conftest import REPO, TINY_MODEL
 
@@ -64,3 +66,35 @@ def test_every_check_the_layout_names_is_one_a_config_may_turn_on():
     assert yaml.safe_load(schema.read_text())["definitions"]["checks"]["items"]["enum"] == list(CHECKS)
     config = yaml.safe_load((REPO / "config.yaml").read_text()) | {"checks": {"cuda": list(CHECKS)}}
     assert config_check.schema_errors(config, schema) == []
+
+
+@pytest.mark.compile
+def test_the_launcher_check_runs_one_cell_both_ways_alternating(synthetic_data, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # its Inductor cache goes under resources/
+    settings = {"warmup_steps": 2, "timed_steps": 6, "interleave_chunk": 3, "max_epoch_steps": 3, "phase_steps": 1,
+                "profile_steps": 1, "recompile_limit": 8, "lr": 3e-4, "seed": 0}
+    out = launcher.run_check(str(synthetic_data), TINY_MODEL, "cpu", settings, str(tmp_path / "check.log"), threads=1,
+                             rounds=2, cell=("default", 8, "fp32"))
+    assert [r["order"] for r in out["results"]] == ["warm first", "fresh first"]
+    for r in out["results"]:
+        assert r["ratio"] == pytest.approx(r["speedup"]["warm"] / r["speedup"]["fresh"])
+        warm, fresh = r["overhead_s"]["warm"], r["overhead_s"]["fresh"]
+        assert fresh["imports_s"] > warm["imports_s"]  # the fresh process imports torch; the launcher's child not
+        assert r["fixed_cost_s"]["fresh"] > r["fixed_cost_s"]["warm"] > 0
+        for o in (warm, fresh):  # every second of each process booked
+            assert sum(v for k, v in o.items() if k != "total_s") == pytest.approx(o["total_s"], rel=0.05)
+    s = out["summary"]
+    assert s["n"] == 2 and s["low"] <= s["ratio"] <= s["high"]
+
+
+@pytest.mark.unit
+def test_the_appendix_reads_the_launcher_check_against_its_cells_band():
+    check = {"applicable": True, "compile_mode": "default", "shape_regime": "static", "precision": "fp32",
+             "batch_size": 8, "summary": {"ratio": 1.01, "low": 0.97, "high": 1.05, "method": "t on log ratio, n = 3"},
+             "results": [{"ratio": r, "fixed_cost_s": {"warm": 0.4, "fresh": 3.5}} for r in (0.99, 1.01, 1.03)]}
+    row = {"compile_mode": "default", "compile_scope": "module", "shape_regime": "static", "precision": "fp32",
+           "batch_size": 8, "aa_low": 0.9, "aa_high": 1.11, "aa_n": 3}
+    (para,) = appendix.launcher_paras(check, pd.DataFrame([row]))
+    assert "[0.97, 1.05]" in para.text and "0.40 s" in para.text and "3.50 s" in para.text
+    assert "[0.90, 1.11]" in para.text and appendix.LAUNCHER_VERDICT["no measurable difference"] in para.text
+    assert appendix.launcher_paras({"applicable": False}, pd.DataFrame([row])) == []

@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from compile_study.measure.profiling import CPU_LABEL, busy_time_us, profile_steps, write_empty_trace
+from compile_study.core.io import write_empty_trace
+from compile_study.measure.profiling import CPU_LABEL, busy_time_us, profile_steps
 
 pytestmark = pytest.mark.unit
 

@@ -57,7 +57,7 @@ def test_the_project_readme_quotes_the_stored_study_as_generated():
     `python -m compile_study readme README.md reference/<name>` after the study or the summary changes)."""
     from compile_study.report import readme
 
-    study = next(p for p in STORED if (p / "calls.jsonl").is_file())
+    study = readme.quoted_study(REPO)
     current = (REPO / "README.md").read_text()
     assert readme.update_project_readme(REPO / "README.md", study.relative_to(REPO)) == current
     assert f"reference/{study.name}/README.md" in current and "| 512 | `reduce-overhead` |" in current

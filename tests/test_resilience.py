@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
@@ -15,6 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from compile_study.core import resume
 from compile_study.report import numbers
 
 from .conftest import REPO, TINY_MODEL
@@ -40,6 +40,30 @@ run.measure = measure
 '''
 
 
+# Loaded by the study's Snakemake (via PYTHONPATH): after the first run's record is written, its job lingers, so
+# that an interrupt lands while the job is still finishing (Snakemake has not yet registered it as done).
+LINGER = '''
+import time
+from compile_study.measure import jobs
+
+_write = jobs.write_json_atomic
+
+def write_json_atomic(path, obj):
+    _write(path, obj)
+    if "/runs/" in str(path):
+        time.sleep(6)
+
+jobs.write_json_atomic = write_json_atomic
+'''
+
+
+def with_sitecustomize(tmp_path: Path, code: str) -> dict:
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(code)
+    return os.environ | {"PYTHONPATH": os.pathsep.join([str(inject), os.environ.get("PYTHONPATH", "")])}
+
+
 def tiny_study(tmp_path: Path, batch_sizes: list[int], repeats: int = 1) -> list[str]:
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     cfg["data"] |= {"source": "synthetic", "synthetic_rows": 400, "vocab_size": 300}
@@ -47,7 +71,8 @@ def tiny_study(tmp_path: Path, batch_sizes: list[int], repeats: int = 1) -> list
     cfg["device"] = "cpu"
     cfg["grids"]["cpu"] = [{"name": "tiny", "compile_mode": ["eager"], "batch_size": batch_sizes,
                             "shape_regime": ["static"], "precision": ["fp32"], "repeats": repeats,
-                            "warmup_steps": 2, "timed_steps": 4, "interleave_chunk": 2, "max_epoch_steps": 3}]
+                            "warmup_steps": 2, "timed_steps": 4, "interleave_chunk": 2, "max_epoch_steps": 3,
+                            "phase_steps": 2, "profile_steps": 1}]
     cfg["claims"] = {"mlp": {"cpu": {"batch_sizes": []}}}  # no MLP benchmark: its claim reads "not measured"
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
@@ -55,11 +80,8 @@ def tiny_study(tmp_path: Path, batch_sizes: list[int], repeats: int = 1) -> list
 
 
 def test_failed_configurations_are_recorded_and_the_study_completes(tmp_path):
-    inject = tmp_path / "inject"
-    inject.mkdir()
-    (inject / "sitecustomize.py").write_text(INJECT)
+    env = with_sitecustomize(tmp_path, INJECT)
     cmd = tiny_study(tmp_path, [8, 16, 32])
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(inject), os.environ.get("PYTHONPATH", "")])}
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
 
@@ -82,23 +104,16 @@ def test_a_killed_study_resumes_with_every_earlier_record_intact(tmp_path):
     runs = tmp_path / "results/cpu/runs"
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    deadline = time.time() + 300
+    deadline = time.time() + 900
     while time.time() < deadline and len(list(runs.rglob("r*.json"))) < 3:
         time.sleep(0.1)
     time.sleep(1.0)  # now a run is in the middle of its work
-    os.killpg(proc.pid, signal.SIGKILL)  # the whole study: Snakemake and the job it was running
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole study: Snakemake, the launcher's server and the run's process
     proc.wait()
-    # A record whose job Snakemake had not yet registered as finished is still marked incomplete
-    # (.snakemake/incomplete/<urlsafe base64 of the path>, as snakemake.persistence names it)
-    # (the kill can land between the job's write and that bookkeeping); it is rerun, never trusted.
-    incomplete = tmp_path / ".snakemake" / "incomplete"
-
-    def finished(p: Path) -> bool:
-        marker = base64.urlsafe_b64encode(str(p.relative_to(tmp_path)).encode()).decode()
-        return not (incomplete / marker).exists()
-
-    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in runs.rglob("r*.json") if finished(p)}
-    assert 2 <= len(before) < 8, "the kill should land in the middle of the study"
+    # Every record written before the kill is whole (records are written atomically, last); one whose job
+    # Snakemake had not yet registered as finished is still marked incomplete, and is kept all the same.
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in runs.rglob("r*.json")}
+    assert 3 <= len(before) < 8, "the kill should land in the middle of the study"
 
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)  # the same command
     assert res.returncode == 0, res.stderr[-3000:]
@@ -109,4 +124,28 @@ def test_a_killed_study_resumes_with_every_earlier_record_intact(tmp_path):
     for p in after:
         assert json.loads(p.read_text())["status"] == "ok"  # no truncated record
     assert not list(tmp_path.rglob(".*.tmp"))  # no partial file left anywhere
+    assert (tmp_path / "results/cpu/paper.md").is_file()
+
+
+def test_an_interrupt_while_a_job_finishes_keeps_its_record(tmp_path):
+    env = with_sitecustomize(tmp_path, LINGER)
+    cmd = tiny_study(tmp_path, [8, 16])
+    runs = tmp_path / "results/cpu/runs"
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not list(runs.rglob("r*.json")):
+        time.sleep(0.1)
+    time.sleep(1.0)  # the record is written; its job is still finishing
+    os.killpg(proc.pid, signal.SIGINT)  # ^C at the terminal
+    proc.wait(timeout=120)
+    (first,) = runs.rglob("r*.json")
+    before = first.read_bytes(), first.stat().st_mtime_ns
+    rel = str(first.relative_to(tmp_path))
+    assert rel in resume.marked(tmp_path / ".snakemake/incomplete")  # Snakemake would have thrown it away
+
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)  # the same command
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (first.read_bytes(), first.stat().st_mtime_ns) == before  # kept, not remeasured
+    assert "kept 1 output(s)" in res.stderr and len(list(runs.rglob("r*.json"))) == 2
     assert (tmp_path / "results/cpu/paper.md").is_file()

@@ -31,3 +31,24 @@ def test_each_call_is_one_line_with_its_status_and_snakemake_log(tmp_path, monke
     assert first["snakemake_log"] == "calls/1.snakemake.log"  # this call's log, not the stale one
     assert (tmp_path / "logs/cuda/calls/1.snakemake.log").read_text() == "this call"
     assert "snakemake_log" not in second  # that call wrote no Snakemake log
+
+
+def test_a_test_tier_is_kept_with_its_counts_versions_and_commit_and_read_into_the_readme(tmp_path):
+    """`pytest --tier-record PATH` keeps a session's outcome; the study README quotes it in one line."""
+    import json
+    import subprocess
+    import sys
+
+    from compile_study.report import readme
+
+    from .conftest import REPO
+
+    kept = tmp_path / "tests" / "unit.json"
+    tests = ["tests/test_model.py::test_bad_head_count_is_rejected", "tests/test_model.py::test_default_is_four_layers_four_heads"]
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "unit", *tests,
+                    "--tier-record", str(kept)], cwd=REPO, check=True, capture_output=True)
+    t = json.loads(kept.read_text())
+    assert (t["tier"], t["passed"], t["failed"], t["skipped"], t["error"]) == ("unit", 2, 0, 0, 0)
+    assert t["torch"] and t["device_type"] in ("cpu", "cuda") and len(t["git_commit"]) == 40 and t["wall_s"] > 0
+    line = readme.test_line(t)
+    assert line.startswith("`-m unit`: 2 passed, 0 failed, 0 skipped, 0 errors in ") and t["git_commit"][:12] in line

@@ -25,7 +25,7 @@ from .test_workflow import check_tiny_paper, write_tiny_config
 
 # --- what the test relies on in the workflow and in the SLURM executor, in one place ---
 PROFILE = REPO / "profiles" / "slurm-ci"
-JOB_RULES = {"prepare_data", "train_run", "parity", "measure_peak", "mlp_claim", "summarize", "figures", "paper",
+JOB_RULES = {"prepare_data", "check_model", "train_run", "parity", "measure_peak", "mlp_claim", "summarize", "figures", "paper",
              "study_readme"} | (
     {"paper_pdf"} if shutil.which("latexmk") else set())
 LOCAL_RULES = {"all", "study_facts", "study_config"}  # the workflow's localrules: copies, never queued

@@ -77,7 +77,8 @@ def test_overhead_parts_are_non_negative_and_add_up_to_the_total(synthetic_data)
     named = sum(v for k, v in parts.items() if k != "total_s")
     assert named <= parts["total_s"] and named == pytest.approx(parts["total_s"], rel=0.05), parts
     assert parts["timed_s"] > 0 and parts["profiler_s"] > 0 and parts["accuracy_s"] > 0 and parts["data_load_s"] > 0
-    assert parts["compile_s"] == pytest.approx(rec["metrics"]["warmup_excess_s"])
+    # compile: building the model and its compile switch (milliseconds for the tiny model), then the warm-up's excess
+    assert 0 <= parts["compile_s"] - rec["metrics"]["warmup_excess_s"] < 0.5
 
 
 @pytest.mark.unit
@@ -147,13 +148,17 @@ def test_compiled_losses_match_eager(synthetic_data):
 
 
 @pytest.mark.unit
-def test_the_clock_counts_from_the_process_creation():
-    code = ("import time; time.sleep(0.5); from compile_study.core.clock import Clock; "
-            "print(Clock.since_process_start().elapsed())")
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
-    wall = time.perf_counter() - t0
-    assert 0.5 <= float(out.stdout) <= wall + 0.02  # /proc ticks are 10 ms
+def test_the_clock_goes_on_in_another_process_of_the_host():
+    clock = Clock()
+    with clock.part("gpu_wait_s"):
+        time.sleep(0.05)
+    code = ("import json, sys, time; from compile_study.core.clock import Clock; c = Clock.resume(json.loads(sys.argv[1]));"
+            " c.lap('process_start_s'); print(json.dumps(c.state()))")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(clock.state())], capture_output=True, text=True,
+                         check=True, cwd=REPO)
+    resumed = Clock.resume(json.loads(out.stdout))
+    # the child's lap holds the interpreter's start: perf_counter is one clock for the whole host
+    assert 0.0 < resumed.parts["process_start_s"] < resumed.elapsed() and resumed.parts["gpu_wait_s"] >= 0.05
     clock = Clock()
     with clock.part("timed_s"):
         time.sleep(0.05)

@@ -219,7 +219,8 @@ def kernels(summary: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
 def overhead(records: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
     """Where the study's time went: each part of the runs' wall time summed over every record."""
     cuda = (records.device_type == "cuda").any()
-    parts = [k for k in record.OVERHEAD if k != "total_s" and f"overhead_{k}" in records]
+    parts = [k for k in record.OVERHEAD if k != "total_s" and f"overhead_{k}" in records
+             and records[f"overhead_{k}"].notna().any()]  # a part newer than the records is not drawn
     names = {k: ("CUDA init" if cuda else "device init") if k == "cuda_init_s" else k.removesuffix("_s").replace("_", " ")
              for k in parts}
     totals = pd.Series({names[k]: pd.to_numeric(records[f"overhead_{k}"]).sum() for k in parts}) / 60

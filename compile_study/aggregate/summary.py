@@ -27,7 +27,8 @@ CELL = ["device_type", "reference_regime", "precision", "batch_size"]
 CONFIG = ["device_type", "shape_regime", "precision", "batch_size", "compile_mode", "compile_scope"]
 NUMERIC = (list(record.SCALARS) + [f"{side}_{k}" for side in record.PROFILE_SIDES for k in record.PROFILE]
            + [f"overhead_{k}" for k in record.OVERHEAD])
-TEXT = ("profile_top_kernels", "reference_profile_top_kernels", "kernel_kind", "graph_break_reasons")
+TEXT = ("profile_top_kernels", "reference_profile_top_kernels", "kernel_kind", "graph_break_reasons", "model_class",
+        "model_plug")
 PARITY_COLUMNS = [
     "compile_mode", "precision", "batch_size", "loss_steps", "train_steps", "max_rel_loss_diff", "loss_rtol",
     "loss_ok", "eager_accuracy", "compiled_accuracy", "accuracy_delta_points", "accuracy_ok",

@@ -40,6 +40,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from compile_study.core.env import collect
 from compile_study.measure.timing import synchronize, time_call
 
 CLAIM = "the classic two-layer MLP example is 1.2-1.5x faster compiled (timeit, 100 steps, no device sync)"
@@ -222,3 +223,12 @@ def run(batch_sizes: list[int], device: torch.device, steps: int = 100, repeats:
     finally:
         torch.set_float32_matmul_precision(previous)
     return {"claim": CLAIM, "setup": setup, "device": str(device), "torch": torch.__version__, "rows": rows}
+
+
+def job(batch_sizes: list, device: str, steps: int, repeats: int, seed: int, host: dict) -> dict:
+    """Rule mlp_claim's process (measure/jobs.py): `run` on the device, with the environment it ran in."""
+    dev = torch.device(device)
+    result = run([int(bs) for bs in batch_sizes], dev, steps=int(steps), repeats=int(repeats), seed=int(seed))
+    result["env"] = collect(dev, host)
+    print([(row["batch_size"], row["status"], row.get("proper_speedup")) for row in result["rows"]])
+    return result

@@ -22,6 +22,7 @@ from compile_study.core.model import ModelConfig
 from compile_study.core.record import RunConfig
 from compile_study.measure.compile import compile_model, make_step, new_model
 from compile_study.measure.protocol import eval_accuracy
+from compile_study.measure.run import model_config_for
 from compile_study.measure.steps import set_precision
 
 # Max |compiled - eager| / |eager| loss over the first steps, per precision.
@@ -62,3 +63,11 @@ def check(model_cfg: ModelConfig, compile_mode: str, precision: str, data_dir: s
         "accuracy_ok": abs(delta_points) <= ACCURACY_POINTS,
         "eager_losses": eager_losses[:k], "compiled_losses": comp_losses[:k],
     }
+
+
+def job(data_dir: str, model: dict, compile_mode: str, precision: str, device: str, settings: dict) -> dict:
+    """Rule parity's process (measure/jobs.py): the check with the study's model, on its data."""
+    result = check(model_config_for(data_dir, model), compile_mode, precision, data_dir, torch.device(device),
+                   **settings)
+    print({k: v for k, v in result.items() if not k.endswith("_losses")})
+    return result

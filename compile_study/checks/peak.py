@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from compile_study.core.env import collect
 from compile_study.measure.timing import time_steps
 
 
@@ -28,3 +29,11 @@ def measure_peak(device: torch.device) -> dict:
         out[precision] = {"tflops": matmul_tflops(n, dtype, device), "n": n, "dtype": str(dtype)}
     torch.set_float32_matmul_precision("highest")
     return out
+
+
+def job(device: str, host: dict) -> dict:
+    """Rule measure_peak's process (measure/jobs.py): the peaks and the environment they were measured in."""
+    dev = torch.device(device)
+    peak = {"peaks": measure_peak(dev), "env": collect(dev, host)}
+    print(peak["peaks"])
+    return peak

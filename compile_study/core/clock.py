@@ -1,54 +1,42 @@
-"""Where a run's wall time goes: seconds per named part, from the process's creation to its record.
+"""Where a job's wall time goes: seconds per named part, from the job's start to its output written.
 
-Torch-free, so that the run's shim can start the clock before the heavy imports:
+Torch-free, so that the launcher (measure/launch.py), which never imports torch, starts the clock in the
+Snakemake job and hands it to the job's child process:
 
-    clock = Clock.since_process_start()   # the shim's first lines
-    ...                                   # log, threads, GPU claim, cache
-    clock.lap("process_start_s")          # interpreter start and all of the above
-    with clock.part("imports_s"):
-        from compile_study.measure.run import run_and_record
-    run_and_record(..., clock=clock)      # adds cuda_init_s, data_load_s, timed_s, ... (record.OVERHEAD)
+    clock = Clock()                          # the job starts (the launcher, in Snakemake's process)
+    with clock.part("gpu_wait_s"): ...       # waiting for a GPU
+    state = clock.state()                    # -> the child, with its arguments
+    clock = Clock.resume(state)              # the child's first line
+    clock.lap("process_start_s")             # the job's set-up and the process's creation
+    with clock.part("imports_s"): ...        # run_and_record adds cuda_init_s, data_load_s, timed_s, ...
 
-Parts do not overlap, so they add up to the total but for the small pieces no part names (building the
-models, the environment query). `timed_s` is the timing protocol's wall time (epochs, the eager
-reference's untimed first steps, the interleaved block) less what is booked as `compile_s`, the warm-up
-steps' excess over steady-state steps.
+`time.perf_counter` is CLOCK_MONOTONIC on Linux, one clock for every process of the host, so a child's
+reading and its parent's can be subtracted. Parts do not overlap, so they add up to the total;
+`timed_s` is the timing protocol's wall time (epochs, the eager reference's untimed first steps, the
+interleaved block) less what is booked as `compile_s`, the warm-up steps' excess over steady-state steps.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from contextlib import contextmanager
 
 
-def process_age_s() -> float | None:
-    """Seconds since this process was created, from Linux's /proc (10 ms ticks); None where unreadable."""
-    try:
-        with open("/proc/self/stat") as f:
-            stat = f.read()
-        with open("/proc/uptime") as f:
-            uptime_s = float(f.read().split()[0])
-    except (OSError, ValueError):
-        return None
-    # field 22, starttime, in clock ticks since boot; counted after the parenthesised command name,
-    # which may itself hold spaces, the fields from 3 on are split off at its closing parenthesis
-    start_ticks = int(stat.rsplit(")", 1)[1].split()[19])
-    return max(0.0, uptime_s - start_ticks / os.sysconf("SC_CLK_TCK"))
-
-
 class Clock:
-    """Wall seconds per named part since an origin: the process's creation, or the clock's own start."""
+    """Wall seconds per named part since an origin (a time.perf_counter reading)."""
 
-    def __init__(self, age_s: float = 0.0) -> None:
-        self.origin = time.perf_counter() - age_s
-        self.parts: Counter[str] = Counter()
+    def __init__(self, origin: float | None = None, parts: dict[str, float] | None = None) -> None:
+        self.origin = time.perf_counter() if origin is None else origin
+        self.parts: Counter[str] = Counter(parts or {})
+
+    def state(self) -> dict:
+        """What another process of this host needs to go on with this clock (Clock.resume)."""
+        return {"origin": self.origin, "parts": dict(self.parts)}
 
     @classmethod
-    def since_process_start(cls) -> Clock:
-        """Origin at the process's creation (where /proc cannot say, at this call)."""
-        return cls(process_age_s() or 0.0)
+    def resume(cls, state: dict) -> Clock:
+        return cls(state["origin"], state["parts"])
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.origin

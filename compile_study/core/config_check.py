@@ -10,6 +10,8 @@ once, each under the file (or `--config`) that set the bad value, without a trac
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,8 +19,17 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from compile_study.core import grid, vocab
-from compile_study.core.sources import CSV_LAYOUT, DataError, check_split, split_labels
+from compile_study.core import grid, sizes, vocab
+from compile_study.core.sources import (
+    CSV_LAYOUT,
+    KNOWN_SHA256,
+    DataError,
+    check_split,
+    csv_files,
+    csv_sha256,
+    read_ag_news_csv,
+    split_labels,
+)
 
 MERGED = "the merged config"  # where a value came from when no single source set it
 
@@ -53,7 +64,8 @@ def _describe(err: jsonschema.ValidationError) -> Problem:
         return Problem(f"{key}: {err.instance!r} is not allowed; allowed: {allowed}", path)
     if err.validator == "type":
         return Problem(f"{key}: {err.instance!r} has the wrong type; expected {err.validator_value}", path)
-    return Problem(f"{key}: {err.message}", path)
+    why = err.schema.get("$comment") if err.validator in ("maximum", "exclusiveMaximum") else None
+    return Problem(f"{key}: {err.message}" + (f" ({why})" if why else ""), path)
 
 
 def schema_errors(config: dict, schema_path: str | Path) -> list[Problem]:
@@ -72,21 +84,94 @@ def semantic_errors(config: dict, devices: list[str] | None = None) -> list[Prob
         out.append(Problem(f"model.d_model: {model['d_model']} is not divisible by model.n_heads ({model['n_heads']})",
                            ("model", "d_model"), ("model", "n_heads")))
     out += data_errors(config["data"])
+    out += model_errors(model)
     for device, grids in config["grids"].items():
         if devices is None or device in devices:
             out += grid_errors(device, grids, model["max_len"])
+            out += plug_grid_errors(device, grids, model)
+    return out + [Problem(text, path) for path, text in sizes.problems(config, devices)]
+
+
+def model_errors(model: dict) -> list[Problem]:
+    """A plug that cannot work, found without importing it (core/plug_check.py tries it before the first run)."""
+    factory, hf = model.get("factory"), model.get("hf_config")
+    if factory is not None and hf is not None:
+        return [Problem("model.factory and model.hf_config: set one of them, not both",
+                        ("model", "factory"), ("model", "hf_config"))]
+    if factory is not None:
+        return _factory_errors(factory)
+    if hf is not None:
+        return _hf_errors(hf, model["max_len"])
+    return []
+
+
+def _factory_errors(factory: str) -> list[Problem]:
+    module, _, function = factory.partition(":")
+    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", module) or not function.isidentifier():
+        return [Problem(f"model.factory: {factory!r} is not an import path of the form package.module:function",
+                        ("model", "factory"))]
+    try:  # imports the parent packages, not the module itself
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        return [Problem(f"model.factory: no module {module!r} can be imported (is it installed, or on PYTHONPATH?)",
+                        ("model", "factory"))]
+    return []
+
+
+def _hf_errors(hf: dict, max_len: int) -> list[Problem]:
+    out = []
+    if not isinstance(hf.get("model_type"), str):
+        out.append(Problem("model.hf_config.model_type: missing; name the transformers architecture, e.g. bert",
+                           ("model", "hf_config")))
+    for key, what in vocab.HF_SET_BY_STUDY.items():
+        if key in hf:
+            out.append(Problem(f"model.hf_config.{key}: set by the study ({what}); remove it", ("model", "hf_config")))
+    positions = hf.get("max_position_embeddings")
+    if isinstance(positions, int) and positions < max_len:
+        out.append(Problem(f"model.hf_config.max_position_embeddings: {positions} is less than model.max_len "
+                           f"({max_len}), the length static batches are padded to", ("model", "hf_config"),
+                           ("model", "max_len")))
+    if importlib.util.find_spec("transformers") is None:
+        out.append(Problem("model.hf_config: needs transformers, an optional dependency that is not installed "
+                           "(pinned in requirements.txt)", ("model", "hf_config")))
+    return out
+
+
+def plug_grid_errors(device: str, grids: list[dict], model: dict) -> list[Problem]:
+    """A sub-grid none of whose runs a plugged model can make (vocab.plug_not_applicable): it would measure
+    nothing. A sub-grid with some such runs is fine: they are recorded as not applicable, with the reason."""
+    if model.get("factory") is None and model.get("hf_config") is None:
+        return []
+    key = "model.factory" if model.get("factory") is not None else "model.hf_config"
+    out = []
+    for i, g in enumerate(grids):
+        runs = grid.expand([g])
+        why = {vocab.plug_not_applicable(k.compile_scope, k.shape_regime) for k in runs}
+        if runs and None not in why:
+            out.append(Problem(f"grids.{device}[{i}] ({g['name']}): a plugged model ({key}) can make none of its "
+                               f"runs: {'; '.join(sorted(why))}", ("grids", device, i), ("model",)))
     return out
 
 
 def data_errors(data: dict) -> list[Problem]:
-    """The CSV directory exists and holds test.csv; a split made from the data leaves both sides non-empty."""
+    """The CSV files of source csv are there and readable, and AG News' or parsed here (naming file and line);
+    a split made from the data leaves both sides non-empty."""
     if data["source"] == "csv":
         csv_dir = Path(data["csv_dir"] or "")
         if not data["csv_dir"] or not csv_dir.is_dir():
             return [Problem(f"data.csv_dir: {data['csv_dir']!r} is not a directory (needed by data.source: csv)",
                             ("data", "csv_dir"))]
-        if not (csv_dir / "test.csv").is_file():
-            return [Problem(f"data.csv_dir: {str(csv_dir)!r} has no test.csv ({CSV_LAYOUT})", ("data", "csv_dir"))]
+        try:
+            files = csv_files(csv_dir)
+            if "test.csv" not in files:
+                return [Problem(f"data.csv_dir: {str(csv_dir)!r} has no test.csv ({CSV_LAYOUT})", ("data", "csv_dir"))]
+            sha = csv_sha256(files, data.get("verify_sha256", True))
+            for name in [n for n in files if sha[n] != KNOWN_SHA256[n] and len(files) == 2]:
+                read_ag_news_csv(files[name])  # not AG News' own: parsed now (test.csv alone is, below)
+        except DataError as e:
+            return [Problem(f"data.csv_dir: {e}", ("data", "csv_dir"))]
     try:  # cheap: reads test.csv's labels or draws the synthetic ones; no tokenizer
         found = split_labels(data)
     except DataError as e:  # a malformed test.csv: its file and line
@@ -97,6 +182,26 @@ def data_errors(data: dict) -> list[Problem]:
         check_split(*found, data["eval_fraction"])
     except DataError as e:
         return [Problem(str(e), ("data", "eval_fraction"), ("data", "synthetic_rows"), ("data", "csv_dir"))]
+    return []
+
+
+def data_warnings(data: dict) -> list[Problem]:
+    """What source auto would pass over without a word: a csv_dir that is not there, has no test.csv, or holds a
+    file that cannot be read (the hub may still answer, so these are warnings, not errors)."""
+    if data["source"] != "auto" or not data["csv_dir"]:
+        return []
+    csv_dir = Path(data["csv_dir"])
+    fallback = ("with data.source auto the study falls back to the SYNTHETIC stand-in (not AG News) when the hub "
+                "does not answer")
+    if not csv_dir.is_dir():
+        return [Problem(f"data.csv_dir: {data['csv_dir']!r} is not a directory; {fallback}", ("data", "csv_dir"))]
+    try:
+        files = csv_files(csv_dir)
+    except DataError as e:
+        return [Problem(f"data.csv_dir: {e}; data preparation stops there when the hub does not answer",
+                        ("data", "csv_dir"))]
+    if "test.csv" not in files:
+        return [Problem(f"data.csv_dir: {data['csv_dir']!r} has no test.csv; {fallback}", ("data", "csv_dir"))]
     return []
 
 
@@ -176,6 +281,12 @@ def warn_before_start(problems: list[str]) -> None:
     """Problems a dry run may plan around (the workflow's `onstart` stops a real run on them)."""
     for p in problems:
         print(f"warning: {p} (a dry run plans the study; a run stops before its first job)", file=sys.stderr)
+
+
+def warn(problems: list[Problem], sources: list[tuple[str, Mapping]] = ()) -> None:
+    """Problems a study can run with (e.g. data_warnings), each under the source that set its keys."""
+    for p in problems:
+        print(f"warning: {p} (set in {source_of(p, sources)})", file=sys.stderr)
 
 
 def config_sources(workflow) -> list[tuple[str, Mapping]]:

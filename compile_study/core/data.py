@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compile_study.core.io import write_json_atomic, write_npy_atomic
+from compile_study.core.io import DISK_FULL, _atomic, write_json_atomic, write_npy_atomic
 from compile_study.core.sources import CLASSES, SPECIAL_TOKENS, load_corpus
 
 # ---------------------------------------------------------------- tokenizer + encoding
@@ -49,18 +49,17 @@ def prepare(data_cfg: dict, max_len: int, out_dir: str | os.PathLike, cache_dir:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     corpus = load_corpus(data_cfg, cache_dir)
-    available = len(corpus.train_texts)  # the corpus's train rows before data.max_train_rows
+    available = {"train": len(corpus.train_texts), "eval": len(corpus.eval_texts)}
     if data_cfg.get("max_train_rows"):
         n = data_cfg["max_train_rows"]
         corpus.train_texts, corpus.train_labels = corpus.train_texts[:n], corpus.train_labels[:n]
         corpus.notes.append(f"train split capped at the first {n:,} rows (data.max_train_rows)")
     tok = train_tokenizer(corpus.train_texts, data_cfg["vocab_size"])
-    tok_path = out / "tokenizer.json"
-    tok.save(str(tok_path) + ".tmp")
-    os.replace(str(tok_path) + ".tmp", tok_path)
+    save_tokenizer(tok, out / "tokenizer.json")
     facts = {
         "source": corpus.source,
         "description": corpus.description,
+        "corpus_rows": sum(available.values()),  # rows the source gave, before data.max_train_rows
         "notes": corpus.notes,
         "input_sha256": corpus.input_sha256,
         "csv_dir": corpus.csv_dir,
@@ -79,7 +78,7 @@ def prepare(data_cfg: dict, max_len: int, out_dir: str | os.PathLike, cache_dir:
         write_npy_atomic(out / f"{split}_labels.npy", np.asarray(labels, dtype=np.int64))
         facts["splits"][split] = {
             "rows": len(texts),  # the rows the runs use: epochs and break-even are counted in them
-            "rows_available": available if split == "train" else len(texts),
+            "rows_available": available[split],  # before data.max_train_rows
             "class_counts": {CLASSES[c]: int(n) for c, n in zip(*np.unique(labels, return_counts=True))},
             "token_length_percentiles": {f"p{q}": float(np.percentile(full, q)) for q in (50, 90, 99)}
             | {"max": int(full.max())},
@@ -91,6 +90,22 @@ def prepare(data_cfg: dict, max_len: int, out_dir: str | os.PathLike, cache_dir:
         print(f"warning: {w}", file=sys.stderr)
     write_json_atomic(out / "facts.json", facts)
     return facts
+
+
+def save_tokenizer(tok, path: Path) -> None:
+    """Written atomically; tokenizers reports a full disk as a plain Exception, made an OSError here so that it
+    ends in io's one line (the path and the free space)."""
+
+    def write(tmp: Path) -> None:
+        try:
+            tok.save(str(tmp))
+        except Exception as e:
+            full = [n for n in DISK_FULL if f"os error {n})" in str(e)]
+            if full:
+                raise OSError(full[0], str(e)) from None
+            raise
+
+    _atomic(path, write)
 
 
 TRUNCATION_WARNING = 0.5  # share of train rows cut at max_len past which the study no longer times news-length text

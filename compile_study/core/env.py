@@ -1,8 +1,10 @@
 """The environment a record was measured in: hardware, versions, code revision (torch is imported by
-`collect` alone, so that torch-free callers share `git_state`)."""
+`collect` alone, so that torch-free callers share `git_state` and `host_facts`)."""
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import os
 import platform
 import subprocess
@@ -45,29 +47,62 @@ def git_state() -> dict:
     return {"git_commit": commit, "git_dirty": bool(status)}
 
 
-def collect(device: torch.device) -> dict:
-    import torch
-
+def _version(dist: str) -> str | None:
     try:
-        import triton
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = None
-    env = {
-        "device_type": device.type,
+
+@functools.cache
+def host_facts(device_type: str) -> dict:
+    """What every run of one study process shares: the host, the installed versions, the code's revision.
+
+    Asked once (the launcher passes it to each run's process), since the git and nvidia-smi calls and the
+    triton import it replaces cost a run a second or more on a GPU host.
+    """
+    facts = {
+        "device_type": device_type,
         "device_name": cpu_model(),
-        "torch": torch.__version__,
-        "triton": triton_version,
-        "cuda": torch.version.cuda,
+        "torch": _version("torch"),
+        "triton": _version("triton") or _version("pytorch-triton"),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count(),
-        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "torch_threads": torch.get_num_threads(),
         "executable": sys.executable,
         **git_state(),
+    }
+    if device_type == "cuda":
+        facts["driver"] = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "--id=0"])
+    return facts
+
+
+def test_session(outcomes: dict[str, int], wall_s: float, markexpr: str, args: list[str]) -> dict:
+    """One pytest session's outcome where it ran: counts per outcome, wall time, the tier (`-m`), the command,
+    and the hardware, versions and commit (the record a study keeps of its test tiers; conftest --tier-record)."""
+    from datetime import UTC, datetime
+
+    import torch
+
+    env = collect(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    keep = ("device_type", "device_name", "torch", "triton", "cuda", "driver", "python", "cpu_model", "cpu_cores",
+            "git_commit", "git_dirty")
+    return {"tier": markexpr or "all", "command": " ".join(["python -m pytest", *args]),
+            "date_utc": datetime.now(UTC).isoformat(timespec="seconds"), "wall_s": round(wall_s, 1),
+            **{k: int(outcomes.get(k, 0)) for k in ("passed", "failed", "skipped", "error", "deselected")},
+            **{k: env.get(k) for k in keep}}
+
+
+def collect(device: torch.device, host: dict | None = None) -> dict:
+    """host_facts (or `host`, asked earlier) and what this process and its device add."""
+    import torch
+
+    env = dict(host or host_facts(device.type)) | {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "torch_threads": torch.get_num_threads(),
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
@@ -75,7 +110,6 @@ def collect(device: torch.device) -> dict:
             "device_name": props.name,
             "gpu_memory_gib": round(props.total_memory / 2**30, 1),
             "gpu_sm_count": props.multi_processor_count,
-            "driver": _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", f"--id={device.index or 0}"]),
             "cudnn": torch.backends.cudnn.version(),
         }
     return env

@@ -13,7 +13,7 @@ import itertools
 from pathlib import Path
 
 from compile_study.core import vocab
-from compile_study.core.layout import Layout
+from compile_study.core.layout import Layout, study_root
 from compile_study.core.record import RunKey
 
 STEP_KEYS = ("warmup_steps", "timed_steps", "max_epoch_steps", "interleave_chunk", "recompile_limit", "phase_steps",
@@ -63,8 +63,8 @@ def expand(grids: list[dict]) -> dict[RunKey, dict]:
     return runs
 
 
-def record_path(device: str, key: RunKey) -> str:
-    return Layout(f"results/{device}").record(key)
+def record_path(device: str, key: RunKey, model: dict | None = None) -> str:
+    return Layout(study_root(device, model)).record(key)
 
 
 def merge(config: dict, overlay: dict) -> dict:
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     config = load_config(args.configs)
     for key, steps in expand(config["grids"][args.device]).items():
         if not args.sub_grid or steps["sub_grid"] in args.sub_grid:
-            print(record_path(args.device, key))
+            print(record_path(args.device, key, config["model"]))
 
 
 if __name__ == "__main__":

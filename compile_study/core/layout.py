@@ -3,19 +3,25 @@
 A study directory holds everything its paper is made from and the paper itself:
 
     <root>/config.yaml                the study's merged config          <root>/facts.json     the data facts
+    <root>/model.json                 the model's class, parameters, FLOPs per token and plug (rule check_model)
     <root>/runs/<regime>/<precision>/<mode>/<scope>/bs<B>/r<repeat>.json (+ .trace.json.gz)   one record per run
     <root>/parity/<precision>/<mode>.json   <root>/peak.json   <root>/claims/mlp.json   <root>/checks/*.json
     <root>/summary.csv  parity.csv  claims.csv  environment.json  figures/  paper.md  paper.tex  paper.pdf
+    <root>/reproduction.md, reproduction.csv   against the stored study config `yardstick` names, if any
     <root>/README.md (generated)   <root>/calls.jsonl (the calls that ran it)   <root>/logs/ (a stored study's)
+    <root>/damaged/runs/...        records found damaged, set aside (with a .why.txt note) while their runs are redone
 
-A live study's root is `results/<device>` (under the project); a stored one (e.g. `reference/<name>`) is the
-same directory with its runs already done, and `snakemake --cores all --directory reference/<name>` remakes
-its summary, figures and paper through the same rules. Job logs go to `logs/` beside the root's parent
+A live study's root is `results/<device>` (under the project; `results/<device>-<name>` for a named or plugged
+model: `study_root`); a stored one (e.g. `reference/<name>`) is the same directory with its runs already done,
+and `snakemake --cores all --directory reference/<name>` remakes its summary, figures and paper through the
+same rules. Job logs go to `logs/` beside the root's parent
 tree, never into a stored study. Torch-free.
 """
 
 from __future__ import annotations
 
+import filecmp
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +29,7 @@ from compile_study.core.record import RunKey
 
 RECORD = "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}.json"
 PARITY = "parity/{precision}/{compile_mode}.json"
-CHECKS = ("timer_check", "reference_drift", "concurrency")  # optional method checks (compile_study/<name>.py)
+CHECKS = ("timer_check", "reference_drift", "concurrency", "launcher")  # optional method checks (checks/<name>.py)
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,11 @@ class Layout:
     @property
     def facts(self) -> str:
         return self._p("facts.json")
+
+    @property
+    def model(self) -> str:
+        """The checked model's facts (core/plug_check.py); a study stored before plugs has none."""
+        return self._p("model.json")
 
     @property
     def record_pattern(self) -> str:
@@ -98,6 +109,10 @@ class Layout:
     def paper(self, ext: str) -> str:
         return self._p(f"paper.{ext}")
 
+    def reproduction(self, ext: str) -> str:
+        """The study against its yardstick (report/reproduction.py): ext md (the report) or csv (its table)."""
+        return self._p(f"reproduction.{ext}")
+
     @property
     def readme(self) -> str:
         return self._p("README.md")
@@ -106,6 +121,24 @@ class Layout:
     def calls(self) -> str:
         """One line per call that ran the study (compile_study/core/session.py), when it was run through it."""
         return self._p("calls.jsonl")
+
+    def test_record(self, tier: str) -> str:
+        """A pytest session's outcome on this study's hardware (`pytest -m <tier> --tier-record <this>`)."""
+        return self._p(f"tests/{tier}.json")
+
+    def stored_test_records(self) -> list[str]:
+        return sorted(str(p) for p in Path(self.root or ".").glob("tests/*.json"))
+
+    @property
+    def damaged(self) -> str:
+        """Where damaged records are set aside (core/damaged.py), each beside a note saying what was wrong."""
+        return self._p("damaged")
+
+    def views(self) -> list[str]:
+        """What is made from the records (the tables, the figures, the papers, the README): none of it may stand
+        while a record it was made from is gone."""
+        return [self.summary, self.parity_table, self.claims, self.environment, self.figures,
+                self.paper("md"), self.paper("tex"), self.paper("pdf"), self.readme]
 
     def log(self, name: str) -> str:
         return f"{self.logs}/{name}.log"
@@ -116,6 +149,25 @@ class Layout:
 
     def stored_parity(self) -> list[str]:
         return sorted(str(p) for p in Path(self.root or ".").glob("parity/**/*.json"))
+
+
+def model_name(model: dict | None) -> str | None:
+    """The model's name in a directory's name: `model.name`, else a plugged model's (its factory's function, or
+    hf-<model_type>); None for the built-in model without a name."""
+    model = model or {}
+    name = model.get("name")
+    if not name and model.get("factory"):
+        name = model["factory"].rpartition(":")[2]
+    if not name and model.get("hf_config"):
+        name = f"hf-{model['hf_config'].get('model_type')}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name) if name else None
+
+
+def study_root(device: str, model: dict | None = None) -> str:
+    """A live study's directory: results/<device>, or results/<device>-<name> for a named or plugged model, so
+    that the studies of two models never share records, Inductor caches or logs."""
+    name = model_name(model)
+    return f"results/{device}" if name is None else f"results/{device}-{name}"
 
 
 def is_stored_study(directory: str | Path = ".") -> bool:
@@ -130,4 +182,32 @@ def stored_device(record_paths: list[str]) -> str:
 
     if not record_paths:
         raise SystemExit("this stored study has no run records under runs/")
-    return record.read(record_paths[0])["env"]["device_type"]
+    try:
+        return record.read(record_paths[0])["env"]["device_type"]
+    except record.RecordError as e:
+        raise SystemExit(str(e)) from None
+
+
+def same_study(a: str | Path, b: str | Path) -> bool:
+    """The same directory, or a copy of it (the same run records, byte for byte): comparing says nothing."""
+    a, b = Path(a), Path(b)
+    if a.resolve() == b.resolve():
+        return True
+    found = [sorted(Path(p).relative_to(d) for p in Layout(str(d)).stored_records()) for d in (a, b)]
+    return bool(found[0]) and found[0] == found[1] and all(filecmp.cmp(a / p, b / p, shallow=False) for p in found[0])
+
+
+def yardstick_problem(directory: str | Path, device: str) -> str | None:
+    """Why a directory cannot be the yardstick of a study on `device` (None if it can): config `yardstick` is
+    checked with it before any job (aggregate/compare.py makes the comparison)."""
+    d = Path(directory)
+    if not is_stored_study(d):
+        return f"{directory} is not a stored study (it needs config.yaml and runs/ with run records)"
+    paths = Layout(str(d)).stored_records()
+    if not paths:
+        return f"{directory} has no run records under runs/"
+    theirs = stored_device(paths)
+    if theirs != device:
+        return (f"{directory} is a {theirs} study and this is a {device} study: a reproduction compares studies "
+                "of one device type")
+    return None

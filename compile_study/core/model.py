@@ -36,8 +36,14 @@ class ModelConfig:
     # "nonzero": the same mean gathered through torch.nonzero, whose output shape depends on the data,
     # so Dynamo breaks the graph there (the study's deliberate graph-break variant)
     pooling: str = "mean"
+    # A model the user brings instead (core/plug.py): the keys above then size only the data (max_len)
+    name: str | None = None  # names the study's results directory (core/layout.py study_root); None: the default
+    factory: str | None = None  # "package.module:function" -> nn.Module taking (ids, attention_mask)
+    hf_config: dict | None = None  # a transformers config dict ({model_type: bert, ...}) for from_config
 
     def __post_init__(self) -> None:
+        if self.factory is not None and self.hf_config is not None:
+            raise ValueError("model.factory and model.hf_config: set one of them, not both")
         if self.d_model % self.n_heads:
             raise ValueError(f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}")
         if self.pooling not in ("mean", "nonzero"):
@@ -164,7 +170,8 @@ def segment_mean(x: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
 
 
 def train_flops(cfg: ModelConfig, batch_size: int, seq_len: int) -> float:
-    """Matmul FLOPs of one training step on a [batch_size, seq_len] batch (padding included).
+    """Matmul FLOPs of one training step on a [batch_size, seq_len] batch (padding included), counted by hand:
+    the reference that core/flops.py's count (used for every model's MFU) equals (tests/test_flops.py).
 
     Per layer and token: qkv (3 d^2) + output projection (d^2) + feed-forward (2 d d_ff)
     multiply-adds; attention adds QK^T and AV, 2 L d multiply-adds per token. The head adds

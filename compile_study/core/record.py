@@ -113,8 +113,10 @@ SCALARS = {
     "gain_over_eager_static": "real_tokens_per_s / eager_static_real_tokens_per_s",
     "padding_fraction": "share of computed token positions that are padding",
     "distinct_shapes": "distinct batch shapes in an epoch",
-    "train_flops_per_step": "matmul FLOPs per step over computed tokens (padding included)",
-    "real_train_flops_per_step": "matmul FLOPs per step over real tokens",
+    "train_flops_per_step": "FLOPs per step over computed tokens (padding included), counted (core/flops.py)",
+    "real_train_flops_per_step": "FLOPs per step over real tokens, each sequence at its own length",
+    "train_flops_per_token": "training FLOPs per token of a max_len sequence (the model's size in FLOPs)",
+    "model_params": "the model's parameters",
     "achieved_tflops": "train_flops_per_step / step time", "real_tflops": "real_train_flops_per_step / step time",
     "warmup_excess_s": "warm-up steps' time beyond as many steady steps (compilation and one-off init)",
     "first_step_s": "the first step's time", "epoch1_s": "epoch 1 wall time", "epoch2_s": "epoch 2 wall time",
@@ -150,6 +152,9 @@ TEXTS = {
     "profile": "torch.profiler summary of the subject (PROFILE below)",
     "reference_profile": "the same for the eager reference",
     "overhead_s": "where the run's wall time went (OVERHEAD below), seconds",
+    "model_class": "the model's class, module.Class (a plugged model's own)",
+    "model_plug": "the model's plug in words (core/plug.py describe): built-in, factory or transformers",
+    "job_window_unix": "the run's job: [start, end], seconds since the epoch (which call of a study it ran in)",
 }
 PROFILE = {
     "kernels_per_step": "device kernels per step (memcpy/memset apart)", "idle_fraction": "device idle share",
@@ -158,11 +163,52 @@ PROFILE = {
     "distinct_kernels": "distinct kernels",
 }
 PROFILE_SIDES = ("profile", "reference_profile")  # table columns: profile_<name>, reference_profile_<name>
-OVERHEAD = ("process_start_s", "imports_s", "cuda_init_s", "data_load_s", "compile_s", "timed_s",
-            "phase_split_s", "profiler_s", "inference_s", "accuracy_s", "total_s")
+# Where a run's wall time went, from its job's start to its record written (core/clock.py; measure/launch.py):
+# waiting for a GPU; the job's set-up and its process's creation; imports; CUDA's context; the environment
+# query; data; the model's FLOP count; compile; the timed protocol; the evidence passes; eval accuracy; the record;
+# the process's exit.
+OVERHEAD = ("gpu_wait_s", "process_start_s", "imports_s", "cuda_init_s", "env_s", "data_load_s", "flop_count_s",
+            "compile_s", "timed_s", "phase_split_s", "profiler_s", "inference_s", "accuracy_s", "record_s",
+            "teardown_s", "total_s")
+WORK = ("compile_s", "timed_s", "phase_split_s", "profiler_s", "inference_s", "accuracy_s")  # the rest: fixed cost
 ENV_KEYS = ("device_type", "device_name", "torch", "triton", "cuda", "driver", "python", "cpu_model", "cpu_cores",
-            "cpu_affinity", "git_commit", "git_dirty", "inductor_cache", "float32_matmul_precision",
+            "cpu_affinity", "git_commit", "git_dirty", "inductor_cache", "launcher", "float32_matmul_precision",
             "cuda_matmul_allow_tf32")
+
+
+def fixed_cost_s(overhead: dict) -> float | None:
+    """A run's wall time less its work (WORK): process, imports, CUDA's context, data, record, exit."""
+    if not overhead or overhead.get("total_s") is None:
+        return None
+    return overhead["total_s"] - sum(overhead.get(k) or 0.0 for k in WORK)
+
+
+class RecordError(ValueError):
+    """A record that cannot be read: the message names the file and what is wrong with it."""
+
+
+# The shape every readable version shares (upgrade fills in the rest); checked where a record is read, so that a
+# damaged or foreign file is named instead of failing deep inside the summary.
+SHAPE = {
+    "type": "object",
+    "required": ["schema_version", "config", "env", "status"],
+    "properties": {
+        "schema_version": {"type": "integer"},
+        "config": {
+            "type": "object",
+            "required": ["compile_mode", "batch_size", "shape_regime", "precision", "repeat"],
+            "properties": {"compile_mode": {"enum": list(vocab.COMPILE_MODES)},
+                           "compile_scope": {"enum": list(vocab.COMPILE_SCOPES)},
+                           "batch_size": {"type": "integer", "minimum": 1}, "shape_regime": {"type": "string"},
+                           "precision": {"enum": list(vocab.PRECISIONS)},
+                           "repeat": {"type": "integer", "minimum": 0}},
+        },
+        "env": {"type": "object"},
+        "status": {"enum": list(vocab.STATUSES)},
+        "error": {"type": ["string", "null"]},
+        "metrics": {"type": ["object", "null"]},
+    },
+}
 
 
 def new(cfg: RunConfig, model: dict, env: dict) -> dict:
@@ -174,10 +220,10 @@ def upgrade(rec: dict, where: str = "record") -> dict:
     """A record of any readable version in today's shape (missing keys get the value they had implicitly)."""
     version = rec.get("schema_version", 1)
     if version < OLDEST_READABLE:
-        raise ValueError(f"{where}: schema version {version} records are rendered by the commit that made them "
-                         "(see its study's README), not by this one")
+        raise RecordError(f"{where}: schema version {version} records are rendered by the commit that made them "
+                          "(see its study's README), not by this one")
     if version > SCHEMA_VERSION:
-        raise ValueError(f"{where}: schema version {version} is newer than this code's {SCHEMA_VERSION}")
+        raise RecordError(f"{where}: schema version {version} is newer than this code's {SCHEMA_VERSION}")
     cfg = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING} | rec["config"]
     cfg.setdefault("compile_scope", "module")  # version 2 records predate scopes only in name
     metrics = rec.get("metrics") or {}
@@ -185,8 +231,56 @@ def upgrade(rec: dict, where: str = "record") -> dict:
                   "env": {k: None for k in ENV_KEYS} | rec["env"]}
 
 
+def problem(path: str | Path, key: RunKey | None = None) -> str | None:
+    """What is wrong with the record at `path` (None if nothing): empty, incomplete JSON, not a run record's
+    shape, of an unreadable version, or (given the run key its path stands for) the record of another run."""
+    try:
+        _load(path, key)
+    except RecordError as e:
+        return str(e).removeprefix(f"{path}: ")
+    return None
+
+
+def _load(path: str | Path, key: RunKey | None = None) -> dict:
+    import jsonschema  # here: only reading a record needs it
+
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise RecordError(f"{path}: cannot be read ({e.strerror})") from None
+    if not raw.strip():
+        raise RecordError(f"{path}: empty file ({len(raw)} bytes)")
+    try:
+        rec = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RecordError(f"{path}: incomplete or corrupt JSON ({json_error(e)} in {len(raw):,} bytes: "
+                          "a truncated copy?)") from None
+    bad = next(iter(jsonschema.Draft202012Validator(SHAPE).iter_errors(rec)), None)
+    if bad is not None:
+        at = "/".join(map(str, bad.absolute_path)) or "top level"
+        raise RecordError(f"{path}: not a run record ({at}: {bad.message[:200]})")
+    rec = upgrade(rec, str(path))
+    try:
+        vocab.Regime.parse(rec["config"]["shape_regime"])
+    except ValueError as e:
+        raise RecordError(f"{path}: not a run record ({e})") from None
+    found = RunKey.of(rec["config"])
+    if key is not None and found != key:
+        raise RecordError(f"{path}: holds the record of another run ({found.compile_mode} {found.compile_scope} "
+                          f"bs{found.batch_size} {found.shape_regime} {found.precision} r{found.repeat})")
+    return rec
+
+
+def json_error(e: ValueError) -> str:
+    """Where JSON stopped parsing, in a few words: "Expecting ',' delimiter, line 129, column 29"."""
+    if isinstance(e, json.JSONDecodeError):
+        return f"{e.msg}, line {e.lineno}, column {e.colno}"
+    return f"{getattr(e, 'reason', e)}, byte {getattr(e, 'start', '?')}"
+
+
 def read(path: str | Path) -> dict:
-    return upgrade(json.loads(Path(path).read_text()), str(path))
+    """A record in today's shape; RecordError (naming the file) if it is damaged or not a run record."""
+    return _load(path)
 
 
 def _row(rec: dict) -> dict:
@@ -200,6 +294,7 @@ def _row(rec: dict) -> dict:
         row |= {f"{side}_{k}": prof.get(k) for k in PROFILE}
         row[f"{side}_top_kernels"] = json.dumps(prof.get("top_kernels") or [])
     row["kernel_kind"] = (m.get("profile") or {}).get("kernel_kind")
+    row["model_class"], row["model_plug"] = m.get("model_class"), m.get("model_plug")
     row["evidence_errors"] = "; ".join(f"{k}: {v}" for k, v in (m.get("evidence_errors") or {}).items()) or None
     row["graph_break_reasons"] = "; ".join(m.get("graph_break_reasons") or []) or None
     for k in ("step_times_ms", "reference_step_times_ms", "chunk_first", "epoch1_step_ms", "graph_steps"):
@@ -221,7 +316,11 @@ def table(paths) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> None:
     """One line per record: status, configuration, step time, speedup (the old benchmarks/records_table.py)."""
     for path in argv if argv is not None else sys.argv[1:]:
-        rec = read(path)
+        try:
+            rec = read(path)
+        except RecordError as e:
+            print(f"damaged        {e}", file=sys.stderr)
+            continue
         c, m = rec["config"], rec["metrics"]
         print(f"{rec['status']:<14} {c['compile_mode']:<27} {c['compile_scope']:<11} {c['shape_regime']:<22} "
               f"{c['precision']:<5} bs{c['batch_size']:<5} r{c['repeat']}  step {m.get('steady_step_ms', float('nan')):8.3f} ms"

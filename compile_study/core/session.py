@@ -4,7 +4,7 @@
 
 A study cut by a time limit resumes with the same command, so one study may take several calls. Each call
 appends one line to `<study>/calls.jsonl`: start and end (UTC), wall seconds, exit status, the command,
-the host's CPUs and GPUs and the code's commit; the call's Snakemake log is copied to
+the host's CPUs, GPUs and load averages and the code's commit; the call's Snakemake log is copied to
 `logs/<device>/calls/<n>.snakemake.log` (job logs live beside it). The stored study's README (readme.py)
 says from these lines how long each call took. The exit status is the command's. Torch-free.
 """
@@ -44,14 +44,16 @@ def newest_snakemake_log(since: float, directory: str = ".snakemake/log") -> Pat
     return max(logs, key=lambda p: p.stat().st_mtime) if logs else None
 
 
-def log_call(study: Path, logs: Path, command: list[str], started: float, ended: float, rc: int) -> dict:
-    """Append the call to study/calls.jsonl and keep its Snakemake log under logs/calls/ -> the line."""
+def log_call(study: Path, logs: Path, command: list[str], started: float, ended: float, rc: int,
+             load: dict | None = None) -> dict:
+    """Append the call to study/calls.jsonl and keep its Snakemake log under logs/calls/ -> the line. `load`: the
+    host's load averages at the start and the end (a shared host's other work slows every part of a call)."""
     calls = study / "calls.jsonl"
     n = sum(1 for _ in calls.open()) + 1 if calls.exists() else 1
     line = {"call": n, "start_utc": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
             "end_utc": datetime.fromtimestamp(ended, UTC).isoformat(timespec="seconds"),
             "wall_s": round(ended - started, 1), "exit_status": rc, "command": command,
-            "host_cpus": os.cpu_count(), "gpus": _gpus(), "hostname": socket.gethostname()} | _commit()
+            "host_cpus": os.cpu_count(), "gpus": _gpus(), "hostname": socket.gethostname()} | (load or {}) | _commit()
     log = newest_snakemake_log(started)
     if log is not None:
         (logs / "calls").mkdir(parents=True, exist_ok=True)
@@ -72,9 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         parser.error("no command given (put it after --)")
     logs = Path("logs") / args.study.name  # results/cuda -> logs/cuda, where the study's job logs go
-    started = time.time()
+    started, load_start = time.time(), os.getloadavg()
     rc = subprocess.call(command)
-    line = log_call(args.study, logs, command, started, time.time(), rc)
+    load = {"load_avg_start": [round(x, 2) for x in load_start], "load_avg_end": [round(x, 2) for x in os.getloadavg()]}
+    line = log_call(args.study, logs, command, started, time.time(), rc, load)
     print(f"call {line['call']}: {line['wall_s']:.0f} s, exit status {rc} ({args.study}/calls.jsonl; "
           f"{len(line['gpus'])} GPU(s))", file=sys.stderr)
     return rc

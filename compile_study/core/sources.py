@@ -11,6 +11,7 @@ import hashlib
 import io
 import os
 import socket
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,10 +118,50 @@ def read_ag_news_csv(path: str | os.PathLike) -> tuple[list[str], list[int]]:
             texts.append(f"{row[1]} {row[2]}".replace("\\", " ").strip())
             labels.append(int(row[0]) - 1)
     except csv.Error as e:
+        if "field larger than field limit" in str(e):  # the reader's limit (131,072 characters), not truncation
+            raise DataError(f"{path}: line {reader.line_num}: a field longer than {csv.field_size_limit():,} "
+                            "characters, the CSV reader's limit (AG News' fields are a title and a short "
+                            "description): is this file in AG News' CSV layout?") from None
         raise DataError(f"{path}: line {reader.line_num}: malformed CSV ({e}); is the file truncated?") from None
     if not texts:
         raise DataError(f"{path}: file is empty")
     return texts, labels
+
+
+def file_problem(path: str | os.PathLike) -> str | None:
+    """Why `path`, which exists under that name, cannot be read as a data file (None: a readable regular file,
+    or nothing there). A dangling link, a directory or a device is named, never taken for a missing file."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return None
+    if path.is_symlink() and not path.exists():
+        return f"{path} is a symbolic link to {os.readlink(path)!r}, which does not exist"
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        return f"{path} cannot be read ({e.strerror})"
+    if not stat.S_ISREG(mode):
+        kinds = {stat.S_ISDIR: "a directory", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
+                 stat.S_ISFIFO: "a named pipe", stat.S_ISSOCK: "a socket"}
+        kind = next((k for test, k in kinds.items() if test(mode)), "not a regular file")
+        return f"{path} is {kind}, not a regular file"
+    if not os.access(path, os.R_OK):
+        return f"{path} is not readable (permissions {stat.filemode(mode)})"
+    return None
+
+
+def csv_files(csv_dir: str | os.PathLike) -> dict[str, Path]:
+    """train.csv and test.csv where they are (absent ones left out); a name that is there but cannot be read
+    (file_problem) is a DataError, so that a broken train.csv is never passed over for a split of test.csv."""
+    found = {}
+    for name in ("train.csv", "test.csv"):
+        path = Path(csv_dir) / name
+        why = file_problem(path)
+        if why:
+            raise DataError(f"{why}; {CSV_LAYOUT}")
+        if path.is_file():
+            found[name] = path
+    return found
 
 
 def _header_hint(row: list[str], lineno: int) -> str:
@@ -169,6 +210,19 @@ def split_indices(labels: list[int], eval_fraction: float, seed: int, what: str 
     return np.sort(np.concatenate(train_idx)), np.sort(np.concatenate(eval_idx))
 
 
+def csv_sha256(files: dict[str, Path], verify_sha256: bool = True) -> dict[str, str]:
+    """name -> sha256 of each file (csv_files); with verify_sha256 one that is not AG News' is a DataError."""
+    sha = {name: sha256_file(path) for name, path in files.items()}
+    for name, digest in sha.items():
+        if verify_sha256 and digest != KNOWN_SHA256[name]:
+            raise DataError(
+                f"{files[name]}: sha256 {digest[:16]}… does not match AG News' {name} "
+                f"({KNOWN_SHA256[name][:16]}…); a modified or truncated copy? "
+                "Set data.verify_sha256: false to use it anyway"
+            )
+    return sha
+
+
 def load_csv(csv_dir: str | os.PathLike, eval_fraction: float, seed: int, verify_sha256: bool = True) -> Corpus:
     """AG News from a directory in the original layout (train.csv and test.csv, or test.csv alone).
 
@@ -177,21 +231,15 @@ def load_csv(csv_dir: str | os.PathLike, eval_fraction: float, seed: int, verify
     """
     csv_dir = Path(csv_dir)
     test_path, train_path = csv_dir / "test.csv", csv_dir / "train.csv"
-    if not test_path.is_file():
-        has_train = " (train.csv alone is not enough: eval is test.csv or a split of it)" if train_path.is_file() else ""
+    files = csv_files(csv_dir)
+    if "test.csv" not in files:
+        has_train = " (train.csv alone is not enough: eval is test.csv or a split of it)" if files else ""
         raise DataError(f"{csv_dir}: no test.csv{has_train}; {CSV_LAYOUT}")
-    sha = {p.name: sha256_file(p) for p in (train_path, test_path) if p.is_file()}
+    sha = csv_sha256(files, verify_sha256)
     known = all(KNOWN_SHA256.get(name) == digest for name, digest in sha.items())
-    for name, digest in sha.items():
-        if verify_sha256 and digest != KNOWN_SHA256[name]:
-            raise DataError(
-                f"{csv_dir / name}: sha256 {digest[:16]}… does not match AG News' {name} "
-                f"({KNOWN_SHA256[name][:16]}…); a modified or truncated copy? "
-                "Set data.verify_sha256: false to use it anyway"
-            )
     test_texts, test_labels = read_ag_news_csv(test_path)
     name = "AG News" if known else "AG-News-format CSV (unrecognised sha256)"
-    if train_path.is_file():
+    if "train.csv" in files:
         train_texts, train_labels = read_ag_news_csv(train_path)
         desc = f"{name} ({len(train_texts):,} train / {len(test_texts):,} test rows, local CSV)"
         notes = [f"read from {display_path(csv_dir)}; eval = test.csv"]
@@ -230,7 +278,7 @@ def split_labels(data_cfg: dict) -> tuple[list[int], str] | None:
     if data_cfg["source"] == "synthetic":
         return _synthetic_draw(data_cfg["synthetic_rows"], data_cfg["seed"])[1], SYNTHETIC
     csv_dir = Path(data_cfg.get("csv_dir") or "")
-    if data_cfg["source"] == "csv" and (csv_dir / "test.csv").is_file() and not (csv_dir / "train.csv").is_file():
+    if data_cfg["source"] == "csv" and list(csv_files(csv_dir)) == ["test.csv"]:
         return read_ag_news_csv(csv_dir / "test.csv")[1], f"{display_path(csv_dir)}/test.csv"
     return None
 
@@ -294,7 +342,7 @@ def load_corpus(data_cfg: dict, cache_dir: str | os.PathLike) -> Corpus:
     else:
         tried.append(f"hub {data_cfg['hf_name']}: unreachable within {data_cfg['hf_timeout_s']} s (or offline mode set)")
     csv_dir = data_cfg.get("csv_dir")
-    if csv_dir and Path(csv_dir, "test.csv").is_file():
+    if csv_dir and "test.csv" in csv_files(csv_dir):  # a broken file there is an error, not a reason to fall over
         return _with_notes(load_csv(csv_dir, frac, seed, verify), tried)
     tried.append(f"csv: no test.csv in {display_path(csv_dir) if csv_dir else None!r}")
     return _with_notes(make_synthetic(data_cfg["synthetic_rows"], frac, seed), tried)

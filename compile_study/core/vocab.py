@@ -32,6 +32,16 @@ SCOPE_MODES = {
     "graph-break": ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
 }
 CUDA_ONLY_SCOPES = ("step-graph",)
+# What only the built-in model can run, and why: a plugged model (config model.factory / model.hf_config) takes
+# ids and an attention mask and nothing else; its runs of these are recorded as not applicable, with the reason.
+BUILTIN_ONLY_SCOPES = {
+    "graph-break": "graph-break swaps the built-in model's pooling for one through torch.nonzero; a plugged model "
+                   "has no such switch",
+}
+BUILTIN_ONLY_REGIMES = {
+    "packed": "packed rows need the built-in model's packed path (positions restarting per sequence, a document "
+              "mask, pooling per sequence); a plugged model takes ids and an attention mask only",
+}
 PACKED_SCOPES = ("module", "fused-adamw", "step-graph")  # packed batches go through the model's packed path  # recorded as not applicable on the CPU
 
 # --- precisions ---------------------------------------------------------------------------------------------
@@ -117,6 +127,16 @@ def runs_with(mode: str, scope: str, regime: str) -> bool:
     if mode == "eager":
         return scope in ("module", "fused-adamw") and not r.compiled_only
     return mode in SCOPE_MODES[scope]
+
+
+# Keys of a transformers config (model.hf_config) that the study sets itself, from the data and the tokenizer
+HF_SET_BY_STUDY = {"vocab_size": "the tokenizer's vocabulary, data.vocab_size", "num_labels": "the data's classes",
+                   "pad_token_id": "the tokenizer's padding id, 0"}
+
+
+def plug_not_applicable(scope: str, regime: str) -> str | None:
+    """Why a plugged model cannot run this scope and regime (None: it can)."""
+    return BUILTIN_ONLY_SCOPES.get(scope) or BUILTIN_ONLY_REGIMES.get(Regime.parse(regime).kind)
 
 
 def wildcard_constraints() -> dict[str, str]:

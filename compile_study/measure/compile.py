@@ -29,9 +29,10 @@ import torch
 from torch._dynamo.exc import FailOnRecompileLimitHit
 
 from compile_study.core.batches import Batch
-from compile_study.core.model import ModelConfig, TextClassifier
+from compile_study.core.model import ModelConfig
+from compile_study.core.plug import build_model, plug_key
 from compile_study.core.record import RunConfig
-from compile_study.core.vocab import AUTOTUNE_MODES
+from compile_study.core.vocab import AUTOTUNE_MODES, plug_not_applicable
 from compile_study.measure.compile_stats import CompileWatch
 from compile_study.measure.step_graph import make_graphed_step
 from compile_study.measure.steps import NotApplicable, forward_loss, make_batch_step, step_of
@@ -140,6 +141,13 @@ def make_graph_step(model, optimizer, cfg: RunConfig, device: torch.device):
     return make_graphed_step(compiled, optimizer, cfg.precision, device)
 
 
+def check_applicable(model_cfg: ModelConfig, run: RunConfig) -> None:
+    """A plugged model cannot run the scopes and regimes that need the built-in model's own paths (vocab)."""
+    why = plug_key(model_cfg) and plug_not_applicable(run.compile_scope, run.shape_regime)
+    if why:
+        raise NotApplicable(f"{why} ({plug_key(model_cfg)})")
+
+
 def scope_model_config(model_cfg: ModelConfig, scope: str) -> ModelConfig:
     """The model a scope trains, subject and eager reference alike: graph-break pools through torch.nonzero."""
     return dataclasses.replace(model_cfg, pooling="nonzero") if scope == "graph-break" else model_cfg
@@ -147,13 +155,13 @@ def scope_model_config(model_cfg: ModelConfig, scope: str) -> ModelConfig:
 
 def new_model(cfg: ModelConfig, run: RunConfig, device: torch.device, fused: bool = False,
               tensor_lr: bool = False, capturable: bool = False):
-    """Model (seeded: every side starts from the same weights) and AdamW.
+    """Model (seeded: every side starts from the same weights; built-in or plugged, core/plug.py) and AdamW.
 
     fused: one kernel for all parameters; tensor_lr: the learning rate a tensor, so that a compiled optimizer
     never recompiles when it changes; capturable (with both): state and lr on the device, for a CUDA graph.
     """
     torch.manual_seed(run.seed)
-    model = TextClassifier(cfg).to(device)
+    model = build_model(cfg).to(device)
     lr = torch.tensor(run.lr, device=device if capturable else None) if tensor_lr else run.lr
     return model, torch.optim.AdamW(model.parameters(), lr=lr, fused=fused or None, capturable=capturable)
 

@@ -1,8 +1,8 @@
-"""Per-job process settings that must be made before torch is imported (this module never imports it).
+"""Per-job process settings, decided by the launcher before the job's process starts (this module never imports torch).
 
 - CPU threads, Inductor's compile workers included, are bounded to the job's `threads`, so that
   one job's compilation cannot slow another job's timed block.
-- On a host with several GPUs each timed job holds one GPU's lock (`claim_gpu`) and runs on its own
+- On a host with several GPUs each timed job holds one GPU's lock (`take_gpu`) and runs on its own
   disjoint share of the CPU cores (Inductor's compile workers included), so that two timed runs on two
   GPUs do not compete for the host that most of their steps wait on.
 - The Inductor/Triton cache is per configuration: repeat 0 starts from an empty cache (a cold
@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -20,25 +21,35 @@ from pathlib import Path
 from filelock import FileLock, Timeout  # a dependency of torch
 
 
+def thread_env(threads: int) -> dict[str, str]:
+    """What torch, MKL and Inductor's compile workers read for their thread counts when they start."""
+    return {var: str(threads) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")}
+
+
 def bound_threads(threads: int) -> None:
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS"):
-        os.environ[var] = str(threads)
+    os.environ.update(thread_env(threads))
 
 
-def use_inductor_cache(cache_dir: str | os.PathLike, fresh: bool) -> str:
-    """Point Inductor and Triton at cache_dir (emptied first if fresh) -> "cold" or "warm"."""
+def prepare_cache(cache_dir: str | os.PathLike, fresh: bool) -> tuple[dict[str, str], str]:
+    """Empty cache_dir first if fresh -> (the environment pointing Inductor and Triton at it, "cold" or "warm")."""
     cache = Path(cache_dir).resolve()
     if fresh:
         shutil.rmtree(cache, ignore_errors=True)
     state = "warm" if cache.is_dir() and any(cache.iterdir()) else "cold"
     cache.mkdir(parents=True, exist_ok=True)
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
-    os.environ["TRITON_CACHE_DIR"] = str(cache / "triton")
+    return {"TORCHINDUCTOR_CACHE_DIR": str(cache), "TRITON_CACHE_DIR": str(cache / "triton")}, state
+
+
+def use_inductor_cache(cache_dir: str | os.PathLike, fresh: bool) -> str:
+    """prepare_cache, applied to this process -> "cold" or "warm"."""
+    env, state = prepare_cache(cache_dir, fresh)
+    os.environ.update(env)
     return state
 
 
+@functools.cache
 def count_gpus() -> int:
-    """GPUs on the host, from nvidia-smi (torch is not imported yet; 0 without NVIDIA tools)."""
+    """GPUs on the host, from nvidia-smi (torch is not imported; 0 without NVIDIA tools). Asked once a process."""
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
@@ -46,11 +57,12 @@ def count_gpus() -> int:
     return sum(line.startswith("GPU ") for line in out.splitlines())
 
 
-def claim_gpu(lock_dir: str | os.PathLike) -> FileLock | None:
-    """On a host with several GPUs, hold one GPU's lock for this process and make it the only visible one.
+def take_gpu(lock_dir: str | os.PathLike) -> tuple[FileLock, int, int] | None:
+    """On a host with several GPUs, wait for one GPU's lock -> (lock, its index, GPUs on the host), or None.
 
     Snakemake's `timed_run` resource bounds how many timed jobs run at once (one per GPU) but does
-    not say which GPU a job gets; the locks do, so two timed runs never share a device.
+    not say which GPU a job gets; the locks do, so two timed runs never share a device. Where
+    CUDA_VISIBLE_DEVICES is set already (a cluster's job gets its GPU that way), there is nothing to take.
     """
     n = count_gpus()
     if n <= 1 or "CUDA_VISIBLE_DEVICES" in os.environ:
@@ -58,27 +70,30 @@ def claim_gpu(lock_dir: str | os.PathLike) -> FileLock | None:
     Path(lock_dir).mkdir(parents=True, exist_ok=True)
     while True:
         for i in range(n):
-            lock = FileLock(Path(lock_dir) / f"gpu{i}.lock")
+            lock = FileLock(Path(lock_dir) / f"gpu{i}.lock", thread_local=False)
             try:
                 lock.acquire(timeout=0)
             except Timeout:
                 continue
-            os.environ["CUDA_VISIBLE_DEVICES"] = str(i)
-            pin_cores(i, n)
-            return lock
-        time.sleep(1.0)  # all busy: more timed jobs than GPUs were allowed to start
+            return lock, i, n
+        time.sleep(0.2)  # all busy: more timed jobs than GPUs were allowed to start
+
+
+def core_share(slot: int, slots: int) -> list[int]:
+    """The slot-th of `slots` disjoint, equal shares of this process's allowed cores."""
+    cores = sorted(os.sched_getaffinity(0))
+    share = max(1, len(cores) // slots)
+    return cores[slot * share:(slot + 1) * share] or cores[-share:]
 
 
 def pin_cores(slot: int, slots: int) -> list[int]:
-    """Pin this process to the slot-th of `slots` disjoint, equal shares of its allowed cores; threads follow."""
-    cores = sorted(os.sched_getaffinity(0))
-    share = max(1, len(cores) // slots)
-    mine = cores[slot * share:(slot + 1) * share] or cores[-share:]
+    """Pin this process to its core share (core_share); threads follow."""
+    mine = core_share(slot, slots)
     os.sched_setaffinity(0, mine)
     bound_threads(len(mine))
     return mine
 
 
-def job_threads(requested: int) -> int:
+def job_threads(requested: int, cores: list[int] | None = None) -> int:
     """Threads for torch: the job's request, but never more than the cores it is pinned to."""
-    return max(1, min(requested, len(os.sched_getaffinity(0))))
+    return max(1, min(requested, len(cores) if cores else len(os.sched_getaffinity(0))))

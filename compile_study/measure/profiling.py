@@ -27,10 +27,7 @@ Device time is taken from `time_range` rather than `self_device_time_total` (old
 from __future__ import annotations
 
 import gzip
-import json
-import os
 import shutil
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -40,7 +37,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from compile_study.core.io import _atomic
+from compile_study.core.io import _atomic, disk_full_named, temporary
 
 TOP_N = 5
 CUDA_LABEL = "CUDA kernels"
@@ -154,23 +151,19 @@ def profile_steps(
         wall_s = time.perf_counter() - t0
     result = summarize(prof.events(), n_steps, wall_s, cuda)
     if trace_path is not None:
-        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
-        fd, raw = tempfile.mkstemp(suffix=".json", dir=Path(trace_path).parent)
-        os.close(fd)
-        try:
-            prof.export_chrome_trace(raw)
-            _write_gzip(Path(raw), trace_path)
-        finally:
-            Path(raw).unlink(missing_ok=True)
+        write_trace(prof, trace_path)
     return result
 
 
-def write_empty_trace(trace_path: str | Path, note: str) -> None:
-    """A valid, empty gzipped Chrome trace carrying `note` (for a configuration that failed before profiling)."""
-    data = json.dumps({"traceEvents": [], "otherData": {"note": note}}).encode()
+def write_trace(prof, trace_path: str | Path) -> None:
+    """The profiler's Chrome trace, gzipped, written atomically; its uncompressed copy is a temporary that the
+    next write of this trace removes if this process is killed, and a full disk is a DiskFullError."""
+    Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
+    raw = temporary(trace_path, ".raw")
+    try:
+        with disk_full_named(trace_path):
+            prof.export_chrome_trace(str(raw))
+            _write_gzip(raw, trace_path)
+    finally:
+        raw.unlink(missing_ok=True)
 
-    def write(tmp: Path) -> None:
-        with gzip.open(tmp, "wb") as g:
-            g.write(data)
-
-    _atomic(trace_path, write)

@@ -1,6 +1,6 @@
 """One measured training run: one configuration, one process, one JSON record.
 
-Snakemake's `train_run` rule calls `run_and_record` (workflow/scripts/train_run.py):
+Snakemake's `train_run` rule runs `run_job` in a process of its own (measure/jobs.py, measure/launch.py):
 
     snakemake --cores all results/cpu/runs/static/fp32/default/module/bs32/r0.json
 
@@ -32,12 +32,16 @@ from compile_study.core import record
 from compile_study.core.batches import Batch, make_batches, mark_dynamic_lengths, padding_fraction
 from compile_study.core.clock import Clock
 from compile_study.core.data import load_split
-from compile_study.core.model import ModelConfig, real_train_flops, train_flops
+from compile_study.core.flops import step_flops
+from compile_study.core.io import write_empty_trace
+from compile_study.core.model import ModelConfig
 from compile_study.core.packing import make_packed_batches, real_lengths
+from compile_study.core.plug import describe, model_class, n_params
 from compile_study.core.record import RunConfig
 from compile_study.core.vocab import Regime
 from compile_study.measure.compile import (
     build_step,
+    check_applicable,
     make_step,
     new_model,
     packed_attention,
@@ -110,9 +114,10 @@ def block_metrics(block: dict, cfg: RunConfig, model_cfg: ModelConfig, own_batch
     static = "static_reference" if "static_reference" in own_batches else "reference"
     static_timed = [own_batches[static][i % len(own_batches[static])] for i in range(n)]
     static_tokens_per_s = sum(b.real_tokens for b in static_timed) / block["walls"][static]
-    flops = sum(train_flops(model_cfg, *b.ids.shape) for b in timed)
-    # matmul FLOPs had every real sequence been computed at its own length (no padding, no filler)
-    real_flops = sum(real_train_flops(model_cfg, real_lengths(b)) for b in timed)
+    counted = step_flops(model_cfg)  # counted before the run trained (measure); cached per model and shape
+    flops = sum(counted.padded(*b.ids.shape) for b in timed)
+    # FLOPs had every real sequence been computed at its own length (no padding, no filler)
+    real_flops = sum(counted.real(real_lengths(b)) for b in timed)
     q = statistics.quantiles(step_ms, n=10)
     steady_ms, reference_ms = statistics.median(step_ms), statistics.median(ref_ms)
     return {
@@ -126,6 +131,7 @@ def block_metrics(block: dict, cfg: RunConfig, model_cfg: ModelConfig, own_batch
         "eager_static_real_tokens_per_s": static_tokens_per_s,
         "gain_over_eager_static": sum(b.real_tokens for b in timed) / wall / static_tokens_per_s,
         "train_flops_per_step": flops / n, "real_train_flops_per_step": real_flops / n,
+        "train_flops_per_token": counted.per_token(),
         "achieved_tflops": flops / wall / 1e12, "real_tflops": real_flops / wall / 1e12,
         "step_times_ms": step_ms, "reference_step_times_ms": ref_ms, "chunk_first": block["chunk_first"],
     } | ({"static_reference_step_times_ms": block["times"]["static_reference"]} if static != "reference" else {})
@@ -155,8 +161,9 @@ def evidence(subject: Side, reference: Side, cfg: RunConfig, batches: list[Batch
 def train_subject(model_cfg, cfg: RunConfig, batches: list[Batch], device, clock: Clock, losses: list):
     """Build the subject, train it for two epochs -> (its Side, the epochs' metrics, its compile watch)."""
     watch = CompileWatch().start()
-    model, optimizer = subject_model(model_cfg, cfg, device)
-    subject = Side(model, optimizer, build_step(model, optimizer, cfg, device, watch))
+    with clock.part("compile_s"):  # the model and its compile switch (a first compile's imports); the compiling
+        model, optimizer = subject_model(model_cfg, cfg, device)  # itself is the warm-up's excess (measure)
+        subject = Side(model, optimizer, build_step(model, optimizer, cfg, device, watch))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     with clock.part("timed_s"):
@@ -169,11 +176,14 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
             trace_path: str | Path | None = None, clock: Clock | None = None) -> dict:
     """Train one configuration and return its metrics (raises on failure); the profiler trace goes to trace_path."""
     clock = clock or Clock()
+    check_applicable(model_cfg, cfg)  # before anything is loaded or timed
     with clock.part("data_load_s"):
         batches = load_batches(cfg, data_dir, device, cfg.shape_regime)
         if cfg.regime.marks_dynamic:
             mark_dynamic_lengths(batches)
         eval_batches = make_batches(*load_split(data_dir, "eval"), 256, "static", None, device, drop_last=False)
+    with clock.part("flop_count_s"):  # the model's FLOPs, counted before anything is timed (core/flops.py)
+        step_flops(model_cfg)
     prepare_compiler(cfg)
     losses: dict[str, list[torch.Tensor]] = {"subject": [], "reference": []}
     subject, epochs, watch = train_subject(model_cfg, cfg, batches, device, clock, losses["subject"])
@@ -200,6 +210,8 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
         "padding_fraction": padding_fraction(batches), "distinct_shapes": len({tuple(b.ids.shape) for b in batches}),
         "epoch_steps": len(batches), "subject_steps": 2 * len(batches) + cfg.timed_steps,
         "final_loss": float(loss_values[-1]),
+        "model_class": model_class(subject.model), "model_params": n_params(subject.model),
+        "model_plug": describe(model_cfg),
     }
 
 
@@ -267,11 +279,11 @@ def failure(rec: dict, exc: Exception) -> None:
 
 def run_and_record(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device: str | None = None,
                    threads: int | None = None, trace_path: str | Path | None = None,
-                   clock: Clock | None = None) -> dict:
+                   clock: Clock | None = None, host: dict | None = None) -> dict:
     """Measure one configuration; a failure becomes the record's status, never an exception.
 
-    `clock`: the shim's, started at process creation (else one starts here and process_start_s and
-    imports_s stay 0).
+    `clock`: the launcher's, started when the job began (else one starts here, and the parts before
+    this call stay 0); `host`: env.host_facts, asked once by the launcher.
     """
     clock = clock or Clock()
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -279,11 +291,27 @@ def run_and_record(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path,
         torch.set_num_threads(threads)
     with clock.part("cuda_init_s"):
         init_device(dev)
-    rec = record.new(cfg, scope_model_config(model_cfg, cfg.compile_scope).to_dict(), env_mod.collect(dev))
+    with clock.part("env_s"):
+        rec = record.new(cfg, scope_model_config(model_cfg, cfg.compile_scope).to_dict(), env_mod.collect(dev, host))
     try:
         rec["metrics"] = measure(model_cfg, cfg, data_dir, dev, trace_path, clock)
     except Exception as exc:  # recorded as this configuration's outcome; the study goes on
         failure(rec, exc)
-    rec["env"] |= compiler_settings(dev)
+    with clock.part("env_s"):
+        rec["env"] |= compiler_settings(dev)
     rec["metrics"]["overhead_s"] = clock.breakdown(record.OVERHEAD)
+    return rec
+
+
+def run_job(model: dict, run: dict, data_dir: str, device: str, threads: int, trace_path: str, host: dict,
+            clock: Clock) -> dict:
+    """A timed job's process (measure/jobs.py starts it): the configuration's record, its profiler trace written
+    (an empty, openable one where no profiler pass ran, saying why)."""
+    rec = run_and_record(model_config_for(data_dir, model), RunConfig(**run), data_dir, device, threads, trace_path,
+                         clock, host)
+    print(rec["status"], rec["error"] or "", rec["metrics"].get("steady_step_ms"))
+    if not Path(trace_path).exists():
+        with clock.part("record_s"):
+            ok = rec["status"] == "ok"
+            write_empty_trace(trace_path, "evidence is taken by another repeat" if ok else f"{rec['status']}: {rec['error']}")
     return rec

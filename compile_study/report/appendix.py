@@ -6,6 +6,7 @@ appendix.j2; sections with no data are left out, and GPU-only columns are left o
 from __future__ import annotations
 
 import json
+import statistics
 from collections import Counter
 
 import pandas as pd
@@ -226,6 +227,25 @@ def concurrency_para(check: dict, summary: pd.DataFrame) -> Para | None:
         "overlap_low": min(s["overlaps"]), "overlap_high": max(s["overlaps"]), "band": band, "verdict": stats.verdict(iv, band) if band else None}))
 
 
+def launcher_para(check: dict, summary: pd.DataFrame) -> Para | None:
+    """The launcher check (checks/launcher.py): the same cell by a process the warm launcher forked and by a fresh
+    Python process; the ratio of their in-process speedups against the cell's A/A band (read as a speedup)."""
+    if not check.get("applicable"):
+        return None
+    fixed = {way: statistics.median(r["fixed_cost_s"][way] for r in check["results"]) for way in ("warm", "fresh")}
+    iv = stats.speedup_interval(r["ratio"] for r in check["results"])
+    cell = summary[(summary.compile_mode == check["compile_mode"]) & (summary.compile_scope == "module")
+                   & (summary.shape_regime == check["shape_regime"]) & (summary.precision == check["precision"])
+                   & (summary.batch_size == check["batch_size"])]
+    band = (stats.Band(cell.aa_low.iloc[0], cell.aa_high.iloc[0], stats.NAN, stats.NAN, int(cell.aa_n.iloc[0]))
+            if len(cell) and n.finite(cell.aa_low.iloc[0]) else None)
+    return Para(Text("appendix", "launcher", {
+        "iv": iv, "rounds": len(check["results"]), "warm_s": fixed["warm"], "fresh_s": fixed["fresh"],
+        "c": {"mode": check["compile_mode"], "scope": "module", "regime": check["shape_regime"],
+              "precision": check["precision"], "batch": check["batch_size"]},
+        "band": band, "verdict": stats.verdict(iv, band) if band else None}))
+
+
 def missing_runs(summary: pd.DataFrame, grids: list[dict]) -> list[list[str]]:
     """Configurations of the grid with fewer records than repeats: planned, made, missing."""
     expected = Counter(key.with_repeat(0) for key in grid.expand(grids))  # one count per configuration
@@ -258,7 +278,8 @@ def environment_para(ctx: Context) -> Para:
 
 
 # a method check's name (config `checks`, layout.CHECKS) -> its key in the report's `checks`
-CHECK_KEYS = {"timer_check": "timer", "reference_drift": "drift", "concurrency": "concurrency"}
+CHECK_KEYS = {"timer_check": "timer", "reference_drift": "drift", "concurrency": "concurrency",
+              "launcher": "launcher"}
 
 
 def sections(ctx: Context, parity: pd.DataFrame, claims: Table | None = None) -> list[Section]:
@@ -267,8 +288,9 @@ def sections(ctx: Context, parity: pd.DataFrame, claims: Table | None = None) ->
               ("Profiler detail", profile_table(ctx)), ("Top kernels" if ctx.gpu else "Top operators", kernel_table(ctx)),
               ("Parity", parity_table(parity))]
     out = [Section(title, [t]) for title, t in tables if t is not None]
-    found = check_tables(ctx.checks) + [p for p in (concurrency_para(ctx.checks.get("concurrency") or {},
-                                                                     ctx.summary),) if p]
+    found = check_tables(ctx.checks) + [
+        p for p in (concurrency_para(ctx.checks.get("concurrency") or {}, ctx.summary),
+                    launcher_para(ctx.checks.get("launcher") or {}, ctx.summary)) if p]
     missing = [name for name in ctx.config.get("checks", {}).get(ctx.device, []) if not ctx.checks.get(CHECK_KEYS[name])]
     if missing:
         found.append(Para(Text("appendix", "checks_missing", {"missing": missing})))

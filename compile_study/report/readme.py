@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from compile_study.aggregate import walltime
 from compile_study.core import record
 from compile_study.core.io import write_text_atomic
 
@@ -33,35 +34,61 @@ def _code(records: pd.DataFrame) -> str:
     return f"**{len(commits)} commits** ({', '.join(f'`{c[:12]}`' for c in commits)}), {state}"
 
 
-def _calls(calls: list[dict]) -> list[str]:
+def _calls(calls: list[dict], logs: str | Path | None = None) -> list[str]:
     if not calls:
         return ["No call log (`calls.jsonl`): the study was not run through `python -m compile_study session`."]
-    rows = ["| call | start (UTC) | wall | exit status | host | command |", "|---:|---|---:|---:|---|---|"]
+    rows = ["| call | start (UTC) | wall | estimate printed at its start | exit status | host | command |",
+            "|---:|---|---:|---:|---:|---|---|"]
     for c in calls:
         host = f"{len(c['gpus'])}× {c['gpus'][0]}, {c['host_cpus']} CPUs" if c["gpus"] else f"{c['host_cpus']} CPUs"
-        rows.append(f"| {c['call']} | {c['start_utc']} | {c['wall_s'] / 60:.1f} min | {c['exit_status']} | {host} "
-                    f"| `{' '.join(c['command'])}` |")
+        host += f", load {c['load_avg_end'][1]:.1f}" if c.get("load_avg_end") else ""  # 5-minute average at its end
+        log = Path(logs) / c["snakemake_log"] if logs and c.get("snakemake_log") else None
+        planned = walltime.plan_seconds(log.read_text()) if log and log.is_file() else None
+        estimate = f"{planned / 60:.1f} min ({planned / c['wall_s'] - 1:+.0%})" if planned else "—"
+        rows.append(f"| {c['call']} | {c['start_utc']} | {c['wall_s'] / 60:.1f} min | {estimate} | {c['exit_status']} "
+                    f"| {host} | `{' '.join(c['command'])}` |")
     total = sum(c["wall_s"] for c in calls)
     rows += ["", f"{len(calls)} call(s), {total / 60:.1f} min of wall time in all (each call's Snakemake log is "
                  "under `logs/calls/`)."]
     return rows
 
 
-def _time(records: pd.DataFrame) -> list[str]:
-    """Seconds of run wall time by part (record.OVERHEAD), summed over the records, and by compile mode."""
-    parts = [k for k in record.OVERHEAD if k != "total_s" and records[f"overhead_{k}"].notna().any()]
-    if not parts:
-        return ["The records predate the per-run breakdown of wall time."]
-    total = pd.to_numeric(records["overhead_total_s"], errors="coerce").sum()
-    rows = ["| part | seconds | share |", "|---|---:|---:|"]
-    for k in parts:
-        s = pd.to_numeric(records[f"overhead_{k}"], errors="coerce").sum()
-        rows.append(f"| {k.removesuffix('_s').replace('_', ' ')} | {s:.0f} | {s / total:.0%} |")
-    by_mode = records.groupby("compile_mode").overhead_total_s.agg(["count", "sum", "mean"])
-    rows += ["", "| compile mode | runs | seconds | per run |", "|---|---:|---:|---:|"]
-    rows += [f"| {m} | {int(r['count'])} | {r['sum']:.0f} | {r['mean']:.0f} |" for m, r in by_mode.iterrows()]
-    return [f"Run processes, summed: {total / 60:.1f} min (timed jobs run one per GPU at once, so the calls' wall "
-            "time is shorter by about the number of GPUs).", "", *rows]
+def _time(records: pd.DataFrame, calls: list[dict], logs: str | Path | None, paths: list[str], root) -> list[str]:
+    """Every second of the logged calls by part (walltime.py), the runs' fixed cost, and the runs by mode."""
+    out = []
+    device = str(records.device_type.iloc[0])
+    logged, parts = walltime.study_breakdown(calls, logs, paths, device, root) if logs else ([], {})
+    if logged:
+        wall = sum(c["wall_s"] for c in logged)
+        out += [f"Every second of {len(logged)} logged call(s), {wall / 60:.1f} min: each second goes to the jobs "
+                "running in it (split evenly where several run at once) or, where none runs, to Snakemake itself "
+                "(its start, DAG, bookkeeping between jobs, exit); a run's share is split by its record's parts "
+                "(`overhead_s`).", "", *walltime.table(parts, wall), ""]
+    fixed = records.apply(lambda r: record.fixed_cost_s({k: r[f"overhead_{k}"] for k in record.OVERHEAD}), axis=1)
+    if fixed.notna().any():
+        out += [f"Fixed cost of a run (its wall time less compile, the timed protocol and the evidence passes): "
+                f"median {fixed.median():.2f} s over {int(fixed.notna().sum())} runs.", ""]
+    if records.overhead_total_s.notna().any():
+        by_mode = records.groupby("compile_mode").overhead_total_s.agg(["count", "sum", "mean"])
+        out += ["| compile mode | runs | seconds | per run |", "|---|---:|---:|---:|"]
+        out += [f"| {m} | {int(r['count'])} | {r['sum']:.0f} | {r['mean']:.0f} |" for m, r in by_mode.iterrows()]
+    return out or ["The records predate the per-run breakdown of wall time."]
+
+
+def test_line(t: dict) -> str:
+    """One pytest session's outcome, as kept in a study's tests/<tier>.json (conftest --tier-record)."""
+    state = "clean tree" if t["git_dirty"] is False else "uncommitted changes" if t["git_dirty"] else "tree unknown"
+    versions = f"torch {t['torch']}" + (f", triton {t['triton']}" if t.get("triton") else "")
+    return (f"`-m {t['tier']}`: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped, {t['error']} "
+            f"errors in {t['wall_s']:.0f} s on {t['device_name']} ({versions}; commit `{t['git_commit'][:12]}`, "
+            f"{state}; {t['date_utc'][:10]})")
+
+
+def _tests(tests: list[dict]) -> list[str]:
+    if not tests:
+        return []
+    return ["## Tests on this hardware", "", "Test tiers run on the study's own machine, each kept in `tests/`:", "",
+            *[f"- {test_line(t)}" for t in tests], ""]
 
 
 def _abstract(paper_md: str) -> list[str]:
@@ -72,7 +99,8 @@ def _abstract(paper_md: str) -> list[str]:
     return "\n".join(lines[start:end]).strip().splitlines()
 
 
-def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], paper_md: str, rebuild: str) -> str:
+def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], paper_md: str, rebuild: str,
+          time_lines: list[str], logs: str | Path | None = None, tests: list[dict] = ()) -> str:
     devices = env.get("device_name")
     gpus = ", ".join(devices) if isinstance(devices, list) else devices
     days = sorted({c["start_utc"][:10] for c in calls})
@@ -101,11 +129,12 @@ def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], pape
         "",
         "## How it was run",
         "",
-        *_calls(calls),
+        *_calls(calls, logs),
         "",
+        *_tests(list(tests)),
         "## Where the time went",
         "",
-        *_time(records),
+        *time_lines,
         "",
         "## Remaking the outputs",
         "",
@@ -117,18 +146,16 @@ def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], pape
     return "\n".join(lines)
 
 
-def read_calls(path: str | Path) -> list[dict]:
-    """The lines of a study's calls.jsonl (session.py), none where it does not exist."""
-    path = Path(path)
-    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
-
-
-def write(inputs: dict, rebuild: str, out: str | Path) -> None:
-    """inputs: records, environment, facts, paper (Markdown) and, where it exists, calls (calls.jsonl)."""
+def write(inputs: dict, rebuild: str, out: str | Path, logs: str | Path | None = None) -> None:
+    """inputs: records, environment, facts, paper (Markdown) and, where it exists, calls (calls.jsonl); `logs`:
+    where each call's Snakemake log was kept (calls/<n>.snakemake.log)."""
     records = record.table(inputs["records"])
-    calls = read_calls(inputs["calls"]) if inputs.get("calls") else []
+    calls = walltime.read_calls(inputs["calls"]) if inputs.get("calls") else []
+    tests = [json.loads(Path(p).read_text()) for p in inputs.get("tests", [])]
+    root = Path(inputs["environment"]).parent
     text = build(records, json.loads(Path(inputs["environment"]).read_text()),
-                 json.loads(Path(inputs["facts"]).read_text()), calls, Path(inputs["paper"]).read_text(), rebuild)
+                 json.loads(Path(inputs["facts"]).read_text()), calls, Path(inputs["paper"]).read_text(), rebuild,
+                 _time(records, calls, logs, list(inputs["records"]), root), logs, tests)
     write_text_atomic(out, text)
 
 
@@ -137,7 +164,6 @@ BEGIN, END = "<!-- results: generated by python -m compile_study readme; do not 
 
 def project_block(study: Path, project: Path) -> str:
     """The stored study's headline cells (bf16, static, module scope) and its run time, as README Markdown."""
-    from compile_study.aggregate import estimate
     from compile_study.core import grid
     from compile_study.core.layout import Layout
     from compile_study.report import numbers
@@ -145,7 +171,7 @@ def project_block(study: Path, project: Path) -> str:
 
     summary = pd.read_csv(study / "summary.csv")
     env = json.loads((study / "environment.json").read_text())
-    calls = read_calls(study / "calls.jsonl")
+    calls = walltime.read_calls(study / "calls.jsonl")
     head = summary[(summary.precision == "bf16") & (summary.shape_regime == "static")
                    & summary.compile_scope.isin(["module", "step-graph"]) & (summary.compile_mode != "eager")]
     rows = ["| batch | mode (scope) | step (ms) | vs eager, same process [interval] (method) | verdict against the A/A band |",
@@ -155,8 +181,6 @@ def project_block(study: Path, project: Path) -> str:
         rows.append(f"| {r.batch_size} | `{r.compile_mode}`{scope} | {numbers.ms(r.steady_step_ms)} "
                     f"| {numbers.row_interval(r)} | {term('verdict_cell', code=r.verdict)} |")
     runs = grid.expand(grid.load_config([project / "config.yaml"])["grids"]["cuda"])
-    known = estimate.measured_seconds([Layout(str(study)).records_glob], "cuda")
-    seconds, _ = estimate.run_seconds(runs, "cuda", known)
     done = len(Layout(str(study)).stored_records())
     wall = sum(c["wall_s"] for c in calls) / 60
     gpus = f"{len(calls[0]['gpus'])}× {calls[0]['gpus'][0]}" if calls and calls[0]["gpus"] else env.get("device_name")
@@ -169,29 +193,33 @@ def project_block(study: Path, project: Path) -> str:
         "",
         *rows,
         "",
-        f"How long: that study ran {done} runs of the {len(runs)} in `config.yaml`'s GPU grid in {len(calls)} "
-        f"call(s), {wall:.1f} min on {gpus}. From its records, the whole grid's runs take about "
-        f"{seconds / 60:.0f} min on one GPU and {seconds / 120:.0f} min on two "
-        "(`python -m compile_study estimate config.yaml --device cuda --gpus 2`; parity, the method checks and "
-        "the aggregation add a few minutes).",
+        f"That study ran {done} runs of the {len(runs)} in `config.yaml`'s GPU grid in {len(calls)} call(s), "
+        f"{wall:.1f} min on {gpus}; how long studies take is under [How long](#how-long).",
+        *[f"Tests on that study's machine, {test_line(json.loads(Path(p).read_text()))}." for p in
+          Layout(str(study)).stored_test_records()],
         END,
     ]
     return "\n".join(lines)
 
 
 def update_project_readme(readme: Path, study: Path) -> str:
-    """README with its results block replaced by project_block (the markers must be there)."""
+    """README with its generated blocks replaced: the results (project_block) and the times (times.block)."""
+    from compile_study.report import times
+
     text = readme.read_text()
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"{readme}: no results block (the lines {BEGIN!r} and {END!r})")
-    before, rest = text.split(BEGIN, 1)
-    after = rest.split(END, 1)[1]
-    return before + project_block(study, readme.parent) + after
+    for begin, end, make in ((BEGIN, END, lambda: project_block(study, readme.parent)),
+                             (times.BEGIN, times.END, lambda: times.block(readme.parent))):
+        if begin not in text or end not in text:
+            raise ValueError(f"{readme}: no generated block (the lines {begin!r} and {end!r})")
+        before, rest = text.split(begin, 1)
+        text = before + make() + rest.split(end, 1)[1]
+    return text
 
 
 def quoted_study(project: Path) -> Path:
-    """The stored study the project README quotes: the one under reference/ that was run through session.py."""
-    studies = sorted(p.parent for p in (project / "reference").glob("*/calls.jsonl"))
+    """The stored GPU study the project README quotes: the one under reference/ that was run through session.py."""
+    studies = sorted(p.parent for p in (project / "reference").glob("*/calls.jsonl")
+                     if json.loads((p.parent / "environment.json").read_text()).get("device_type") == "cuda")
     if not studies:
         raise SystemExit(f"{project}/reference: no stored study with a calls.jsonl to quote")
     return studies[0]
@@ -204,8 +232,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("readme", type=Path, help="the project's README.md")
     parser.add_argument("study", type=Path, nargs="?", help="a stored study (default: quoted_study)")
     args = parser.parse_args(argv)
-    study = args.study or quoted_study(args.readme.parent).relative_to(args.readme.parent.resolve())
-    write_text_atomic(args.readme, update_project_readme(args.readme, study))
+    readme = args.readme.resolve()
+    study = args.study or quoted_study(readme.parent).relative_to(readme.parent)
+    write_text_atomic(readme, update_project_readme(readme, study))
 
 
 if __name__ == "__main__":

@@ -7,12 +7,23 @@ import os
 import shutil
 import sys
 
+from snakemake.logging import logger
 from snakemake.utils import validate
 
-from compile_study.core import config_check, grid, vocab
-from compile_study.aggregate.estimate import plan_message
+from compile_study.core import config_check, damaged, grid, resume, study_lock, vocab
+from compile_study.aggregate.estimate import plan_jobs, plan_message, progress_message
+from compile_study.checks import launcher as launcher_check
+from compile_study.measure import jobs, launch
 from compile_study.measure.isolation import count_gpus
-from compile_study.core.layout import CHECKS, Layout, is_stored_study, stored_device
+from compile_study.core.layout import (
+    CHECKS,
+    Layout,
+    is_stored_study,
+    same_study,
+    stored_device,
+    study_root,
+    yardstick_problem,
+)
 from compile_study.core.record import RunKey
 
 STORED = is_stored_study(".")
@@ -20,9 +31,12 @@ SCHEMA = os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
 
 
 def resolve_device():
-    """The device whose grid runs: config `device`, or cuda when torch sees a GPU."""
+    """The device whose grid runs: config `device`, or cuda when torch sees a GPU (asked only where nvidia-smi
+    lists one: importing torch would cost this process seconds)."""
     if config["device"] != "auto":
         return config["device"]
+    if count_gpus() == 0:
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -34,6 +48,10 @@ if STORED:
         config, schema="../schemas/config.schema.yaml"
     )  # fills in keys added since it ran
     L = Layout(".", logs=".snakemake/rebuild-logs")
+    # its runs cannot be redone: a damaged record is named with the fix
+    _damaged = damaged.stored_problems(L.stored_records())
+    if _damaged:
+        sys.exit(_damaged)
     DEVICE = stored_device(L.stored_records())
 else:
     # Bad config fails here, before any job, with one readable message and no traceback.
@@ -50,7 +68,14 @@ else:
     # device: cuda without a GPU: a dry run still plans the GPU study; a run stops before its first job.
     _device_errors = config_check.device_errors(config)
     config_check.warn_before_start(_device_errors)
-    L = Layout(f"results/{DEVICE}", logs=f"logs/{DEVICE}")
+    config_check.warn(config_check.data_warnings(config["data"]), _sources)
+    # results/<device>, or results/<device>-<name> for a named or plugged model (its logs and caches alike)
+    _ROOT = study_root(DEVICE, config["model"])
+    L = Layout(_ROOT, logs=f"logs/{os.path.basename(_ROOT)}")
+    if (
+        workflow.is_main_process
+    ):  # before the DAG: Snakemake would rerun what an interrupt marked incomplete
+        resume.keep_complete_outputs(L)
 
 DATA_DIR = "resources/data"
 DATA_FILES = [
@@ -75,6 +100,22 @@ wildcard_constraints:
 
 def run_records(wildcards=None):
     return L.stored_records() if STORED else [L.record(key) for key in RUNS]
+
+
+def study_targets():
+    """Every file of the study, the inputs of the target `all`. Snakemake checks only a target's own inputs for
+    a file that is gone (not the files between them and the jobs that made them), so a deleted record, summary
+    or figure is made again only if `all` names it."""
+    made = [L.summary, L.parity_table, L.claims, L.environment, L.figures]
+    return paper_targets() + made + list(summary_inputs())
+
+
+def summary_inputs(wildcards=None):
+    """Every file the summary is made from -> its run key (None: JSON that is not a run record)."""
+    stored = L.stored_records() if STORED else []
+    records = {L.record(key): key for key in RUNS} | {p: None for p in stored}
+    others = parity_records() + list(optional_inputs().values()) + [L.facts]
+    return records | {p: None for p in others}
 
 
 def parity_records(wildcards=None):
@@ -107,9 +148,13 @@ def parity_inputs(wildcards):
     """The prepared data and, where the grid has one, the records of the parity check's cell (parity_cell)."""
     cell = parity_cell(wildcards)
     if cell is None:
-        return {"data": DATA_FILES}
+        return {"data": DATA_FILES, "model": L.model}
     last = max(k.repeat for k in RUNS if k.same_configuration(cell))
-    return {"data": DATA_FILES, "cell": L.record(cell.with_repeat(last))}
+    return {
+        "data": DATA_FILES,
+        "model": L.model,
+        "cell": L.record(cell.with_repeat(last)),
+    }
 
 
 def parity_settings(wildcards):
@@ -119,20 +164,102 @@ def parity_settings(wildcards):
     return settings | ({"batch_size": cell.batch_size} if cell else {})
 
 
+def parity_job(wildcards):
+    """The parity check's arguments (compile_study/checks/parity.py `job`)."""
+    return {
+        "data_dir": DATA_DIR,
+        "model": config["model"],
+        "compile_mode": wildcards.compile_mode,
+        "precision": wildcards.precision,
+        "device": DEVICE,
+        "settings": parity_settings(wildcards),
+    }
+
+
+def mlp_job(wildcards=None):
+    """The MLP claim's arguments (compile_study/checks/mlp_claim.py `job`)."""
+    claim = config["claims"]["mlp"][DEVICE]
+    return {
+        "batch_sizes": claim["batch_sizes"],
+        "device": DEVICE,
+        "steps": claim.get("steps", 100),
+        "repeats": claim.get("repeats", 5),
+        "seed": claim.get("seed", 0),
+    }
+
+
+# What the timed jobs' processes run (measure/jobs.py starts them through the launcher).
+PARITY = "compile_study.checks.parity:job"
+PEAK = "compile_study.checks.peak:job"
+MLP = "compile_study.checks.mlp_claim:job"
+
+
+def planned_jobs():
+    """Rule -> jobs whose outputs are missing (the runs apart), for the estimate."""
+    missing = lambda paths: sum(not os.path.exists(p) for p in paths)
+    checks = [c for c in CHECKS_ON if not os.path.exists(L.check(c))]
+    jobs = plan_jobs(missing(parity_records()), checks, bool(shutil.which("latexmk")))
+    return jobs | {
+        "prepare_data": missing(DATA_FILES[-1:]),
+        "measure_peak": missing([L.peak]),
+        "mlp_claim": missing([L.mlp]),
+    }
+
+
+def method_check(check, out, log, threads):
+    """Rule method_check: the launcher check drives processes from here; every other check is a process."""
+    if check != "launcher":
+        return jobs.check_job(
+            check, DATA_DIR, out, config["model"], log, threads, DEVICE
+        )
+    cell = launcher_cell()
+    steps = RUNS.get(cell) or grid.grid_defaults()
+    settings = {k: steps[k] for k in grid.STEP_KEYS if k in steps} | config["train"]
+    cache = cache_dir_of(cell) if cell in RUNS else None
+    launcher_check.main(
+        DATA_DIR, out, config["model"], DEVICE, settings, log, threads, cache
+    )
+
+
+def launcher_cell():
+    mode, batch, precision = launcher_check.CELLS[DEVICE]
+    return RunKey(mode, "module", batch, "static", precision, 0)
+
+
+def check_inputs(wildcards):
+    """The data; the launcher check also waits for its cell's runs, so that it runs on their warm cache."""
+    cell = launcher_cell() if wildcards.check == "launcher" else None
+    if cell not in RUNS:
+        return {"data": DATA_FILES, "model": L.model}
+    last = max(k.repeat for k in RUNS if k.same_configuration(cell))
+    return {
+        "data": DATA_FILES,
+        "model": L.model,
+        "cell": L.record(cell.with_repeat(last)),
+    }
+
+
+def progress():
+    """The line each run prints as it ends: runs recorded, and the time left by the estimate."""
+    return progress_message(RUNS, L, DEVICE, GPUS)
+
+
 def parity_cache_dir(wildcards):
     cell = parity_cell(wildcards)
     if cell is None:
-        return f"resources/inductor_cache/{DEVICE}/parity-{wildcards.precision}-{wildcards.compile_mode}"
+        return f"{CACHE_ROOT}/parity-{wildcards.precision}-{wildcards.compile_mode}"
     return cache_dir_of(cell)
 
 
 def optional_inputs(wildcards=None):
     """Peak, MLP claim and method checks: made by this study's rules, or whatever a stored study has."""
     if not STORED:
-        return {"peak": L.peak, "mlp": L.mlp} | {
+        return {"peak": L.peak, "mlp": L.mlp, "model": L.model} | {
             name: L.check(name) for name in CHECKS_ON
         }
-    there = {"peak": L.peak, "mlp": L.mlp} | {name: L.check(name) for name in CHECKS}
+    there = {"peak": L.peak, "mlp": L.mlp, "model": L.model} | {
+        name: L.check(name) for name in CHECKS
+    }
     return {k: v for k, v in there.items() if os.path.exists(v)}
 
 
@@ -143,10 +270,15 @@ def cold_run_record(wildcards):
     return L.record_pattern.format(**{**dict(wildcards.items()), "repeat": 0})
 
 
+# One Inductor cache tree per study directory (results/cpu -> resources/inductor_cache/cpu): two models never
+# share, or empty, each other's caches.
+CACHE_ROOT = f"resources/inductor_cache/{os.path.basename(L.root)}"
+
+
 def cache_dir_of(key):
     """One Inductor/Triton cache per configuration (its repeats share it: repeat 0 cold, the others warm)."""
     k = key
-    return f"resources/inductor_cache/{DEVICE}/{k.shape_regime}-{k.precision}-{k.compile_mode}-{k.compile_scope}-bs{k.batch_size}"
+    return f"{CACHE_ROOT}/{k.shape_regime}-{k.precision}-{k.compile_mode}-{k.compile_scope}-bs{k.batch_size}"
 
 
 def inductor_cache_dir(wildcards):
@@ -161,13 +293,57 @@ def run_params(wildcards):
     return key._asdict() | steps | config["train"] | {"evidence": key.repeat == 0}
 
 
+def test_records(wildcards=None):
+    """The study's kept test tiers (tests/<tier>.json, from pytest --tier-record), where there are any."""
+    kept = L.stored_test_records()
+    return {"tests": kept} if kept else {}
+
+
 def call_log(wildcards=None):
     """The study's calls.jsonl where it was run through compile_study.core.session."""
     return {"calls": L.calls} if os.path.exists(L.calls) else {}
 
 
+# Where each call's Snakemake log is kept (core/session.py): a stored study carries its logs beside its records.
+CALL_LOGS = "logs" if STORED else L.logs
+
+
 # How the README names the study's directory in its rebuild command (a stored study: under reference/).
 STUDY_DIR = f"reference/{os.path.basename(os.getcwd())}" if STORED else L.root
+
+
+def yardstick():
+    """The stored study this study's speedups are checked against (config `yardstick`, relative to the project
+    even for a stored study run with --directory), or None: none configured, or this very study. A yardstick
+    that is no stored study, or one of another device type, stops the workflow here, before any job.
+    """
+    path = config["yardstick"][DEVICE]
+    if not path:
+        return None
+    full = os.path.normpath(os.path.join(workflow.basedir, path))
+    if same_study(full, L.root):
+        return None  # a study against itself (or a copy of it) says nothing
+    problem = yardstick_problem(full, DEVICE)
+    if problem:
+        sys.exit(
+            f"config yardstick.{DEVICE}: {problem} (set yardstick: {{{DEVICE}: null}} to go without)"
+        )
+    return full
+
+
+YARDSTICK = yardstick()
+# How the report names the two studies: the yardstick as configured, the study as its README does.
+REPRODUCTION_NAMES = [config["yardstick"][DEVICE], STUDY_DIR]
+
+
+def yardstick_records(wildcards=None):
+    """The yardstick's run records, as paths from the working directory (a stored study's too)."""
+    return [os.path.relpath(p) for p in Layout(YARDSTICK).stored_records()]
+
+
+def reproduction_targets():
+    """The study against its yardstick, where one is configured (rule reproduction)."""
+    return [L.reproduction("md"), L.reproduction("csv")] if YARDSTICK else []
 
 
 def paper_targets():
@@ -182,12 +358,29 @@ def paper_targets():
 
 def before_start():
     """Before the first job of a real run (not a dry run): refuse a GPU study without a GPU (with a cluster
-    executor the jobs run on hosts of their own), then print the runs to do and their estimated device time.
+    executor the jobs run on hosts of their own) and a second invocation on the study (core/study_lock.py),
+    remove what shows a run whose record is gone, then print the runs to do and their estimated device time.
     """
     if _device_errors and workflow.local_exec:
         sys.exit(config_check.format_errors(_device_errors, _sources))
+    study_lock.hold(".")
     if not STORED:
-        print(plan_message(RUNS, L, DEVICE, GPUS), file=sys.stderr)
+        remove_stale_views()
+        # to Snakemake's log too, where the study's README reads it back beside the call's wall time
+        logger.info(plan_message(RUNS, L, DEVICE, GPUS, planned_jobs()))
+        if workflow.local_exec:
+            launch.start()  # the warm server's imports overlap data preparation
+
+
+def remove_stale_views():
+    """The summary, figures, papers and README go while a run they show has lost its record (deleted, or set
+    aside as damaged): none of them may show it. This run makes them again once the run is redone.
+    """
+    views, why = damaged.stale_views(L, RUNS)
+    for view in views:
+        shutil.rmtree(view) if os.path.isdir(view) else os.remove(view)
+    if views:
+        print(f"{why}: removed {', '.join(views)}, made from them", file=sys.stderr)
 
 
 def slurm_resources(partition, **request):
@@ -207,3 +400,10 @@ TIMED_JOB = slurm_resources(
     gpu_model=config["cluster"]["gpu_model"] if DEVICE == "cuda" else None,
     constraint=config["cluster"]["constraint"],
 )
+
+
+# A damaged output is set aside before the DAG is built, so that the DAG makes it again (core/damaged.py);
+# only here, in the process that plans the study, never in a job's own Snakemake.
+if not STORED and workflow.is_main_process:
+    for _line in damaged.set_aside(L, summary_inputs()):
+        print(_line, file=sys.stderr)

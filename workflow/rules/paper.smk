@@ -45,6 +45,7 @@ rule study_readme:
     """
     input:
         unpack(call_log),
+        unpack(test_records),
         records=run_records,
         environment=L.environment,
         facts=L.facts,
@@ -57,5 +58,6 @@ rule study_readme:
         **CPU_JOB,
     params:
         rebuild=f"snakemake --cores all --directory {STUDY_DIR} --forcerun summarize",
+        logs=CALL_LOGS,
     script:
         "../scripts/study_readme.py"

@@ -1,11 +1,15 @@
 # The timed jobs: every one holds the machine's `timed_run` slot (profiles/default: one at a time; on a host
-# with N GPUs, N at once, each locking its own GPU), so no timed block competes with another job.
+# with N GPUs, N at once, each locking its own GPU), so no timed block competes with another job. Each is a
+# `run:` block, run in a thread of Snakemake's own process (profiles/default: force-use-threads), that has the
+# warm launcher make the job's fresh process (compile_study/measure/launch.py, measure/jobs.py): no job pays
+# for an interpreter, its imports or a Snakemake of its own.
 
 
 rule train_run:
     """One configuration, one process, one JSON record (a failure is a record too)."""
     input:
         data=DATA_FILES,
+        model=L.model,
         cold_run=cold_run_record,
     output:
         record=L.record_pattern,
@@ -23,10 +27,10 @@ rule train_run:
         model=config["model"],
         device=DEVICE,
         cache_dir=inductor_cache_dir,
-        expected_runs=len(RUNS),
-        records_glob=L.records_glob,
-    script:
-        "../scripts/train_run.py"
+    run:
+        jobs.train_run(
+            params, DATA_DIR, output.record, output.trace, log[0], threads, progress
+        )
 
 
 rule parity:
@@ -44,12 +48,19 @@ rule parity:
         **TIMED_JOB,
         timed_run=1,
     params:
-        model=config["model"],
-        settings=parity_settings,
+        check=parity_job,
         device=DEVICE,
         cache_dir=parity_cache_dir,
-    script:
-        "../scripts/parity.py"
+    run:
+        jobs.result_job(
+            PARITY,
+            params.check,
+            output[0],
+            log[0],
+            threads,
+            DEVICE,
+            params.cache_dir,
+        )
 
 
 rule measure_peak:
@@ -63,9 +74,11 @@ rule measure_peak:
         **TIMED_JOB,
         timed_run=1,
     params:
-        device=DEVICE,
-    script:
-        "../scripts/measure_peak.py"
+        peak={"device": DEVICE},
+    run:
+        jobs.result_job(
+            PEAK, params.peak, output[0], log[0], threads, DEVICE, host_env=True
+        )
 
 
 rule mlp_claim:
@@ -79,20 +92,20 @@ rule mlp_claim:
         **TIMED_JOB,
         timed_run=1,
     params:
-        device=DEVICE,
-        batch_sizes=config["claims"]["mlp"][DEVICE]["batch_sizes"],
-        steps=config["claims"]["mlp"][DEVICE]["steps"],
-        repeats=config["claims"]["mlp"][DEVICE]["repeats"],
-    script:
-        "../scripts/mlp_claim.py"
+        claim=mlp_job,
+    run:
+        jobs.result_job(
+            MLP, params.claim, output[0], log[0], threads, DEVICE, host_env=True
+        )
 
 
 rule method_check:
-    """A check of the method (config `checks`): the step timer, drift of the in-process reference, or two timed
-    runs at once (concurrency: it uses every GPU itself, so it holds the whole `timed_run` pool).
+    """A check of the method (config `checks`): the step timer, drift of the in-process reference, two timed
+    runs at once (concurrency: it uses every GPU itself, so it holds the whole `timed_run` pool), or the warm
+    launcher against fresh processes (launcher).
     """
     input:
-        data=DATA_FILES,
+        unpack(check_inputs),
     output:
         L.check("{check}"),
     log:
@@ -110,5 +123,5 @@ rule method_check:
         timed_run=lambda wc: max(1, GPUS) if wc.check == "concurrency" else 1,
     params:
         model=config["model"],
-    script:
-        "../scripts/method_check.py"
+    run:
+        method_check(wildcards.check, output[0], log[0], threads)

@@ -1,0 +1,191 @@
+"""Where a study's wall time went, call by call: every second of a call given to one part.
+
+A call (one line of calls.jsonl, core/session.py) is one Snakemake invocation; its Snakemake log (kept under
+`logs/calls/<n>.snakemake.log`) says when each job started and finished, to the second. Each second of the
+call goes to the jobs running in it, split evenly where several run at once (N GPUs), and to Snakemake
+itself where none runs (its start, DAG and scheduling, each job's bookkeeping, its exit). A run's share is
+split further by its record's parts (record.OVERHEAD), over its own job window where the record has one
+(launcher records: to the millisecond), so the parts of a call sum to its wall time:
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from compile_study.core import record
+
+_STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+_START = re.compile(r"^(?:local)?rule (\w+):$")
+_FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)")
+_DATE = re.compile(r"^\s*Date: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+_PLAN = re.compile(r"study plan: .* \((\d+) s in all")
+SNAKEMAKE = "snakemake"  # the part of a call in which no job runs
+# how the table names a rule's time; a rule not here is named by itself
+RULE_PART = {"prepare_data": "data preparation", "study_facts": "data preparation", "study_config": "data preparation",
+             "parity": "parity checks", "measure_peak": "matmul peak", "mlp_claim": "MLP claim",
+             "method_check": "method checks", "summarize": "summary", "figures": "figures", "paper": "paper",
+             "paper_pdf": "PDF", "study_readme": "study README"}
+
+
+@dataclass
+class Job:
+    rule: str
+    jobid: int
+    start: float  # seconds since the epoch
+    end: float | None  # None: never finished in this call (interrupted or failed)
+    output: str = ""
+
+
+def read_calls(path: str | Path) -> list[dict]:
+    """The lines of a study's calls.jsonl (session.py), none where it does not exist."""
+    path = Path(path)
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
+
+
+def _utc(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def jobs_of(log_text: str, call_start: float) -> list[Job]:
+    """The jobs of one Snakemake log, in seconds since the epoch. The log writes local time without a zone:
+    the zone is the one that puts Snakemake's own start (its `Date:` line) nearest the call's start."""
+    date = next((m[1] for m in map(_DATE.match, log_text.splitlines()) if m), None)
+    local0 = datetime.fromisoformat(date).replace(tzinfo=UTC).timestamp() if date else call_start
+    offset = round((local0 - call_start) / 900) * 900  # time zones are whole quarter hours
+    jobs: dict[int, Job] = {}
+    stamp, pending = None, None
+    for line in log_text.splitlines():
+        if m := _STAMP.match(line):
+            stamp = datetime.strptime(m[1], "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC).timestamp() - offset
+        elif m := _START.match(line):
+            pending = Job(m[1], -1, stamp, None)
+        elif pending and line.strip().startswith("output:"):
+            pending.output = line.split(":", 1)[1].strip().split(",")[0]
+        elif pending and line.strip().startswith("jobid:"):
+            pending.jobid = int(line.split(":", 1)[1])
+            jobs[pending.jobid] = pending
+            pending = None
+        elif (m := _FINISHED.match(line)) and int(m[1]) in jobs:
+            jobs[int(m[1])].end = stamp
+    return list(jobs.values())
+
+
+def _windows(jobs: list[Job], runs: dict[str, dict], call_end: float) -> list[tuple[float, float, str, str]]:
+    """(start, end, rule, output) per job; a run whose record has its job window takes that window."""
+    out = []
+    for job in jobs:
+        window = (runs.get(job.output) or {}).get("metrics", {}).get("job_window_unix")
+        start, end = (window if window and None not in window else (job.start, job.end or call_end))
+        out.append((start, min(end, call_end), job.rule, job.output))
+    return out
+
+
+def shares(windows, call_start: float, call_end: float) -> tuple[Counter, float]:
+    """Each job's seconds (by output), every second split evenly among the jobs running in it -> (shares, idle)."""
+    cuts = sorted({call_start, call_end, *(t for w in windows for t in w[:2] if call_start < t < call_end)})
+    got, idle = Counter(), 0.0
+    for a, b in zip(cuts, cuts[1:]):
+        running = [w for w in windows if w[0] <= a and w[1] >= b]
+        if not running:
+            idle += b - a
+        for w in running:
+            got[(w[2], w[3])] += (b - a) / len(running)
+    return got, idle
+
+
+def run_parts(rec: dict | None, seconds: float) -> dict[str, float]:
+    """A run's share of the call, split as its record's parts (the rest: unbooked)."""
+    if rec is None:
+        return {"runs: stopped before a record": seconds}  # interrupted (or its Snakemake job failed)
+    overhead = (rec.get("metrics") or {}).get("overhead_s") or {}
+    total = overhead.get("total_s") or 0.0
+    if not total:
+        return {"runs: unbooked": seconds}
+    parts = {f"runs: {k.removesuffix('_s').replace('_', ' ')}": seconds * (overhead.get(k) or 0.0) / total
+             for k in record.OVERHEAD if k != "total_s"}
+    return parts | {"runs: unbooked": seconds - sum(parts.values())}
+
+
+def breakdown(call: dict, log_text: str, runs: dict[str, dict]) -> dict[str, float]:
+    """One call's wall time by part: Snakemake's own, each run part, each other rule's (they sum to wall_s)."""
+    start = _utc(call["start_utc"])
+    end = start + call["wall_s"]
+    windows = _windows(jobs_of(log_text, start), runs, end)
+    got, idle = shares(windows, start, end)
+    parts: dict[str, float] = defaultdict(float, {SNAKEMAKE: idle})
+    for (rule, output), seconds in got.items():
+        if rule == "train_run":
+            for k, v in run_parts(runs.get(output), seconds).items():
+                parts[k] += v
+        else:
+            parts[RULE_PART.get(rule, rule)] += seconds
+    return dict(parts)
+
+
+def study_breakdown(calls: list[dict], logs: str | Path, record_paths: list[str], device: str,
+                    root: str | Path) -> tuple[list[dict], dict[str, float]]:
+    """A study's calls with a kept Snakemake log (under `logs`) -> (those calls, their parts summed). Its
+    records are matched to the log's jobs by the path each had when it ran (results/<device>/runs/...)."""
+    runs = {f"results/{device}/{os.path.relpath(p, root)}": record.read(p) for p in record_paths}
+    kept, total = [], Counter()
+    for call in calls:
+        log = Path(logs) / call.get("snakemake_log", "-")
+        if log.is_file():
+            total.update(breakdown(call, log.read_text(), runs))
+            kept.append(call)
+    return kept, dict(total)
+
+
+def table(parts: dict[str, float], wall: float) -> list[str]:
+    """Markdown rows: part, seconds, share of the wall time; the largest first, their sum last."""
+    rows = ["| part | seconds | share |", "|---|---:|---:|"]
+    for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1]):
+        if abs(seconds) >= 0.05:
+            rows.append(f"| {name} | {seconds:.1f} | {seconds / wall:.1%} |")
+    total = sum(parts.values())
+    rows.append(f"| sum of the parts (the calls' wall time: {wall:.1f} s) | {total:.1f} | {total / wall:.1%} |")
+    return rows
+
+
+def plan_seconds(log_text: str) -> float | None:
+    """The estimate the call printed before its first job (estimate.plan_message), in seconds."""
+    m = _PLAN.search(log_text)
+    return float(m[1]) if m else None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print where every second of a study's logged calls went, the estimate each printed and the runs' fixed cost."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("study", type=Path, help="the study's directory, e.g. results/cuda or reference/<name>")
+    parser.add_argument("--logs", type=Path, help="where its calls' Snakemake logs are (default: logs/<device> for "
+                                                  "results/<device>, else <study>/logs)")
+    args = parser.parse_args(argv)
+    paths = sorted(str(p) for p in args.study.glob("runs/**/r*.json") if not p.name.endswith(".trace.json.gz"))
+    device = record.read(paths[0])["env"]["device_type"] if paths else "cpu"
+    logs = args.logs or (Path("logs") / args.study.name if args.study.parent.name == "results" else args.study / "logs")
+    calls, parts = study_breakdown(read_calls(args.study / "calls.jsonl"), logs, paths, device, args.study)
+    for call in calls:
+        planned = plan_seconds((logs / call["snakemake_log"]).read_text())
+        printed = f"{planned:.0f} s ({planned / call['wall_s'] - 1:+.0%})" if planned else "none"
+        print(f"call {call['call']}: wall {call['wall_s']:.1f} s, estimate printed at its start {printed}")
+    if calls:
+        print("\n".join(table(parts, sum(c["wall_s"] for c in calls))))
+    fixed = sorted(f for f in (record.fixed_cost_s(record.read(p)["metrics"].get("overhead_s")) for p in paths)
+                   if f is not None)
+    if fixed:
+        print(f"fixed cost of a run: median {fixed[len(fixed) // 2]:.2f} s over {len(fixed)} runs "
+              f"(min {fixed[0]:.2f}, max {fixed[-1]:.2f})")
+
+
+if __name__ == "__main__":
+    main()

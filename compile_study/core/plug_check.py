@@ -1,0 +1,144 @@
+"""Is the configured model usable, and what is it? Run before a study's first timed run (rule check_model).
+
+    python -m compile_study model config.yaml configs/hf-bert.yaml [--device cuda]
+
+`check_plug` builds the model where it costs nothing (meta or fake tensors) to count its parameters and see
+whether training it fits the device, then on the device itself, seeded, where one forward and backward on
+two rows (one of them half padding) must give logits [2, n_classes]; then it counts the model's FLOPs
+(core/flops.py). Every failure is a `PlugError` whose message starts with the config key that set the model.
+The facts it returns (class, parameters, FLOPs per token, the plug) go into the study's `model.json`, and the
+same facts into every run record (measure/run.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+from compile_study.core.flops import step_flops
+from compile_study.core.model import PAD_ID, ModelConfig
+from compile_study.core.plug import (
+    BYTES_PER_PARAM,
+    CHECK_ROWS,
+    PlugError,
+    build_model,
+    describe,
+    model_class,
+    n_params,
+    plug_key,
+)
+
+
+def key_of(cfg: ModelConfig) -> str:
+    """The key a problem with this model is reported under: the plug's, or `model` for the built-in one."""
+    return plug_key(cfg) or "model"
+
+
+def capacity_bytes(device: torch.device) -> tuple[int, str]:
+    """Memory of the device a run trains on, and its name: the GPU's, or the host's RAM for the CPU."""
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return int(props.total_memory), props.name
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this host's memory"
+
+
+def check_fits(cfg: ModelConfig, params: int, capacity: int, where: str) -> None:
+    """Weights, gradients and AdamW's state alone (BYTES_PER_PARAM a parameter) must fit, before any activation."""
+    need = BYTES_PER_PARAM * params
+    if need > capacity:
+        raise PlugError(f"{key_of(cfg)}: the model has {params / 1e6:,.1f} M parameters; training holds about "
+                        f"{need / 2**30:,.1f} GiB for them before any activation (fp32 weights, gradients and "
+                        f"AdamW's two moments, {BYTES_PER_PARAM} bytes a parameter), more than the "
+                        f"{capacity / 2**30:,.1f} GiB of {where}")
+
+
+def check_ids(cfg: ModelConfig, device: torch.device) -> torch.Tensor:
+    """CHECK_ROWS rows of max_len tokens, the second half padding in the last row: ids [2, max_len]."""
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, max(2, cfg.vocab_size), (CHECK_ROWS, cfg.max_len), generator=g)
+    ids[-1, max(1, cfg.max_len // 2):] = PAD_ID
+    return ids.to(device)
+
+
+def check_output(cfg: ModelConfig, model: torch.nn.Module, device: torch.device) -> None:
+    """One forward and backward on check_ids: logits [CHECK_ROWS, n_classes], floating point, differentiable."""
+    key = key_of(cfg)
+    try:
+        out = model(check_ids(cfg, device))
+    except torch.OutOfMemoryError as exc:
+        raise PlugError(f"{key}: one forward pass on {CHECK_ROWS} rows runs out of memory on {device} ({exc})")
+    except PlugError:
+        raise
+    except Exception as exc:
+        raise PlugError(f"{key}: the model cannot be called as model(ids, attention_mask) on ids "
+                        f"[{CHECK_ROWS}, {cfg.max_len}]: {type(exc).__name__}: {str(exc).strip()[:300]}") from exc
+    if not torch.is_tensor(out):
+        raise PlugError(f"{key}: the model returned a {type(out).__name__}; the study needs logits, a tensor "
+                        f"[batch, n_classes] (or an object with .logits)")
+    if tuple(out.shape) != (CHECK_ROWS, cfg.n_classes) or not out.is_floating_point():
+        raise PlugError(f"{key}: the model returned logits of shape {list(out.shape)} ({out.dtype}) for "
+                        f"{CHECK_ROWS} sequences; the study needs floating-point logits [{CHECK_ROWS}, "
+                        f"{cfg.n_classes}] (batch, n_classes)")
+    if not out.requires_grad:
+        raise PlugError(f"{key}: the model's logits do not depend on any trainable parameter")
+    out.float().sum().backward()
+
+
+def _params_free(cfg: ModelConfig) -> int:
+    """Parameters counted on the meta device (no memory), or None where the model cannot be built there."""
+    try:
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            return n_params(build_model(cfg))
+    except PlugError:
+        raise
+    except Exception:
+        return None
+
+
+def check_plug(cfg: ModelConfig, device: torch.device) -> dict:
+    """Every check of the configured model on `device` -> its facts (raises PlugError naming the key)."""
+    capacity, where = capacity_bytes(device)
+    params = _params_free(cfg)
+    if params is not None:
+        check_fits(cfg, params, capacity, where)
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(0)
+            model = build_model(cfg).to(device)
+    except torch.OutOfMemoryError as exc:
+        raise PlugError(f"{key_of(cfg)}: the model does not fit {where} ({exc})") from exc
+    check_fits(cfg, n_params(model), capacity, where)
+    check_output(cfg, model, device)
+    return facts(cfg, model)
+
+
+def facts(cfg: ModelConfig, model: torch.nn.Module) -> dict:
+    """What the paper names of a model: class, parameters, training FLOPs per token, the plug."""
+    flops = step_flops(cfg)
+    return {"plug": describe(cfg), "key": plug_key(cfg), "class": model_class(model), "params": n_params(model),
+            "train_flops_per_token": flops.per_token(), "max_len": cfg.max_len, "flops": flops.describe(),
+            "config": cfg.to_dict()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    from compile_study.core.grid import load_config
+
+    parser = argparse.ArgumentParser(description="Check the configured model and print its facts.")
+    parser.add_argument("configs", nargs="+", help="config.yaml, then overlays")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--vocab-size", type=int, default=None, help="default: data.vocab_size")
+    args = parser.parse_args(argv)
+    config = load_config(args.configs)
+    cfg = ModelConfig(vocab_size=args.vocab_size or config["data"]["vocab_size"], **config["model"])
+    try:
+        print(json.dumps(check_plug(cfg, torch.device(args.device)), indent=1))
+    except PlugError as exc:
+        sys.exit(str(exc))
+
+
+if __name__ == "__main__":
+    main()

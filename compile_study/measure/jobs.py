@@ -1,0 +1,105 @@
+"""The timed jobs as the rules call them: one job, one fresh process (measure/launch.py), its output written here.
+
+    rule train_run:  run: jobs.train_run(params, input.data[0], output.record, output.trace, log[0], threads, ...)
+    rule parity:     run: jobs.result_job("compile_study.checks.parity:job", {...}, output[0], log[0], threads, ...)
+
+Each runs in a thread of Snakemake's own process and never imports torch: it claims a GPU where the host has
+several (waiting is booked as `gpu_wait_s`), readies the Inductor cache, has the launcher make the process,
+and writes the output from what the process sends back. A run's record is written last, atomically, with
+where its wall time went from the job's start to that write (`overhead_s`, record.OVERHEAD): the parts its
+process booked, how long its process took to exit (`teardown_s`) and the record's own writing (`record_s`).
+A process that dies without an answer leaves a record of the failure; an interrupted one leaves nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from compile_study.core import env, record
+from compile_study.core.clock import Clock
+from compile_study.core.io import write_empty_trace, write_json_atomic
+from compile_study.measure import isolation, launch
+
+LOCKS = "resources/locks"  # one lock per GPU on a host with several (isolation.take_gpu)
+RUN = "compile_study.measure.run:run_job"
+
+
+@contextlib.contextmanager
+def job_setup(log: str, threads: int, device: str, clock: Clock, cache_dir: str | None = None, fresh: bool = False):
+    """-> (launch.Setup, the Inductor cache's state) for one job, holding its GPU until the block ends."""
+    with clock.part("gpu_wait_s"):
+        gpu = isolation.take_gpu(LOCKS) if device == "cuda" else None
+    try:
+        setup = launch.Setup(log=log, threads=threads)
+        if gpu is not None:
+            _, index, gpus = gpu
+            setup.cores = isolation.core_share(index, gpus)
+            setup.env["CUDA_VISIBLE_DEVICES"] = str(index)
+        setup.threads = isolation.job_threads(threads, setup.cores)
+        setup.env |= isolation.thread_env(setup.threads)
+        state = None
+        if cache_dir is not None:
+            cache_env, state = isolation.prepare_cache(cache_dir, fresh)
+            setup.env |= cache_env
+        yield setup, state
+    finally:
+        if gpu is not None:
+            gpu[0].release()
+
+
+def train_run(params, data_dir: str, record_path: str, trace_path: str, log: str, threads: int,
+              progress: Callable[[], str] | None = None, way: str | None = None) -> dict:
+    """Rule train_run: one configuration's run in a fresh process -> its record, written (and returned)."""
+    clock = Clock()
+    run, device = dict(params["run"]), params["device"]
+    host = env.host_facts(device)
+    with job_setup(log, threads, device, clock, params["cache_dir"], fresh=run["repeat"] == 0) as (setup, cache):
+        kwargs = {"model": dict(params["model"]), "run": run, "data_dir": data_dir, "device": device,
+                  "threads": setup.threads, "trace_path": trace_path, "host": host}
+        outcome = launch.run(RUN, kwargs, setup, clock, way)
+    if outcome.answered:
+        rec = outcome.value
+    else:  # the process died: its configuration's outcome is that failure
+        rec = record.new(record.RunConfig(**run), dict(params["model"]), host)
+        rec |= {"status": "error", "error": outcome.crash}
+        write_empty_trace(trace_path, f"error: {outcome.crash}")
+    rec["env"] |= {"inductor_cache": cache, "launcher": outcome.way}
+    finish(rec, outcome.clock, record_path, progress)
+    return rec
+
+
+def finish(rec: dict, clock: Clock, record_path: str, progress: Callable[[], str] | None) -> None:
+    """Write the record, the job's last act, with where its time went (the final write, milliseconds, aside)."""
+    with clock.part("record_s"):
+        rec["metrics"]["job_window_unix"] = [round(time.time() - clock.elapsed(), 3), None]
+    rec["metrics"]["overhead_s"] = clock.breakdown(record.OVERHEAD)
+    rec["metrics"]["job_window_unix"][1] = round(time.time(), 3)
+    write_json_atomic(record_path, rec)
+    if progress is not None:
+        print(progress(), flush=True)
+
+
+def result_job(target: str, kwargs: dict, out_path: str, log: str, threads: int, device: str,
+               cache_dir: str | None = None, host_env: bool = False) -> None:
+    """Rules parity, measure_peak, mlp_claim: target's dict (with the environment if asked), as JSON."""
+    clock = Clock()
+    with job_setup(log, threads, device, clock, cache_dir) as (setup, _):
+        outcome = launch.run(target, kwargs | ({"host": env.host_facts(device)} if host_env else {}), setup, clock)
+    if not outcome.answered:
+        raise RuntimeError(f"{target}: {outcome.crash} (see {log})")
+    write_json_atomic(out_path, outcome.value)
+
+
+def check_job(check: str, data_dir: str, out_path: str, model: dict, log: str, threads: int, device: str) -> None:
+    """Rule method_check: a check's main(data_dir, out_path, model) in a fresh process (it writes its output).
+    The concurrency check places its own processes on the GPUs, so its job takes none."""
+    clock = Clock()
+    gpu_device = "cpu" if check == "concurrency" else device
+    with job_setup(log, threads, gpu_device, clock) as (setup, _):
+        outcome = launch.run(f"compile_study.checks.{check}:main",
+                             {"data_dir": data_dir, "out_path": out_path, "model": dict(model)}, setup, clock)
+    if not outcome.answered or not Path(out_path).is_file():
+        raise RuntimeError(f"method check {check}: {outcome.crash or 'no output written'} (see {log})")

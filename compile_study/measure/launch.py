@@ -1,0 +1,275 @@
+"""The warm launcher: every timed job a fresh process of its own, none paying for imports or a job start.
+
+Snakemake runs the timed rules' `run:` blocks in threads of its own process (profiles/default sets
+`force-use-threads`; a cluster's job step always does), so a timed job starts no interpreter and no
+Snakemake of its own. Each block calls `run` here (through measure/jobs.py), which makes the job's process
+in one of two ways:
+
+- `warm` (the default): forked by a server that has imported torch, torch._dynamo and the package once
+  (the standard library's forkserver, preloading PRELOAD). The server never touches CUDA, so each child
+  initialises its own CUDA context; Dynamo and Inductor start in it as in any process that has only
+  imported them. Importing `torch._inductor.compile_fx` (or anything that starts the CUDA driver) before
+  the fork breaks CUDA in every child; a child that finds itself so broken says so, and the launcher
+  restarts the server with SAFE_PRELOAD (torch and torch._dynamo, shown to be safe on an H200), then,
+  should that fail too, starts every later job `fresh`;
+- `fresh`: a new Python interpreter that imports what it needs, as every run did before the launcher.
+  The method check `launcher` runs the same cells both ways and compares their speedups.
+
+The child dies with its parent (PR_SET_PDEATHSIG: the server exits when Snakemake does), takes its GPU and
+core share before CUDA starts (Setup), sends its target's return value back through a file, and exits
+without the interpreter's teardown. A child that dies without an answer is a crash (segfault, the kernel's
+OOM killer), which the caller records as the job's outcome; one ended by SIGINT, SIGTERM or SIGHUP was
+interrupted, and `run` raises Interrupted: no output is written and Snakemake reruns the job. Torch-free in
+the parent (torch is imported only inside the child's functions).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import inspect
+import multiprocessing
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compile_study.core.clock import Clock
+
+# what the server imports once; none of it may start CUDA (see the module docstring)
+PRELOAD = ("torch", "torch._dynamo", "compile_study.measure.launch", "compile_study.measure.run", "compile_study.checks.parity",
+           "compile_study.checks.peak", "compile_study.checks.mlp_claim")
+SAFE_PRELOAD = ("torch", "torch._dynamo", "compile_study.measure.launch")
+WAYS = ("warm", "fresh")
+JOB = "compile-study job "  # the name of a launcher's child process
+INTERRUPTS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # a fresh child imports the code the parent runs
+FRESH = "import pickle, sys; from compile_study.measure.launch import child; child(pickle.load(open(sys.argv[1], 'rb')))"
+
+
+class Interrupted(RuntimeError):
+    """The job's process was stopped by a signal meant to stop the study: nothing is recorded."""
+
+
+class ChildError(RuntimeError):
+    """The target raised in the child (its traceback is in the job's log)."""
+
+
+@dataclass
+class Setup:
+    """What the child applies before anything else: its log, threads, environment and cores."""
+
+    log: str
+    threads: int
+    env: dict[str, str] = field(default_factory=dict)  # CUDA_VISIBLE_DEVICES, Inductor/Triton cache, ...
+    cores: list[int] | None = None  # CPU affinity: a GPU's share of the cores on a host with several
+
+
+@dataclass
+class Outcome:
+    """What came back: the target's value (None where the child died), the job's clock, how it ended."""
+
+    value: object
+    clock: Clock
+    exitcode: int
+    way: str
+    answered: bool = True
+
+    @property
+    def crash(self) -> str | None:
+        """Why the child gave no answer, or None."""
+        if self.answered:
+            return None
+        how = (f"killed by {signal.Signals(-self.exitcode).name}" if self.exitcode < 0
+               else f"exited with status {self.exitcode}")
+        return f"the run's process {how} before it returned a result (a crash; SIGKILL: e.g. the kernel's OOM killer)"
+
+
+class _State:
+    """The launcher of this process: one forkserver, its preload, the way jobs start."""
+
+    lock = threading.Lock()
+    way = os.environ.get("COMPILE_STUDY_LAUNCHER", "warm")  # `fresh`: every job a new interpreter
+    preload = PRELOAD
+
+
+def start() -> None:
+    """Start the warm server now (its imports then overlap whatever runs first); run() also starts it."""
+    from multiprocessing import forkserver, spawn
+
+    with _State.lock:
+        if _State.way == "warm":
+            if not getattr(spawn.get_preparation_data, "leaves_main_alone", False):
+                spawn.get_preparation_data = _without_main(spawn.get_preparation_data)
+            multiprocessing.get_context("forkserver").set_forkserver_preload(list(_State.preload))
+            forkserver.ensure_running()
+
+
+def _without_main(get_preparation_data):
+    """multiprocessing runs the parent's main script again in every forkserver child (so that pickles can name
+    its functions); a job's child needs none of it, and Snakemake's console script would import all of Snakemake
+    again in each child. Only the launcher's processes (named JOB) are spared it."""
+    def prepare(name):
+        data = get_preparation_data(name)
+        if name.startswith(JOB):
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+        return data
+
+    prepare.leaves_main_alone = True
+    return prepare
+
+
+def run(target: str, kwargs: dict, setup: Setup, clock: Clock | None = None, way: str | None = None) -> Outcome:
+    """Run `module:function`(**kwargs) in a fresh process -> its Outcome (raises Interrupted, ChildError)."""
+    clock = clock or Clock()
+    way = way or _State.way
+    if way not in WAYS:
+        raise ValueError(f"launcher way {way!r} is not one of {WAYS}")
+    with tempfile.TemporaryDirectory(prefix="compile-study-job-") as tmp:
+        spec = {"target": target, "kwargs": kwargs, "setup": setup, "result": f"{tmp}/result.pickle"}
+        exitcode = (_warm if way == "warm" else _fresh)(spec | {"clock": clock.state()}, tmp)
+        ended = time.perf_counter()
+        answer = _read(spec["result"])
+    if answer.get("bad_fork") and way == "warm":
+        _degrade()
+        return run(target, kwargs, setup, clock, None)
+    if "error" in answer:
+        raise ChildError(f"{target} failed in its process (see {setup.log}): {answer['error']}")
+    if answer:
+        clock = Clock.resume(answer["clock"])
+        clock.parts["teardown_s"] += ended - answer["handoff"]  # pickling the answer, exit, CUDA teardown
+        return Outcome(answer["value"], clock, exitcode, way)
+    if exitcode < 0 and -exitcode in INTERRUPTS:
+        raise Interrupted(f"{target}: its process was stopped by {signal.Signals(-exitcode).name}; nothing recorded")
+    return Outcome(None, clock, exitcode, way, answered=False)
+
+
+def _warm(spec: dict, tmp: str) -> int:
+    start()
+    proc = multiprocessing.get_context("forkserver").Process(target=child, args=(spec,), name=f"{JOB}{spec['target']}")
+    proc.start()
+    proc.join()
+    return proc.exitcode
+
+
+def _fresh(spec: dict, tmp: str) -> int:
+    path = Path(tmp) / "spec.pickle"
+    path.write_bytes(pickle.dumps(spec))
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen([sys.executable, "-c", FRESH, str(path)], env=env, stdin=subprocess.DEVNULL).wait()
+
+
+def _read(path: str) -> dict:
+    try:
+        return pickle.loads(Path(path).read_bytes())
+    except (OSError, EOFError, pickle.UnpicklingError):
+        return {}  # the child died before its answer was complete
+
+
+def _degrade() -> None:
+    """A child found CUDA unusable after the fork: restart the server with less preloaded, else go fresh."""
+    from multiprocessing import forkserver
+
+    with _State.lock:
+        server = getattr(forkserver, "_forkserver", None)
+        if _State.preload != SAFE_PRELOAD and hasattr(server, "_stop"):
+            server._stop()
+            _State.preload = SAFE_PRELOAD
+            print(f"launcher: a preloaded module started CUDA before the fork; restarting the server with "
+                  f"{', '.join(SAFE_PRELOAD)} only", file=sys.stderr)
+        else:
+            _State.way = "fresh"
+            print("launcher: CUDA is unusable in forked children here; every later job starts a fresh interpreter",
+                  file=sys.stderr)
+
+
+# --- the child's side ------------------------------------------------------------------------------------------
+
+def die_with_parent() -> None:
+    """SIGKILL this process when its parent dies (Linux), so that no orphan keeps a GPU busy.
+
+    A forkserver's child inherits the server's "alive" pipe, whose last writer closing tells the server its
+    client (Snakemake) is gone; the child lets go of it, or the server would outlive Snakemake for its sake.
+    """
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    if getattr(server, "_forkserver_alive_fd", None) is not None:
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_alive_fd = None
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def apply(setup: Setup) -> None:
+    """The child's first steps, before torch is touched: log, environment, cores."""
+    from compile_study.core.logs import redirect_output
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a ^C stops the child at once (the server ignores it)
+    redirect_output(setup.log)
+    os.environ.update(setup.env)
+    if setup.cores:
+        os.sched_setaffinity(0, setup.cores)
+
+
+def torch_threads(threads: int) -> None:
+    """Thread counts that torch and Inductor read when they were imported (in the server), set again."""
+    torch = sys.modules.get("torch")
+    if torch is not None:  # a job that does not use torch leaves it unimported
+        torch.set_num_threads(threads)
+    inductor = sys.modules.get("torch._inductor.config")
+    if inductor is not None:
+        inductor.compile_threads = threads
+
+
+def bad_fork() -> bool:
+    """Whether CUDA was started in the process this one was forked from (it cannot start again here)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(getattr(torch.cuda, "_is_in_bad_fork", lambda: False)())
+
+
+def child(spec: dict) -> None:
+    """A job's process: set up, call the target, hand its value back, exit (no interpreter teardown)."""
+    die_with_parent()
+    setup: Setup = spec["setup"]
+    apply(setup)
+    clock = Clock.resume(spec["clock"])
+    clock.lap("process_start_s")  # the parent's set-up of the job and the process's creation
+    try:
+        with clock.part("imports_s"):
+            module, name = spec["target"].split(":")
+            fn = getattr(importlib.import_module(module), name)
+            torch_threads(setup.threads)
+        if bad_fork():
+            answer = {"bad_fork": True}
+        else:
+            kwargs = spec["kwargs"] | ({"clock": clock} if "clock" in inspect.signature(fn).parameters else {})
+            value = fn(**kwargs)
+            answer = {"value": value, "clock": clock.state(), "handoff": time.perf_counter()}
+    except BaseException:
+        traceback.print_exc()
+        answer = {"error": traceback.format_exc(limit=4).strip().splitlines()[-1]}
+    _write(spec["result"], answer)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _write(path: str, answer: dict) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(answer, f)
+    os.replace(tmp, path)

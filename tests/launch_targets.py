@@ -1,0 +1,35 @@
+"""Jobs for tests/test_launch.py: what a launcher's child runs (importable as tests.launch_targets; no torch)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+
+def facts(word: str, clock) -> dict:
+    """What the child sees: its parent, environment, cores; a part booked on the job's clock."""
+    with clock.part("timed_s"):
+        time.sleep(0.05)
+    print(f"child says {word}")
+    return {"word": word, "pid": os.getpid(), "ppid": os.getppid(), "env": os.environ.get("STUDY_TEST_VALUE"),
+            "cores": sorted(os.sched_getaffinity(0))}
+
+
+def crash() -> None:
+    os.abort()
+
+
+def interrupted() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+
+
+def fails() -> None:
+    raise ValueError("a bad value, raised in the child")
+
+
+def sleeps(pid_file: str) -> None:
+    with open(pid_file, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(60)

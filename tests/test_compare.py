@@ -1,0 +1,239 @@
+"""The reproduction rule (compile_study/aggregate/compare.py): checked on simulated pairs of studies whose true
+shift is known (false "differs" rate, power at 1.3x), on the stored study against itself and against a copy
+with known shifts, and on bad arguments."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from compile_study.aggregate import compare as cmp
+from compile_study.report import reproduction
+from compile_study.core import layout
+
+from .conftest import REPO
+from .test_stats import CHUNK, STEPS, STUDIES, band_of, process_speedups, simulate
+
+SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+STORED = REPO / SCHEMA["properties"]["yardstick"]["properties"]["cuda"]["default"]  # the committed GPU study
+NAMES = ("stored", "study")
+NOISE = {  # name -> (noise of the compiled configuration, noise of the eager A/A runs), as in tests/test_stats.py
+    "typical": ({}, {}),
+    "device-bound": (dict(sd_process=0.005, sd_step=0.002), dict(sd_process=0.005, sd_step=0.002)),
+    "compiled noisier than eager": (dict(sd_process=0.05), dict(sd_process=0.005, sd_step=0.002)),
+    "noisy": (dict(sd_process=0.10), dict(sd_process=0.10)),
+}
+
+
+def band_highs(rng, n: int, noise: dict) -> np.ndarray:
+    """The A/A band's upper end (core/stats.aa_band) of STUDIES simulated cells of n eager processes each,
+    vectorised over the cells (test_band_highs_match_aa_band checks it against aa_band)."""
+    subject, reference = simulate(rng, STUDIES, n, 1.0, **noise)  # [cells, n, STEPS]
+    chunks = (STUDIES, n, STEPS // CHUNK, CHUNK)
+    logs = np.log(np.median(reference.reshape(chunks), -1) / np.median(subject.reshape(chunks), -1))  # [cells, n, 5]
+    chunk_sd = np.sqrt(((logs - logs.mean(-1, keepdims=True)) ** 2).sum((1, 2)) / (n * (chunks[2] - 1)))
+    aa = np.log(process_speedups(subject, reference))  # [cells, n]
+    return np.exp(np.maximum(np.abs(aa.mean(-1)) + aa.std(-1, ddof=1), chunk_sd)), (subject, reference)
+
+
+def simulated_verdicts(rng, n: int, shift: float, noise: str) -> pd.Series:
+    """Verdicts on STUDIES simulated pairs: a stored study and a study of one configuration (true speedup 1.5x,
+    the study's `shift` times that) with n processes each, each side with its own cell of n eager A/A processes."""
+    subject_noise, aa_noise = NOISE[noise]
+    a, b = (np.log(process_speedups(*simulate(rng, STUDIES, n, 1.5 * s, **subject_noise))) for s in (1.0, shift))
+    margin = np.maximum(band_highs(rng, n, aa_noise)[0], band_highs(rng, n, aa_noise)[0])
+    low, high = (np.exp(x) for x in cmp.welch_interval(a, b))
+    ratio = np.exp(b.mean(-1) - a.mean(-1))
+    return pd.Series([cmp.decide(n, *args)[0] for args in zip(ratio, low, high, margin)])
+
+
+@pytest.mark.unit
+def test_band_highs_match_aa_band():
+    highs, (subject, reference) = band_highs(np.random.default_rng(9), 3, {})
+    assert [band_of(s, r).high for s, r in zip(subject[:50], reference[:50])] == pytest.approx(highs[:50])
+
+
+@pytest.mark.unit
+def test_the_vectorised_rule_is_the_rule():
+    rng = np.random.default_rng(12)
+    a, b = np.exp(rng.normal(0.4, 0.05, (20, 3))), np.exp(rng.normal(0.45, 0.05, (20, 3)))
+    low, high = (np.exp(x) for x in cmp.welch_interval(np.log(a), np.log(b)))
+    for i in range(20):
+        one = cmp.judge(a[i], b[i], 1.05)
+        assert (one.low, one.high) == (pytest.approx(low[i]), pytest.approx(high[i]))
+        assert one.verdict == cmp.decide(3, one.ratio, low[i], high[i], 1.05)[0]
+
+
+@pytest.mark.unit
+def test_pairs_from_one_distribution_rarely_differ():
+    rng = np.random.default_rng(10)
+    found = {(n, noise): simulated_verdicts(rng, n, 1.0, noise) for n in (3, 5) for noise in NOISE}
+    differs = {k: v.str.startswith("differs").mean() for k, v in found.items()}
+    reproduced = {k: (v == "reproduced").mean() for k, v in found.items()}
+    print(f"\nfalse 'differs' rate over {STUDIES} pairs from one distribution: "
+          + "; ".join(f"n = {n} {noise} {differs[n, noise]:.3f}" for n, noise in found))
+    print("'reproduced' rate on the same pairs: "
+          + "; ".join(f"n = {n} {noise} {reproduced[n, noise]:.3f}" for n, noise in found))
+    assert max(differs.values()) <= 0.05
+    assert reproduced[3, "typical"] >= 0.8 and reproduced[5, "typical"] >= 0.95
+
+
+@pytest.mark.unit
+def test_a_real_1_3x_shift_is_called_a_difference():
+    rng = np.random.default_rng(11)
+    power = {(n, shift, noise): simulated_verdicts(rng, n, shift, noise)
+             for n in (3, 5) for shift in (1.3, 1 / 1.3) for noise in ("typical", "noisy")}
+    called = {k: (v == ("differs (faster)" if k[1] > 1 else "differs (slower)")).mean() for k, v in power.items()}
+    print("\npower to call a real shift 'differs': "
+          + "; ".join(f"n = {n} {'1.3x' if s > 1 else '1/1.3x'} {noise} {called[n, s, noise]:.3f}"
+                      for n, s, noise in called))
+    for n in (3, 5):
+        assert called[n, 1.3, "typical"] >= 0.8 and called[n, 1 / 1.3, "typical"] >= 0.8
+    assert called[5, 1.3, "typical"] >= 0.95
+    assert all((v == "reproduced").mean() <= 0.05 for v in power.values())  # a 1.3x shift is never "reproduced"
+
+
+@pytest.mark.unit
+def test_the_rule_by_case():
+    same = [1.50, 1.55, 1.60]
+    two = cmp.judge(same, [1.5, 1.6], 1.05)
+    assert (two.verdict, two.reason) == ("inconclusive", "n < 3") and math.isnan(two.low)
+    assert two.ratio == pytest.approx(np.sqrt(1.5 * 1.6) / np.exp(np.mean(np.log(same))))  # still shown
+    assert cmp.judge(same, [], 1.05).reason == "n < 3" and math.isnan(cmp.judge(same, [], 1.05).ratio)
+    assert cmp.judge(same, same, math.nan).reason == "no A/A control"
+    faster = cmp.judge(same, [2.0, 2.05, 2.1], 1.05)
+    assert faster.verdict == "differs (faster)" and faster.low > 1 and faster.ratio == pytest.approx(1.33, abs=0.01)
+    assert cmp.judge([2.0, 2.05, 2.1], same, 1.05).verdict == "differs (slower)"
+    # a shift the interval shows but smaller than the A/A margin is no difference
+    steady, shifted = [1.50, 1.51, 1.52], [1.56, 1.57, 1.58]  # 4% apart, each side within 1%
+    small = cmp.judge(steady, shifted, 1.08)
+    assert small.low > 1 and small.verdict == "reproduced"
+    assert cmp.judge(steady, shifted, 1.02).verdict == "differs (faster)"
+    wide = cmp.judge([1.0, 1.5, 2.2], [1.0, 1.6, 2.3], 1.05)
+    assert wide.verdict == "inconclusive" and wide.reason == "interval too wide" and wide.high > cmp.TOLERANCE
+    exact = cmp.judge([1.2] * 3, [1.2] * 4, 1.01)
+    assert (exact.verdict, exact.low, exact.high) == ("reproduced", pytest.approx(1.0), pytest.approx(1.0))
+    assert cmp.judge([1.2, None, float("nan"), 0.0, 1.25, 1.3], [1.2, 1.25, 1.3], 1.05).verdict == "reproduced"
+
+
+@pytest.mark.unit
+def test_margin_is_the_wider_band_and_one_band_is_enough():
+    assert cmp.margin_of((1 / 1.05, 1.05), (1 / 1.10, 1.10)) == pytest.approx(1.10)
+    assert cmp.margin_of((math.nan, math.nan), (1 / 1.04, 1.04)) == pytest.approx(1.04)
+    assert math.isnan(cmp.margin_of((math.nan, math.nan), (math.nan, math.nan)))
+
+
+@pytest.fixture(scope="module")
+def stored_records() -> pd.DataFrame:
+    return cmp.load(STORED)
+
+
+@pytest.mark.unit
+def test_the_stored_study_against_itself_is_reproduced_wherever_the_rule_can_say(stored_records):
+    result = cmp.compare(stored_records, stored_records, NAMES)
+    t = result.table
+    assert len(t) == stored_records.groupby(list(cmp.KEY)).ngroups and result.only_stored.empty
+    assert np.allclose(t.ratio, 1.0) and np.allclose(t.step_ratio, 1.0)
+    assert not t.verdict.str.startswith("differs").any() and not result.versions.differs.any()
+    few = (t.stored_n < cmp.MIN_N)
+    no_band = ~few & t.margin.isna()
+    wide = ~few & ~no_band & (t.ratio_high > np.maximum(cmp.TOLERANCE, t.margin))
+    assert list(t.reason[few].unique()) == ["n < 3"] and (t.reason[no_band] == "no A/A control").all()
+    assert (t.reason[wide] == "interval too wide").all()
+    assert (t.verdict[~few & ~no_band & ~wide] == "reproduced").all()
+    # a configuration whose own interval is wider than +-30% cannot rule out a 1.3x shift, even against itself
+    assert (t.stored_high[wide] / t.stored_low[wide] > 1.3).all()
+    assert (t.verdict == "reproduced").sum() >= 0.8 * (~few & ~no_band).sum()
+    counts = result.counts()
+    assert counts["reproduced"] + counts["differs"] + counts["inconclusive"] == counts["shared"] == len(t)
+
+
+def copy_study(source, target, shift: dict | None = None, device: str | None = None):
+    """A copy of a stored study's config and records; `shift` multiplies the speedup of some configurations
+    ((regime, precision, batch, mode, scope) -> factor), `device` relabels every record's device type."""
+    shift = shift or {}
+    target.mkdir(parents=True)
+    shutil.copy(source / "config.yaml", target / "config.yaml")
+    for path in (source / "runs").rglob("r*.json"):
+        rec = json.loads(path.read_text())
+        c, m = rec["config"], rec["metrics"]
+        factor = shift.get((c["shape_regime"], c["precision"], c["batch_size"], c["compile_mode"],
+                            c["compile_scope"]), 1.0)
+        if m.get("in_process_speedup") is not None:
+            m["in_process_speedup"] *= factor
+            m["steady_step_ms"] /= factor
+        if device:
+            rec["env"]["device_type"] = device
+        out = target / path.relative_to(source)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rec))
+
+
+@pytest.mark.unit
+def test_a_copy_with_known_shifts_differs_there_and_only_there(tmp_path, capsys):
+    faster = ("static", "bf16", 512, "reduce-overhead", "module")
+    slower = ("static", "bf16", 32, "max-autotune", "module")
+    copy_study(STORED, tmp_path / "copy", {faster: 1.5, slower: 1 / 1.5})
+    reproduction.main([str(STORED), str(tmp_path / "copy"), "--out", str(tmp_path)])
+    assert "0 differ" not in capsys.readouterr().out
+    t = pd.read_csv(tmp_path / "reproduction.csv").set_index(cmp.KEY)
+    assert t.loc[faster, "verdict"] == "differs (faster)" and t.loc[faster, "ratio"] == pytest.approx(1.5)
+    assert t.loc[slower, "verdict"] == "differs (slower)" and t.loc[slower, "step_ratio"] == pytest.approx(1.5)
+    others = t.drop([faster, slower])
+    assert not others.verdict.str.startswith("differs").any() and np.allclose(others.ratio, 1.0)
+    md = (tmp_path / "reproduction.md").read_text()
+    assert cmp.counts(pd.read_csv(tmp_path / "reproduction.csv"))["differs"] == 2
+    assert "2 differ" in md and md.count("| static ") == (t.index.get_level_values(0) == "static").sum()
+
+
+@pytest.mark.unit
+def test_bad_arguments_are_refused_with_a_reason(tmp_path, stored_records):
+    with pytest.raises(SystemExit, match="not a study directory"):
+        reproduction.main([str(STORED), str(tmp_path)])
+    copy_study(STORED, tmp_path / "cpu", device="cpu")
+    with pytest.raises(SystemExit, match="ran on cpu and .* on cuda: a reproduction compares studies of one device"):
+        reproduction.main([str(STORED), str(tmp_path / "cpu")])
+    assert "is a cuda study and this is a cpu study" in layout.yardstick_problem(STORED, "cpu")
+    assert "not a stored study" in layout.yardstick_problem(tmp_path / "nowhere", "cuda")
+    assert layout.yardstick_problem(STORED, "cuda") is None
+    assert layout.same_study(STORED, STORED) and not layout.same_study(STORED, tmp_path / "cpu")
+    copy_study(STORED, tmp_path / "copy")  # records re-serialised: not byte for byte the same files
+    assert not layout.same_study(STORED, tmp_path / "copy")
+
+
+@pytest.mark.unit
+def test_the_readme_block_quotes_the_headline_and_the_table(tmp_path, stored_records):
+    result = cmp.compare(stored_records, stored_records, NAMES)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Title\n\ntext\n{reproduction.BEGIN}\nold\n{reproduction.END}\nafter\n")
+    reproduction.update_readme(readme, result, NAMES)
+    text = readme.read_text()
+    assert "old" not in text and text.endswith(f"{reproduction.END}\nafter\n")
+    assert reproduction.headline(result) in text and text.count("| static bf16 bs512 `reduce-overhead` |") == 1
+    readme.write_text("no block\n")
+    with pytest.raises(SystemExit, match="no reproduction block"):
+        reproduction.update_readme(readme, result, NAMES)
+
+
+@pytest.mark.dag
+def test_the_dag_refuses_a_yardstick_of_another_device_and_skips_a_study_that_is_its_own(tmp_path):
+    """(A live GPU study plans rule reproduction against the committed study: test_workflow's dry run.)"""
+    from .test_workflow import job_counts, snakemake
+
+    config = ["--configfile", str(REPO / "config.yaml")]
+    wrong = snakemake("-n", "--config", "device=cpu", f"yardstick={{cpu: {STORED}}}", *config, cwd=tmp_path)
+    assert wrong.returncode != 0 and "config yardstick.cpu" in wrong.stderr
+    assert "is a cuda study and this is a cpu study" in wrong.stderr
+    copy = tmp_path / "stored"  # a copy of the yardstick is the yardstick: nothing to compare
+    shutil.copytree(STORED, copy, ignore=shutil.ignore_patterns(".snakemake", ".latex", "*.trace.json.gz"))
+    itself = snakemake("-n", cwd=copy)
+    assert itself.returncode == 0 and "reproduction" not in job_counts(itself.stdout), itself.stderr
+    next((copy / "runs").rglob("r2.json")).unlink()  # now another stored GPU study, rebuilt with --directory
+    other = snakemake("-n", cwd=copy)
+    assert other.returncode == 0 and job_counts(other.stdout)["reproduction"] == 1, other.stderr

@@ -1,0 +1,90 @@
+"""Quietly wrong input is named at the dry run: a dangling link, a device or a directory for a CSV, a csv_dir that
+is not there with source auto, a field too long for the CSV reader; the facts say the rows available and used."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from compile_study.core import config_check, data, sources
+from compile_study.core.sources import DataError
+
+from .conftest import REPO, TINY_MODEL, data_cfg
+from .test_bad_input import BASE, edit, errors_of
+
+pytestmark = pytest.mark.unit
+
+
+def ag_rows(n: int = 40) -> str:
+    return "".join(f'"{1 + i % 4}","title {i}","words {i}"\n' for i in range(n))
+
+
+def csv_cfg(csv_dir: Path, source: str = "csv") -> dict:
+    return edit("data", dict(BASE["data"], source=source, csv_dir=str(csv_dir), verify_sha256=False))
+
+
+def test_a_dangling_train_csv_is_named_not_passed_over_for_a_split_of_test_csv(tmp_path):
+    (tmp_path / "test.csv").write_text(ag_rows())
+    (tmp_path / "train.csv").symlink_to(tmp_path / "moved-away.csv")
+    with pytest.raises(DataError, match=f"^{tmp_path}/train.csv is a symbolic link to '{tmp_path}/moved-away.csv', "
+                                        "which does not exist"):
+        sources.load_csv(tmp_path, 0.1, 0, verify_sha256=False)
+    (error,) = errors_of(csv_cfg(tmp_path))  # at the dry run
+    assert error.startswith(f"data.csv_dir: {tmp_path}/train.csv is a symbolic link")
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda p: p.symlink_to("/dev/null"), "a character device"),
+    (lambda p: p.mkdir(), "a directory"),
+    (lambda p: os.mkfifo(p), "a named pipe"),
+])
+def test_a_test_csv_that_is_not_a_regular_file_says_what_it_is(tmp_path, make, kind):
+    make(tmp_path / "test.csv")
+    (error,) = errors_of(csv_cfg(tmp_path))
+    assert error.startswith(f"data.csv_dir: {tmp_path}/test.csv is {kind}, not a regular file")
+    with pytest.raises(DataError, match=f"test.csv is {kind}"):
+        sources.load_corpus(dict(data_cfg(source="auto", csv_dir=str(tmp_path)), hf_timeout_s=0.1), tmp_path / "hf")
+
+
+def test_a_missing_csv_dir_with_source_auto_is_a_warning_naming_the_fallback(tmp_path):
+    (warning,) = config_check.data_warnings(csv_cfg(tmp_path / "nowhere", source="auto")["data"])
+    assert warning.startswith(f"data.csv_dir: '{tmp_path / 'nowhere'}' is not a directory; with data.source auto "
+                              "the study falls back to the SYNTHETIC stand-in")
+    (tmp_path / "test.csv").write_text(ag_rows())
+    assert config_check.data_warnings(csv_cfg(tmp_path, source="auto")["data"]) == []
+
+
+def test_the_dry_run_prints_the_warning_under_the_file_that_set_it(tmp_path):
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["data"]["csv_dir"] = str(tmp_path / "nowhere")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
+                          str(tmp_path), "-n", "--config", "device=cpu"], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert f"warning: data.csv_dir: '{tmp_path / 'nowhere'}' is not a directory; with data.source auto" in res.stderr
+    assert "(set in config.yaml)" in res.stderr
+
+
+def test_a_huge_field_is_named_as_such_not_as_truncation(tmp_path):
+    path = tmp_path / "test.csv"
+    path.write_text(ag_rows(3) + '"2","title","' + "x" * 1_000_000 + '"\n')
+    with pytest.raises(DataError) as err:
+        sources.read_ag_news_csv(path)
+    assert str(err.value).startswith(f"{path}: line 4: a field longer than 131,072 characters, the CSV reader's limit")
+    assert "truncated" not in str(err.value)
+
+
+# ---------------------------------------------------------------- the facts say what was used
+
+
+def test_facts_give_the_rows_available_and_the_rows_used(tmp_path):
+    facts = data.prepare(data_cfg(max_train_rows=100), TINY_MODEL["max_len"], tmp_path, tmp_path / "hf")
+    assert facts["corpus_rows"] == 400
+    assert (facts["splits"]["train"]["rows"], facts["splits"]["train"]["rows_available"]) == (100, 360)
+    assert (facts["splits"]["eval"]["rows"], facts["splits"]["eval"]["rows_available"]) == (40, 40)

@@ -1,0 +1,124 @@
+"""The warm launcher: a fresh process per job, its set-up applied, its time booked, crashes and interrupts told apart,
+no orphan left behind. Each test drives the launcher from a Python process of its own (the forkserver is one per
+process), with a light preload so that no torch import slows the fast tier."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.unit
+
+PRELUDE = """
+import json, os, sys
+from compile_study.core.clock import Clock
+from compile_study.measure import launch
+launch._State.preload = ("compile_study.measure.launch", "tests.launch_targets")
+def go(target, way="warm", **kwargs):
+    setup = launch.Setup(log=sys.argv[1], threads=1, env={"STUDY_TEST_VALUE": "set"}, cores=[min(os.sched_getaffinity(0))])
+    return launch.run("tests.launch_targets:" + target, kwargs, setup, Clock(), way)
+"""
+
+
+def drive(body: str, tmp_path: Path, timeout: float = 120) -> dict:
+    """Run PRELUDE + body (which prints one JSON line last) in a fresh interpreter -> that JSON."""
+    res = subprocess.run([sys.executable, "-c", PRELUDE + body, str(tmp_path / "job.log")], cwd=REPO,
+                         capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_each_way_makes_a_fresh_process_with_the_job_set_up_and_every_second_booked(tmp_path):
+    got = drive("""
+out = {}
+for way in ("warm", "fresh", "warm"):
+    o = go("facts", way, word=way)
+    out.setdefault(way, []).append({"value": o.value, "parts": dict(o.clock.parts), "elapsed": o.clock.elapsed(),
+                                    "way": o.way, "crash": o.crash})
+print(json.dumps(out | {"me": os.getpid(), "core": min(os.sched_getaffinity(0))}))
+""", tmp_path)
+    first, second = got["warm"]
+    fresh = got["fresh"][0]
+    for run in (first, second, fresh):
+        v, parts = run["value"], run["parts"]
+        assert run["crash"] is None and v["env"] == "set" and v["cores"] == [got["core"]]
+        assert v["pid"] != got["me"] and parts["timed_s"] >= 0.05
+        assert {"process_start_s", "imports_s", "teardown_s"} <= set(parts)
+        assert sum(parts.values()) == pytest.approx(run["elapsed"], rel=0.05)  # every second booked
+    assert first["value"]["pid"] != second["value"]["pid"]  # a process per job
+    assert first["value"]["ppid"] == second["value"]["ppid"] != got["me"]  # forked by the server
+    assert fresh["value"]["ppid"] == got["me"]  # started by the job itself
+    assert second["parts"]["process_start_s"] < 1.0  # the server is up: a fork, no interpreter
+    assert "child says warm" in (tmp_path / "job.log").read_text()  # the child's output goes to the job's log
+
+
+def test_two_jobs_at_once_each_get_their_own_process(tmp_path):
+    got = drive("""
+from concurrent.futures import ThreadPoolExecutor
+with ThreadPoolExecutor(2) as pool:  # as Snakemake runs two timed jobs on two GPUs
+    values = list(pool.map(lambda w: go("facts", word=w).value, ["a", "b"]))
+print(json.dumps(values))
+""", tmp_path)
+    assert [v["word"] for v in got] == ["a", "b"] and got[0]["pid"] != got[1]["pid"]
+
+
+def test_a_crash_comes_back_as_an_outcome_and_an_interrupt_as_an_exception(tmp_path):
+    got = drive("""
+crash = go("crash")
+try:
+    go("interrupted"); interrupted = None
+except launch.Interrupted as exc:
+    interrupted = str(exc)
+try:
+    go("fails"); failed = None
+except launch.ChildError as exc:
+    failed = str(exc)
+print(json.dumps({"answered": crash.answered, "crash": crash.crash, "interrupted": interrupted, "failed": failed}))
+""", tmp_path)
+    assert not got["answered"] and "SIGABRT" in got["crash"]
+    assert "SIGINT" in got["interrupted"] and "nothing recorded" in got["interrupted"]
+    assert "ValueError: a bad value, raised in the child" in got["failed"]
+
+
+def test_a_child_that_finds_cuda_broken_by_the_fork_is_run_again_by_a_safer_server(tmp_path):
+    got = drive("""
+launch._State.preload = ("compile_study.measure.launch", "tests.launch_targets", "tests.launch_bad_fork")
+launch.SAFE_PRELOAD = ("compile_study.measure.launch", "tests.launch_targets")
+o = go("facts", word="again")
+print(json.dumps({"value": o.value, "preload": launch._State.preload, "way": launch._State.way}))
+""", tmp_path)
+    assert got["value"]["word"] == "again" and got["way"] == "warm"
+    assert "tests.launch_bad_fork" not in got["preload"]
+
+
+def test_no_child_outlives_the_process_that_launched_it(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    body = f"go('sleeps', pid_file={str(pid_file)!r})"
+    driver = subprocess.Popen([sys.executable, "-c", PRELUDE + body, str(tmp_path / "job.log")], cwd=REPO)
+    deadline = time.time() + 120
+    while not (pid_file.is_file() and pid_file.read_text()) and time.time() < deadline:
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    os.kill(driver.pid, signal.SIGKILL)  # like Snakemake killed: the server exits, its child dies with it
+    driver.wait()
+    deadline = time.time() + 20
+    while _alive(child) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited

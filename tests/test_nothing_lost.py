@@ -1,0 +1,58 @@
+"""A real tiny study: a second invocation is refused before it runs a job, and a damaged or deleted record is
+redone by the next invocation, whose summary shows the new records only."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from compile_study.core import record
+
+from .test_resilience import tiny_study
+
+pytestmark = pytest.mark.dag
+
+RUNS = "results/cpu/runs/static/fp32/eager/module"
+
+
+def test_one_invocation_at_a_time_and_damaged_or_deleted_records_are_redone(tmp_path):
+    cmd = tiny_study(tmp_path, [8, 16])
+    first = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    holder = tmp_path / ".snakemake" / "study.lock.json"
+    deadline = time.time() + 300
+    while not holder.exists() and first.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert json.loads(holder.read_text())["pid"] == first.pid  # the first holds the study, before its first job
+
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)  # the same command
+    assert first.poll() is None, "the first invocation should still be running"
+    assert second.returncode != 0 and "Traceback" not in second.stderr
+    assert f"another invocation is running this study (pid {first.pid}, started " in second.stderr
+    assert "rule train_run:" not in second.stderr + second.stdout  # it started no job: no run timed beside another
+    _, err = first.communicate(timeout=900)
+    assert first.returncode == 0, err[-3000:]
+
+    runs = tmp_path / RUNS
+    truncated, deleted = runs / "bs8/r0.json", runs / "bs16/r0.json"
+    before = {p: p.read_bytes() for p in (truncated, deleted)}
+    truncated.write_bytes(before[truncated][: len(before[truncated]) // 2])
+    deleted.unlink()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"damaged: {RUNS}/bs8/r0.json: incomplete or corrupt JSON" in again.stderr
+    aside = tmp_path / "results/cpu/damaged/runs/static/fp32/eager/module/bs8/r0.json"
+    assert aside.read_bytes() == before[truncated][: len(before[truncated]) // 2]
+    assert aside.with_name("r0.json.why.txt").is_file()
+
+    summary = pd.read_csv(tmp_path / "results/cpu/summary.csv").set_index("batch_size")
+    for bs, path in ((8, truncated), (16, deleted)):  # both redone: new records, and the summary shows them
+        assert path.read_bytes() != before[path]
+        rec = record.read(path)
+        assert rec["status"] == "ok"
+        assert summary.loc[bs, "steady_step_ms"] == pytest.approx(rec["metrics"]["steady_step_ms"])
+    assert Path(tmp_path / "results/cpu/paper.md").stat().st_mtime > deleted.stat().st_mtime

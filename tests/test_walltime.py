@@ -1,0 +1,113 @@
+"""Every second of a call goes to one part, and the estimate counts every job of the plan."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from compile_study.aggregate import estimate, walltime
+from compile_study.core import grid, record
+from compile_study.core.layout import Layout
+from compile_study.core.record import RunConfig, RunKey
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.unit
+
+# A Snakemake log in local time one hour ahead of UTC: Snakemake starts 3 s into the call, data preparation
+# runs alone, then a run and the summary overlap for 2 s; the call ends 2 s after the last job.
+LOG = """SNAKEMAKE
+  Date: 2026-12-01 13:00:03
+study plan: 2 of 2 runs to do, about 0.5 min on the CPU (31 s in all: runs 20 s, ...)
+[Tue Dec  1 13:00:05 2026]
+localrule prepare_data:
+    output: resources/data/train_ids.npy, resources/data/facts.json
+    jobid: 3
+[Tue Dec  1 13:00:09 2026]
+Finished jobid: 3 (Rule: prepare_data)
+[Tue Dec  1 13:00:10 2026]
+localrule train_run:
+    output: results/cpu/runs/static/fp32/eager/module/bs8/r0.json, results/cpu/runs/static/fp32/eager/module/bs8/r0.trace.json.gz
+    jobid: 1
+[Tue Dec  1 13:00:18 2026]
+localrule summarize:
+    output: results/cpu/summary.csv
+    jobid: 7
+[Tue Dec  1 13:00:20 2026]
+Finished jobid: 1 (Rule: train_run)
+[Tue Dec  1 13:00:28 2026]
+Finished jobid: 7 (Rule: summarize)
+"""
+START = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC).timestamp()
+CALL = {"call": 1, "start_utc": "2026-12-01T12:00:00+00:00", "wall_s": 30.0, "snakemake_log": "calls/1.snakemake.log"}
+
+
+def run_record(total: float, launcher: str | None = "warm", window=None) -> dict:
+    rec = record.new(RunConfig("eager", 8, "static", "fp32", 0), {}, {"device_type": "cpu", "launcher": launcher})
+    parts = {"process_start_s": 0.2, "imports_s": 0.1, "cuda_init_s": 0.0, "timed_s": total / 2, "compile_s": 1.0}
+    rec["metrics"] = {"overhead_s": {k: parts.get(k, 0.0) for k in record.OVERHEAD if k != "total_s"}
+                      | {"total_s": total}}
+    if window:
+        rec["metrics"]["job_window_unix"] = window
+    return rec
+
+
+def test_a_log_gives_each_job_its_rule_output_and_seconds_since_the_epoch():
+    jobs = {j.rule: j for j in walltime.jobs_of(LOG, START)}
+    assert set(jobs) == {"prepare_data", "train_run", "summarize"}
+    assert jobs["prepare_data"].start == START + 5 and jobs["prepare_data"].end == START + 9
+    assert jobs["train_run"].output == "results/cpu/runs/static/fp32/eager/module/bs8/r0.json"
+    assert walltime.plan_seconds(LOG) == 31
+
+
+def test_every_second_of_a_call_goes_to_one_part():
+    run = run_record(8.0, window=[START + 11, START + 19])  # the job's own window, inside its log interval
+    parts = walltime.breakdown(CALL, LOG, {"results/cpu/runs/static/fp32/eager/module/bs8/r0.json": run})
+    assert sum(parts.values()) == pytest.approx(CALL["wall_s"])
+    assert parts["data preparation"] == pytest.approx(4)
+    # 13:00:18-19 the run and the summary share: half a second each; the run's window is 8 s
+    run_seconds = sum(v for k, v in parts.items() if k.startswith("runs: "))
+    assert run_seconds == pytest.approx(7.5) and parts["summary"] == pytest.approx(9.5)
+    assert parts["runs: timed"] == pytest.approx(7.5 * 4 / 8)
+    # Snakemake: 0-5 s, 9-11 s, 19 s-... no: 28-30 s, and the run's log interval outside its window
+    assert parts[walltime.SNAKEMAKE] == pytest.approx(30 - 4 - 7.5 - 9.5)
+
+
+def test_a_record_from_before_the_launcher_is_counted_as_the_launcher_would_run_it():
+    old = run_record(20.0, launcher=None)
+    old["metrics"]["overhead_s"]["imports_s"] = 7.0
+    booked = sum(v for k, v in old["metrics"]["overhead_s"].items() if k != "total_s")
+    unbooked = 20.0 - booked
+    assert estimate.run_cost(old, "cpu") == pytest.approx(20.0 - 0.2 - 7.0 - unbooked + estimate.LAUNCHER_S["cpu"])
+    assert estimate.run_cost(run_record(20.0), "cpu") == 20.0
+    assert estimate.run_cost(run_record(20.0), "cuda") is None  # another device's record says nothing
+
+
+def test_the_estimate_counts_every_job_of_the_plan_from_the_stored_records(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    config = grid.load_config([REPO / "config.yaml"])
+    runs = grid.expand(config["grids"]["cuda"])
+    jobs = estimate.plan_jobs(5, ["timer_check"], pdf=True)
+    e = estimate.estimate(runs, Layout(str(tmp_path / "results/cuda")), "cuda", jobs)
+    assert e["todo"] == len(runs) == e["measured"]  # the stored H200 study has every kind of run the grid has
+    assert set(e["other_s"]) == {r for r, n in jobs.items() if n} and e["other_s"]["parity"] > 0
+    assert e["seconds"] == pytest.approx(e["runs_s"] + sum(e["other_s"].values()) + e["snakemake_s"])
+    one, _ = estimate.run_seconds(RunKey("eager", "module", 32, "static", "bf16", 1), "cuda",
+                                  estimate.known_runs(["reference/*/runs/**/r*.json"], "cuda"))
+    assert 0 < one < 10  # a warm eager repeat, without the imports it paid then
+    message = estimate.plan_message(runs, Layout(str(tmp_path / "results/cuda")), "cuda", 1, jobs)
+    assert walltime.plan_seconds(message) == round(e["seconds"])
+
+
+def test_progress_scales_what_is_left_by_how_the_study_compares_with_the_estimate(tmp_path):
+    layout = Layout(str(tmp_path / "results/cpu"))
+    keys = [RunKey("eager", "module", 8, "static", "fp32", r) for r in (0, 1)]
+    runs = {k: {} for k in keys}
+    path = tmp_path / layout.record(keys[0]).split(str(tmp_path) + "/")[-1]
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(run_record(2 * estimate.run_seconds(keys[0], "cpu", {})[0])))
+    line = estimate.progress_message(runs, layout, "cpu")
+    left = 2 * estimate.run_seconds(keys[1], "cpu", {})[0]  # this study runs at twice the estimate
+    assert line.startswith("progress: 1/2 runs recorded") and f"about {left / 60:.1f} min" in line

@@ -1,0 +1,19 @@
+rule check_model:
+    """The configured model (built-in or plugged, config `model`) tried on the device before the first timed run:
+    a bad plug stops the study here, with a message naming the key; the model's facts go to model.json.
+    """
+    input:
+        data=DATA_FILES,
+    output:
+        L.model,
+    log:
+        L.log("check_model"),
+    threads: TIMED_THREADS
+    resources:
+        **TIMED_JOB,
+        timed_run=1,
+    params:
+        model=config["model"],
+        device=DEVICE,
+    script:
+        "../scripts/check_model.py"

@@ -228,9 +228,15 @@ def claim_counts(ctx: Context) -> dict:
 
 
 def model(ctx: Context) -> dict:
-    """The one description of the model the paper names (the study's config; a plug-in adds its own keys)."""
+    """The one description of the model the paper names: the built-in one's sizes from the config, or, for a
+    plugged model (model.factory, model.hf_config), what its records say: its plug, class and parameters."""
     m = ctx.config["model"]
-    return {"kind": "transformer", **m, "vocab_size": ctx.facts["vocab_size"], "lr": ctx.config["train"]["lr"]}
+    out = {"kind": "transformer", **m, "vocab_size": ctx.facts["vocab_size"], "lr": ctx.config["train"]["lr"],
+           "plugged": bool(m.get("factory") or m.get("hf_config"))}
+    for key in ("model_plug", "model_class", "model_params"):  # the records' own account of the model
+        known = ctx.summary[key].dropna() if key in ctx.summary else ()
+        out[key.removeprefix("model_")] = known.iloc[0] if len(known) else None
+    return out
 
 
 def data_facts(ctx: Context) -> dict:

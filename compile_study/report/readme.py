@@ -217,12 +217,22 @@ def update_project_readme(readme: Path, study: Path) -> str:
 
 
 def quoted_study(project: Path) -> Path:
-    """The stored GPU study the project README quotes: the one under reference/ that was run through session.py."""
-    studies = sorted(p.parent for p in (project / "reference").glob("*/calls.jsonl")
-                     if json.loads((p.parent / "environment.json").read_text()).get("device_type") == "cuda")
+    """The stored GPU study the project README quotes: of those under reference/ run through session.py on the
+    built-in model (a plugged model's study answers another question), the one with the most run records."""
+    import yaml
+
+    from compile_study.core.layout import Layout
+
+    def built_in(study: Path) -> bool:
+        model = yaml.safe_load((study / "config.yaml").read_text()).get("model") or {}
+        return not (model.get("factory") or model.get("hf_config"))
+
+    studies = [p.parent for p in (project / "reference").glob("*/calls.jsonl")
+               if json.loads((p.parent / "environment.json").read_text()).get("device_type") == "cuda"
+               and built_in(p.parent)]
     if not studies:
-        raise SystemExit(f"{project}/reference: no stored study with a calls.jsonl to quote")
-    return studies[0]
+        raise SystemExit(f"{project}/reference: no stored GPU study of the built-in model with a calls.jsonl to quote")
+    return max(studies, key=lambda s: (len(Layout(str(s)).stored_records()), s.name))
 
 
 def main(argv: list[str] | None = None) -> None:

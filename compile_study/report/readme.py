@@ -180,7 +180,7 @@ def project_block(study: Path, project: Path) -> str:
         scope = "" if r.compile_scope == "module" else f" ({r.compile_scope})"
         rows.append(f"| {r.batch_size} | `{r.compile_mode}`{scope} | {numbers.ms(r.steady_step_ms)} "
                     f"| {numbers.row_interval(r)} | {term('verdict_cell', code=r.verdict)} |")
-    runs = grid.expand(grid.load_config([project / "config.yaml"])["grids"]["cuda"])
+    runs = grid.expand(grid.load_config([study / "config.yaml"])["grids"]["cuda"])  # the study's own grid
     done = len(Layout(str(study)).stored_records())
     wall = sum(c["wall_s"] for c in calls) / 60
     gpus = f"{len(calls[0]['gpus'])}× {calls[0]['gpus'][0]}" if calls and calls[0]["gpus"] else env.get("device_name")
@@ -193,7 +193,7 @@ def project_block(study: Path, project: Path) -> str:
         "",
         *rows,
         "",
-        f"That study ran {done} runs of the {len(runs)} in `config.yaml`'s GPU grid in {len(calls)} call(s), "
+        f"That study ran {done} of the {len(runs)} runs of its own GPU grid in {len(calls)} call(s), "
         f"{wall:.1f} min on {gpus}; how long studies take is under [How long](#how-long).",
         *[f"Tests on that study's machine, {test_line(json.loads(Path(p).read_text()))}." for p in
           Layout(str(study)).stored_test_records()],

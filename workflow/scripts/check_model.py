@@ -4,11 +4,15 @@ import os
 import sys
 
 from compile_study.core.logs import redirect_output, to_console
-from compile_study.measure.isolation import bound_threads, claim_gpu
+from compile_study.measure.isolation import bound_threads, core_share, take_gpu
 
 redirect_output(snakemake.log[0])
 bound_threads(snakemake.threads)  # before torch is imported
-gpu_lock = claim_gpu("resources/locks")  # held until the process ends
+gpu = take_gpu("resources/locks")  # on a host with several GPUs: one of them, held until the process ends
+if gpu is not None:
+    gpu_lock, index, gpus = gpu
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(index)
+    os.sched_setaffinity(0, core_share(index, gpus))
 
 import torch  # noqa: E402
 

@@ -63,6 +63,9 @@ def pytest_configure(config):
     # One Inductor cache per test session: the CPU compiles of the same tiny graph are paid once.
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(config.rootpath) / ".pytest_cache" / "inductor"))
     os.environ["HF_HUB_OFFLINE"] = "1"  # never wait on the unreachable hub
+    # The tests compile tiny graphs: one compile thread, so that no test process starts a pool of compile
+    # workers as wide as a many-core host (a GPU host's 16 cores) for them. Timed study jobs set their own.
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 
 def data_cfg(**overrides) -> dict:

@@ -15,7 +15,7 @@ import yaml
 from compile_study.checks import concurrency, launcher, timer_check
 from compile_study.core import config_check
 from compile_study.core.layout import CHECKS
-from compile_study.report import appendix
+from compile_study.report import appendix, paper
 
 from .conftest import REPO, TINY_MODEL
 
@@ -84,7 +84,7 @@ def test_the_launcher_check_runs_one_cell_both_ways_alternating(synthetic_data, 
         for o in (warm, fresh):  # every second of each process booked
             assert sum(v for k, v in o.items() if k != "total_s") == pytest.approx(o["total_s"], rel=0.05)
     s = out["summary"]
-    assert s["n"] == 2 and s["low"] <= s["ratio"] <= s["high"]
+    assert s["n"] == 2 and math.isnan(s["low"]) and math.isnan(s["high"])  # two rounds: no interval (stats.MIN_N)
 
 
 @pytest.mark.unit
@@ -94,7 +94,10 @@ def test_the_appendix_reads_the_launcher_check_against_its_cells_band():
              "results": [{"ratio": r, "fixed_cost_s": {"warm": 0.4, "fresh": 3.5}} for r in (0.99, 1.01, 1.03)]}
     row = {"compile_mode": "default", "compile_scope": "module", "shape_regime": "static", "precision": "fp32",
            "batch_size": 8, "aa_low": 0.9, "aa_high": 1.11, "aa_n": 3}
-    (para,) = appendix.launcher_paras(check, pd.DataFrame([row]))
-    assert "[0.97, 1.05]" in para.text and "0.40 s" in para.text and "3.50 s" in para.text
-    assert "[0.90, 1.11]" in para.text and appendix.LAUNCHER_VERDICT["no measurable difference"] in para.text
-    assert appendix.launcher_paras({"applicable": False}, pd.DataFrame([row])) == []
+    para = appendix.launcher_para(check, pd.DataFrame([row]))
+    data = para.text.data
+    assert data["iv"].n == 3 and data["iv"].low < 1.01 < data["iv"].high and data["verdict"] == "within-noise"
+    assert (data["warm_s"], data["fresh_s"], data["rounds"]) == (0.4, 3.5, 3)
+    text = paper.words(para.text)
+    assert "0.40 s" in text and "3.50 s" in text and "[0.90, 1.11]" in text and "1.01×" in text
+    assert appendix.launcher_para({"applicable": False}, pd.DataFrame([row])) is None

@@ -23,7 +23,7 @@ from compile_study.core.record import RunConfig
 from compile_study.measure.compile import compile_model, make_step, new_model
 from compile_study.measure.protocol import eval_accuracy
 from compile_study.measure.run import model_config_for
-from compile_study.measure.steps import set_precision
+from compile_study.measure.steps import reset_compiler, set_precision
 
 # Max |compiled - eager| / |eager| loss over the first steps, per precision.
 LOSS_RTOL = {"fp32": 1e-3, "tf32": 1e-2, "bf16": 5e-2}
@@ -31,7 +31,7 @@ ACCURACY_POINTS = 1.0
 
 
 def train_losses(model_cfg, run: RunConfig, batches, eval_batches, device, train_steps: int) -> tuple[list[float], float]:
-    torch._dynamo.reset()
+    reset_compiler()
     set_precision(run.precision)
     model, optimizer = new_model(model_cfg, run, device)
     step = make_step(compile_model(model, run.compile_mode), optimizer, run.precision, device)

@@ -25,13 +25,13 @@ from compile_study.core.io import write_json_atomic
 from compile_study.core.record import RunConfig
 from compile_study.measure.compile import compile_model, make_step, new_model
 from compile_study.measure.run import model_config_for
-from compile_study.measure.steps import set_precision
+from compile_study.measure.steps import reset_compiler, set_precision
 from compile_study.measure.timing import time_steps
 
 
 def check(data_dir: str, model: dict, mode: str, batch_size: int, precision: str, device: torch.device,
           steps: int = 200, min_run_time: float = 3.0, rounds: int = 3) -> dict:
-    torch._dynamo.reset()
+    reset_compiler()
     set_precision(precision)
     cfg = model_config_for(data_dir, model)
     run = RunConfig(mode, batch_size, "static", precision, 0)

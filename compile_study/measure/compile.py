@@ -35,7 +35,7 @@ from compile_study.core.record import RunConfig
 from compile_study.core.vocab import AUTOTUNE_MODES, plug_not_applicable
 from compile_study.measure.compile_stats import CompileWatch
 from compile_study.measure.step_graph import make_graphed_step
-from compile_study.measure.steps import NotApplicable, forward_loss, make_batch_step, step_of
+from compile_study.measure.steps import NotApplicable, forward_loss, make_batch_step, mark_step_begin, step_of
 
 ONE_SIDE_SCOPES = ("forward", "backward")  # Inductor on one side of the graph pair (a custom backend)
 
@@ -122,7 +122,7 @@ def make_compiled_step(model, optimizer, compile_mode: str, precision: str, devi
     compiled = torch.compile(train_step, fullgraph=False, **mode_kwargs(compile_mode), **kwargs)
 
     def step(batch: Batch, mark=None) -> torch.Tensor:  # one compiled call: no phases to mark
-        torch.compiler.cudagraph_mark_step_begin()
+        mark_step_begin()
         loss = compiled(batch.ids, batch.labels)
         optimizer.zero_grad(set_to_none=True)  # outside: Dynamo does not trace Optimizer.zero_grad
         return loss

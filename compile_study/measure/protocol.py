@@ -28,7 +28,7 @@ from compile_study.core.batches import Batch
 from compile_study.core.record import RunConfig
 from compile_study.measure.compile import compile_model
 from compile_study.measure.compile_stats import CompileWatch
-from compile_study.measure.steps import autocast
+from compile_study.measure.steps import autocast, mark_step_begin
 from compile_study.measure.timing import synchronize, time_call, time_steps
 
 INFERENCE_WARMUP = 3  # eval-mode calls before the inference block (compilation happens there)
@@ -121,7 +121,7 @@ def phase_split(steps: dict, batches: list[Batch], n: int, device: torch.device)
 
 def _infer(model, precision: str, device: torch.device):
     def call(batch: Batch) -> torch.Tensor:
-        torch.compiler.cudagraph_mark_step_begin()
+        mark_step_begin()
         with torch.no_grad(), autocast(precision, device):
             return model(batch.ids)
 

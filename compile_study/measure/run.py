@@ -59,7 +59,7 @@ from compile_study.measure.protocol import (
     phase_split,
     run_epochs,
 )
-from compile_study.measure.steps import NotApplicable, make_batch_step, set_precision
+from compile_study.measure.steps import NotApplicable, make_batch_step, reset_compiler, set_precision
 from compile_study.measure.timing import synchronize
 
 
@@ -82,7 +82,7 @@ def load_batches(cfg: RunConfig, data_dir, device: torch.device, regime: str) ->
 
 def prepare_compiler(cfg: RunConfig) -> None:
     set_precision(cfg.precision)
-    torch._dynamo.reset()  # a no-op in a fresh process; keeps in-process callers (tests) independent
+    reset_compiler()
     torch._dynamo.config.recompile_limit = cfg.recompile_limit
 
 
@@ -184,7 +184,8 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
         eval_batches = make_batches(*load_split(data_dir, "eval"), 256, "static", None, device, drop_last=False)
     with clock.part("flop_count_s"):  # the model's FLOPs, counted before anything is timed (core/flops.py)
         step_flops(model_cfg)
-    prepare_compiler(cfg)
+    with clock.part("compile_s"):  # the compiler's settings (and, where this process compiled before, its reset)
+        prepare_compiler(cfg)
     losses: dict[str, list[torch.Tensor]] = {"subject": [], "reference": []}
     subject, epochs, watch = train_subject(model_cfg, cfg, batches, device, clock, losses["subject"])
     with clock.part("timed_s"):  # the timing protocol's own overhead: the reference's untimed first steps

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import torch
 from torch.nn import functional as F
@@ -68,7 +69,7 @@ def step_of(loss_of, optimizer):
     host sync). `mark()` is called after the loss and after backward(), for the phase split."""
 
     def step(batch, mark=None) -> torch.Tensor:
-        torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs (reduce-overhead) need it; a no-op otherwise
+        mark_step_begin()
         loss = loss_of(batch)
         if mark:
             mark()
@@ -82,3 +83,21 @@ def step_of(loss_of, optimizer):
     return step
 
 
+def mark_step_begin() -> None:
+    """torch.compiler.cudagraph_mark_step_begin() where CUDA graph trees exist in this process, else nothing.
+
+    CUDA graphs (reduce-overhead) need the mark before each step. Elsewhere it does nothing but import
+    torch._inductor on its first call: seconds in a new process (more where the installed packages carry no
+    bytecode cache, as on the study's H200 image), which would land in an eager run's first step and be read
+    as eager's warm-up excess, the very amount compile latency subtracts.
+    """
+    if "torch._inductor.cudagraph_trees" in sys.modules:
+        torch.compiler.cudagraph_mark_step_begin()
+
+
+def reset_compiler() -> None:
+    """torch._dynamo.reset() where this process has compiled something (in-process callers such as the tests stay
+    independent of each other). A new process has nothing to reset, and on a CUDA host the call imports Inductor's
+    CUDA graph trees: about 3 s of a run's process on the H200 image, outside every part the run books."""
+    if torch._dynamo.utils.counters:
+        torch._dynamo.reset()

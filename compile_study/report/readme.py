@@ -195,11 +195,23 @@ def project_block(study: Path, project: Path) -> str:
         "",
         f"That study ran {done} of the {len(runs)} runs of its own GPU grid in {len(calls)} call(s), "
         f"{wall:.1f} min on {gpus}; how long studies take is under [How long](#how-long).",
-        *[f"Tests on that study's machine, {test_line(json.loads(Path(p).read_text()))}." for p in
-          Layout(str(study)).stored_test_records()],
+        *_tested(project),
         END,
     ]
     return "\n".join(lines)
+
+
+def _tested(project: Path) -> list[str]:
+    """The test tiers kept by the stored studies (their tests/<tier>.json), one line each."""
+    from compile_study.core.layout import Layout
+
+    kept = [(study, path) for study in sorted((project / "reference").glob("*/")) for path in
+            Layout(str(study)).stored_test_records()]
+    if not kept:
+        return []
+    return ["", "Test tiers run on the stored studies' machines (`python -m pytest -m <tier> --tier-record …`):", "",
+            *[f"- [`{study.name}`]({study.relative_to(project).as_posix()}/README.md) {test_line(json.loads(Path(p).read_text()))}"
+              for study, p in kept]]
 
 
 def update_project_readme(readme: Path, study: Path) -> str:

@@ -114,7 +114,7 @@ def test_the_shipped_config_is_valid():
     assert errors_of(copy.deepcopy(BASE)) == []
 
 
-@pytest.mark.unit
+@pytest.mark.dag
 def test_workflow_reports_all_config_errors_at_once_without_a_traceback(tmp_path):
     cfg = edit("device", "tpu")
     cfg["train"]["lr"] = -1
@@ -235,7 +235,7 @@ def test_a_listed_mode_without_runs_is_named_and_an_empty_device_grid_too():
     assert errors[2] == "grids.cpu: no sub-grid has a run, so the study would have nothing to summarise"
 
 
-@pytest.mark.unit
+@pytest.mark.dag
 def test_a_grid_without_runs_fails_the_dry_run(tmp_path):
     cfg = edit("grids.cpu", [{"name": "eager-only", "compile_mode": ["eager"], "shape_regime": ["dynamic-true"]}])
     cfg["device"] = "cpu"
@@ -323,7 +323,7 @@ def test_an_error_is_named_under_the_source_that_set_its_keys(keys, source):
     assert config_check.source_of(config_check.Problem("x", *keys), SOURCES) == source
 
 
-@pytest.mark.unit
+@pytest.mark.dag
 def test_errors_from_an_overlay_and_from_config_name_those_sources(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(edit("device", "cpu")))
     (tmp_path / "overlay.yaml").write_text("model: {n_layers: 0}\n")

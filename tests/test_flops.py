@@ -51,3 +51,22 @@ def test_a_model_whose_flops_are_not_quadratic_in_length_has_every_shape_counted
     assert counted.fit is None  # the check at 3/4 max_len and batch 2 caught it
     assert counted.padded(2, 10) == count_step(build_model(counted.cfg), 2, 10)
     assert counted.real([10, 10]) == 2 * counted.count(1, 10)
+
+
+def test_a_count_kept_beside_the_data_is_read_by_a_later_process_and_gives_the_same_flops(tmp_path, monkeypatch):
+    from compile_study.core import flops
+
+    cfg = ModelConfig(vocab_size=300, **TINY_MODEL)
+    monkeypatch.setattr(flops, "_CACHE", {})
+    first = flops.step_flops(cfg, tmp_path)
+    (kept,) = tmp_path.glob("flops-*.json")
+    monkeypatch.setattr(flops, "_CACHE", {})  # a new process: nothing counted in it yet
+    monkeypatch.setattr(flops, "count_step", lambda *a, **k: pytest.fail("counted again"))
+    later = flops.step_flops(cfg, tmp_path)
+    assert later is not first and later.fit == first.fit and later.on == first.on
+    assert later.per_token() == first.per_token() and later.padded(8, 32) == first.padded(8, 32)
+    assert later.real([3, 17, 32]) == first.real([3, 17, 32])
+    kept.write_text("{")  # damaged: counted again (here: the guard above fails), never a crash on a bad file
+    monkeypatch.setattr(flops, "_CACHE", {})
+    with pytest.raises(pytest.fail.Exception, match="counted again"):
+        flops.step_flops(cfg, tmp_path)

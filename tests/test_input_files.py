@@ -17,8 +17,6 @@ from compile_study.core.sources import DataError
 from .conftest import REPO, TINY_MODEL, data_cfg
 from .test_bad_input import BASE, edit, errors_of
 
-pytestmark = pytest.mark.unit
-
 
 def ag_rows(n: int = 40) -> str:
     return "".join(f'"{1 + i % 4}","title {i}","words {i}"\n' for i in range(n))
@@ -28,6 +26,7 @@ def csv_cfg(csv_dir: Path, source: str = "csv") -> dict:
     return edit("data", dict(BASE["data"], source=source, csv_dir=str(csv_dir), verify_sha256=False))
 
 
+@pytest.mark.unit
 def test_a_dangling_train_csv_is_named_not_passed_over_for_a_split_of_test_csv(tmp_path):
     (tmp_path / "test.csv").write_text(ag_rows())
     (tmp_path / "train.csv").symlink_to(tmp_path / "moved-away.csv")
@@ -43,6 +42,7 @@ def test_a_dangling_train_csv_is_named_not_passed_over_for_a_split_of_test_csv(t
     (lambda p: p.mkdir(), "a directory"),
     (lambda p: os.mkfifo(p), "a named pipe"),
 ])
+@pytest.mark.unit
 def test_a_test_csv_that_is_not_a_regular_file_says_what_it_is(tmp_path, make, kind):
     make(tmp_path / "test.csv")
     (error,) = errors_of(csv_cfg(tmp_path))
@@ -51,6 +51,7 @@ def test_a_test_csv_that_is_not_a_regular_file_says_what_it_is(tmp_path, make, k
         sources.load_corpus(dict(data_cfg(source="auto", csv_dir=str(tmp_path)), hf_timeout_s=0.1), tmp_path / "hf")
 
 
+@pytest.mark.unit
 def test_a_missing_csv_dir_with_source_auto_is_a_warning_naming_the_fallback(tmp_path):
     (warning,) = config_check.data_warnings(csv_cfg(tmp_path / "nowhere", source="auto")["data"])
     assert warning.startswith(f"data.csv_dir: '{tmp_path / 'nowhere'}' is not a directory; with data.source auto "
@@ -59,6 +60,7 @@ def test_a_missing_csv_dir_with_source_auto_is_a_warning_naming_the_fallback(tmp
     assert config_check.data_warnings(csv_cfg(tmp_path, source="auto")["data"]) == []
 
 
+@pytest.mark.dag
 def test_the_dry_run_prints_the_warning_under_the_file_that_set_it(tmp_path):
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     cfg["data"]["csv_dir"] = str(tmp_path / "nowhere")
@@ -71,6 +73,7 @@ def test_the_dry_run_prints_the_warning_under_the_file_that_set_it(tmp_path):
     assert "(set in config.yaml)" in res.stderr
 
 
+@pytest.mark.unit
 def test_a_huge_field_is_named_as_such_not_as_truncation(tmp_path):
     path = tmp_path / "test.csv"
     path.write_text(ag_rows(3) + '"2","title","' + "x" * 1_000_000 + '"\n')
@@ -83,6 +86,7 @@ def test_a_huge_field_is_named_as_such_not_as_truncation(tmp_path):
 # ---------------------------------------------------------------- the facts say what was used
 
 
+@pytest.mark.unit
 def test_facts_give_the_rows_available_and_the_rows_used(tmp_path):
     facts = data.prepare(data_cfg(max_train_rows=100), TINY_MODEL["max_len"], tmp_path, tmp_path / "hf")
     assert facts["corpus_rows"] == 400

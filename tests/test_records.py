@@ -20,7 +20,6 @@ from .conftest import REPO
 from .test_resilience import tiny_study
 from .test_workflow import job_counts
 
-pytestmark = pytest.mark.unit
 
 KEY = RunKey("eager", "module", 8, "static", "fp32", 0)
 STORED = REPO / "reference" / "h200x2-2026-11-30"
@@ -34,6 +33,7 @@ def good_record(path: Path, key: RunKey = KEY) -> Path:
     return path
 
 
+@pytest.mark.unit
 def test_a_truncated_record_is_named_where_it_is_read(tmp_path):
     path = good_record(tmp_path / "r0.json")
     full = path.read_bytes()
@@ -57,6 +57,7 @@ def test_a_truncated_record_is_named_where_it_is_read(tmp_path):
     (json.dumps({"schema_version": 9, "config": KEY._asdict(), "env": {}, "status": "ok"}).encode(),
      "schema version 9 is newer than this code's"),
 ])
+@pytest.mark.unit
 def test_an_empty_foreign_or_newer_file_is_named_with_what_is_wrong(tmp_path, content, problem):
     path = tmp_path / "r0.json"
     path.write_bytes(content)
@@ -65,6 +66,7 @@ def test_an_empty_foreign_or_newer_file_is_named_with_what_is_wrong(tmp_path, co
         record.read(path)
 
 
+@pytest.mark.unit
 def test_a_record_under_another_runs_path_is_named(tmp_path):
     path = good_record(tmp_path / "bs16" / "r0.json")  # holds batch 8's record
     assert record.problem(path, KEY._replace(batch_size=16)) == (
@@ -72,6 +74,7 @@ def test_a_record_under_another_runs_path_is_named(tmp_path):
     assert record.problem(path, KEY) is None
 
 
+@pytest.mark.unit
 def test_damaged_outputs_are_set_aside_with_a_note_and_good_ones_stay(tmp_path):
     layout = Layout(str(tmp_path / "results" / "cpu"))
     good = good_record(Path(layout.record(KEY)))
@@ -95,6 +98,7 @@ def test_damaged_outputs_are_set_aside_with_a_note_and_good_ones_stay(tmp_path):
         "makes it runs again"]
 
 
+@pytest.mark.dag
 def test_a_dry_run_sets_a_damaged_record_aside_and_plans_its_run(tmp_path):
     cmd = tiny_study(tmp_path, [8])
     path = tmp_path / "results/cpu/runs/static/fp32/eager/module/bs8/r0.json"
@@ -107,6 +111,7 @@ def test_a_dry_run_sets_a_damaged_record_aside_and_plans_its_run(tmp_path):
     assert "Traceback" not in res.stderr and job_counts(res.stdout)["train_run"] == 1
 
 
+@pytest.mark.dag
 def test_a_stored_studys_damaged_record_is_named_with_the_fix(tmp_path):
     study = tmp_path / "stored"
     study.mkdir()
@@ -128,6 +133,7 @@ def test_a_stored_studys_damaged_record_is_named_with_the_fix(tmp_path):
     assert bad.is_file()
 
 
+@pytest.mark.unit
 def test_views_showing_a_run_whose_record_is_gone_are_stale(tmp_path):
     layout = Layout(str(tmp_path / "results" / "cpu"))
     keys = [KEY, KEY.with_repeat(1), KEY._replace(batch_size=16)]

@@ -14,11 +14,11 @@ from compile_study.core import config_check, sizes
 from .conftest import REPO, TINY_MODEL
 from .test_bad_input import BASE, edit, errors_of
 
-pytestmark = pytest.mark.unit
 
 GiB = 2**30
 
 
+@pytest.mark.unit
 def test_the_parameter_count_is_the_models():
     from compile_study.core.model import ModelConfig, TextClassifier
 
@@ -33,6 +33,7 @@ def host_16_gib(monkeypatch):
     monkeypatch.setattr(sizes, "gpu_memory", lambda: None)
 
 
+@pytest.mark.unit
 def test_an_absurd_model_is_refused_with_its_parameter_count_and_memory(host_16_gib):
     (layers,) = [e for e in errors_of(edit("model.n_layers", 10**12)) if e.startswith("model.")]
     assert layers.startswith("model.n_layers: 1,000,000,000,000 gives the model at least 789,760,000,000,034,308 "
@@ -43,6 +44,7 @@ def test_an_absurd_model_is_refused_with_its_parameter_count_and_memory(host_16_
                              "parameters: 931.3 TiB")
 
 
+@pytest.mark.unit
 def test_a_batch_or_length_that_cannot_fit_names_its_need(host_16_gib):
     cfg = edit("grids.cpu.0.batch_size", [8, 500_000])
     (batch,) = errors_of(cfg)
@@ -56,6 +58,7 @@ def test_a_batch_or_length_that_cannot_fit_names_its_need(host_16_gib):
                             "corpus (7,196 rows x 2,000,000 x 4 bytes) 53.6 GiB") for e in found), found
 
 
+@pytest.mark.unit
 def test_an_absurd_size_is_reported_under_the_file_that_set_it(host_16_gib):
     mine = {"model": {"max_len": 10**12}}
     problems = config_check.semantic_errors(edit("model.max_len", 10**12), devices=["cpu"])
@@ -75,10 +78,12 @@ def test_an_absurd_size_is_reported_under_the_file_that_set_it(host_16_gib):
                                         "1000000 (a bound against typos"),
     ("parity.cpu.batch_size", 10**12, "parity.cpu.batch_size: 1000000000000 is greater than the maximum"),
 ])
+@pytest.mark.unit
 def test_sizes_and_timeouts_have_schema_bounds_with_the_reason(path, value, message):
     assert any(e.startswith(message) for e in errors_of(edit(path, value))), errors_of(edit(path, value))
 
 
+@pytest.mark.dag
 def test_an_absurd_size_fails_the_dry_run_in_one_message_naming_the_file(tmp_path):
     (tmp_path / "mine.yaml").write_text(yaml.safe_dump({"model": {"max_len": 10**12}, "device": "cpu"}))
     res = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
@@ -88,6 +93,7 @@ def test_an_absurd_size_fails_the_dry_run_in_one_message_naming_the_file(tmp_pat
     assert "mine.yaml is invalid:\n  - model.max_len: 1,000,000,000,000 gives the model at least" in res.stderr
 
 
+@pytest.mark.unit
 def test_a_plugged_model_is_not_sized_by_the_built_in_formula(host_16_gib):
     cfg = edit("model.n_layers", 10**12)  # the built-in model's keys size nothing but the data for a plug
     cfg["model"]["hf_config"] = {"model_type": "bert"}

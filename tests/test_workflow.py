@@ -70,7 +70,7 @@ def test_one_side_scopes_run_in_default_mode_only():
         ("reduce-overhead", "module"), ("reduce-overhead", "step")]
 
 
-@pytest.mark.unit
+@pytest.mark.dag
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_dry_run_lists_every_stage_and_the_whole_grid(device, tmp_path):
     grids = shipped_config()["grids"][device]
@@ -85,7 +85,7 @@ def test_dry_run_lists_every_stage_and_the_whole_grid(device, tmp_path):
     assert counts.get("reproduction", 0) == (device == "cuda")  # the committed GPU study is a GPU study's yardstick
 
 
-@pytest.mark.unit
+@pytest.mark.dag
 def test_lint_is_clean():
     res = snakemake("--lint")
     assert res.returncode == 0 and "Lints for" not in res.stdout + res.stderr, res.stdout + res.stderr

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from fractions import Fraction
+from pathlib import Path
 
 import torch
 from torch.nn import functional as F
@@ -55,11 +56,23 @@ def count_step(model: torch.nn.Module, batch_size: int, seq_len: int, mode=None)
 class StepFlops:
     """Training-step FLOPs of a configured model: per sequence length, per padded batch, per set of sequences."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, stored: dict | None = None):
+        """Counts the model, or takes `stored` (to_json of an earlier count of the same model and torch)."""
         self.cfg = cfg
         self.counts: dict[tuple[int, int], int] = {}  # (batch, length) -> counted FLOPs
+        self._model = self._mode = None
+        if stored is not None:
+            self.on = stored["counted_on"]
+            self.counts = {tuple(int(x) for x in k.split("x")): int(v) for k, v in stored["counts"].items()}
+            self.fit = None if stored["fit"] is None else tuple(Fraction(x) for x in stored["fit"])
+            return
         self.on, self._model, self._mode = self._build()
         self.fit = self._fit()  # (a, b, c) of a + b L + c L^2 per sequence, or None: every shape counted
+
+    def to_json(self) -> dict:
+        """What a later process needs to skip the count: the counts and the exact fit (fractions as text)."""
+        return {"counted_on": self.on, "counts": {f"{b}x{n}": c for (b, n), c in sorted(self.counts.items())},
+                "fit": None if self.fit is None else [str(x) for x in self.fit]}
 
     def _build(self):
         """The model where its first count runs: meta tensors (cheapest), fake tensors (transformers' eager
@@ -79,6 +92,8 @@ class StepFlops:
 
     def count(self, batch_size: int, seq_len: int) -> int:
         key = (int(batch_size), int(seq_len))
+        if key not in self.counts and self._model is None:  # taken from an earlier count: build the model now
+            self.on, self._model, self._mode = self._build()
         if key not in self.counts:
             self.counts[key] = count_step(self._model, *key, self._mode)
         return self.counts[key]
@@ -131,11 +146,29 @@ class StepFlops:
 _CACHE: dict[str, StepFlops] = {}
 
 
-def step_flops(cfg: ModelConfig) -> StepFlops:
-    """One StepFlops per model configuration in this process (counting costs a few forward/backward passes)."""
+def step_flops(cfg: ModelConfig, cache_dir: str | Path | None = None) -> StepFlops:
+    """One StepFlops per model configuration in this process (counting costs a few forward/backward passes on
+    meta or fake tensors: about a second on the H200 host). With `cache_dir` (a study's data directory), the
+    count is kept there as JSON, keyed by the model's configuration and torch's version, so that the study's
+    later runs, each a new process, read it instead of counting again."""
+    import hashlib
     import json
 
     key = json.dumps(cfg.to_dict(), sort_keys=True)
+    if key in _CACHE:
+        return _CACHE[key]
+    path = None
+    if cache_dir is not None:
+        digest = hashlib.sha256(f"{key} torch {torch.__version__}".encode()).hexdigest()[:16]
+        path = Path(cache_dir) / f"flops-{digest}.json"
+        try:
+            _CACHE[key] = StepFlops(cfg, json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: count again
+            pass
     if key not in _CACHE:
         _CACHE[key] = StepFlops(cfg)
+        if path is not None:
+            from compile_study.core.io import write_json_atomic
+
+            write_json_atomic(path, _CACHE[key].to_json())
     return _CACHE[key]

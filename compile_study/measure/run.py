@@ -183,7 +183,7 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
             mark_dynamic_lengths(batches)
         eval_batches = make_batches(*load_split(data_dir, "eval"), 256, "static", None, device, drop_last=False)
     with clock.part("flop_count_s"):  # the model's FLOPs, counted before anything is timed (core/flops.py)
-        step_flops(model_cfg)
+        step_flops(model_cfg, data_dir)  # counted once per study (kept beside the data), read by later runs
     with clock.part("compile_s"):  # the compiler's settings (and, where this process compiled before, its reset)
         prepare_compiler(cfg)
     losses: dict[str, list[torch.Tensor]] = {"subject": [], "reference": []}

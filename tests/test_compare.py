@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from compile_study.aggregate import compare as cmp
-from compile_study.report import reproduction
 from compile_study.core import layout
+from compile_study.report import reproduction
 
 from .conftest import REPO
 from .test_stats import CHUNK, STEPS, STUDIES, band_of, process_speedups, simulate

@@ -20,7 +20,6 @@ from .conftest import REPO
 from .test_resilience import tiny_study
 from .test_workflow import job_counts
 
-
 KEY = RunKey("eager", "module", 8, "static", "fp32", 0)
 STORED = REPO / "reference" / "h200x2-2026-11-30"
 

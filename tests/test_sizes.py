@@ -14,7 +14,6 @@ from compile_study.core import config_check, sizes
 from .conftest import REPO, TINY_MODEL
 from .test_bad_input import BASE, edit, errors_of
 
-
 GiB = 2**30
 
 

@@ -209,9 +209,9 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     inputs: summary, parity, claims, environment, facts, figures, and where present calls (calls.jsonl) and
     the method checks (timer_check, reference_drift, concurrency, launcher)."""
     from compile_study.aggregate.figures import read_index
+    from compile_study.aggregate.walltime import read_calls
     from compile_study.core.io import write_text_atomic
     from compile_study.report import paper
-    from compile_study.aggregate.walltime import read_calls
 
     def check(name: str) -> dict:
         path = inputs.get(name)

@@ -27,6 +27,10 @@ def snakemake(*args, cwd=REPO, timeout=900) -> subprocess.CompletedProcess:
 
 
 def job_counts(dry_run_output: str) -> dict[str, int]:
+    """Jobs per rule from a dry run's "Job stats" table ({} where it had nothing to do)."""
+    if "Job stats:" not in dry_run_output:
+        assert "Nothing to be done" in dry_run_output, dry_run_output[-2000:]
+        return {}
     table = dry_run_output.split("Job stats:")[1]
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
 

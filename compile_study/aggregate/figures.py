@@ -260,7 +260,7 @@ def _timeline_runs(records: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """Repeat 0's epoch-1 series of the (mode, batch size) with the most shape regimes (two at least)."""
     r = vocab.usable(records[(records.repeat == 0) & (records.compile_mode != "eager")
                              & (records.compile_scope == "module")])
-    r = r[[isinstance(v, list) and len(v) > 0 for v in r.epoch1_step_ms]] if len(r) else r
+    r = r[pd.Series([isinstance(v, list) and len(v) > 0 for v in r.epoch1_step_ms], index=r.index, dtype=bool)]
     counts = r.groupby(["compile_mode", "batch_size"]).shape_regime.nunique()
     counts = counts[counts >= 2]
     if counts.empty:

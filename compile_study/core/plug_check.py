@@ -99,8 +99,9 @@ def _params_free(cfg: ModelConfig) -> int:
         return None
 
 
-def check_plug(cfg: ModelConfig, device: torch.device) -> dict:
-    """Every check of the configured model on `device` -> its facts (raises PlugError naming the key)."""
+def check_plug(cfg: ModelConfig, device: torch.device, flops_dir: str | None = None) -> dict:
+    """Every check of the configured model on `device` -> its facts (raises PlugError naming the key); the FLOP
+    count is kept in `flops_dir` (the study's data directory), where the study's runs read it (core/flops.py)."""
     capacity, where = capacity_bytes(device)
     params = _params_free(cfg)
     if params is not None:
@@ -113,12 +114,12 @@ def check_plug(cfg: ModelConfig, device: torch.device) -> dict:
         raise PlugError(f"{key_of(cfg)}: the model does not fit {where} ({exc})") from exc
     check_fits(cfg, n_params(model), capacity, where)
     check_output(cfg, model, device)
-    return facts(cfg, model)
+    return facts(cfg, model, flops_dir)
 
 
-def facts(cfg: ModelConfig, model: torch.nn.Module) -> dict:
+def facts(cfg: ModelConfig, model: torch.nn.Module, flops_dir: str | None = None) -> dict:
     """What the paper names of a model: class, parameters, training FLOPs per token, the plug."""
-    flops = step_flops(cfg)
+    flops = step_flops(cfg, flops_dir)
     return {"plug": describe(cfg), "key": plug_key(cfg), "class": model_class(model), "params": n_params(model),
             "train_flops_per_token": flops.per_token(), "max_len": cfg.max_len, "flops": flops.describe(),
             "config": cfg.to_dict()}

@@ -101,7 +101,8 @@ def payback_advice(ctx: Context) -> Text | None:
     recommended = [c for b in per_batch(ctx) for c in b["top"] if c["verdict"] == "faster"]
     keys = {(c["mode"], c["scope"], c["batch"]) for c in recommended}
     s = static_rows(ctx)
-    s = s[[(r.compile_mode, r.compile_scope, int(r.batch_size)) in keys for r in s.itertuples()]]
+    chosen = [(r.compile_mode, r.compile_scope, int(r.batch_size)) in keys for r in s.itertuples()]
+    s = s[pd.Series(chosen, index=s.index, dtype=bool)]  # a mask (an empty list would select no columns)
     s = s[s.break_even_steps.map(n.finite)]
     if s.empty:
         return None

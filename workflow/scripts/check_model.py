@@ -23,7 +23,7 @@ from compile_study.measure.run import model_config_for  # noqa: E402
 
 cfg = model_config_for(os.path.dirname(snakemake.input.data[0]), snakemake.params.model)
 try:
-    facts = check_plug(cfg, torch.device(snakemake.params.device))
+    facts = check_plug(cfg, torch.device(snakemake.params.device), os.path.dirname(snakemake.input.data[0]))
 except PlugError as exc:  # the study stops before its first timed run, saying why where Snakemake prints
     to_console(f"check_model: {exc}")
     sys.exit(str(exc))

@@ -252,6 +252,9 @@ def abstract(ctx: Context) -> list[Text]:
     """Takeaway first, then what was timed, the headline cells (MIN_N processes or more), shapes, cost, claims."""
     shapes = [f for f in shape_findings(ctx) if len(f["top"]) == 1 and f["below"]]
     short = next((c for c in claims(ctx) if c["id"] == "short-runs"), None)
+    if short:  # "never": no configuration measured saves time per step, so none earns its compile back
+        short = short | {"never": all(not n.finite(e.get("steps_low")) for e in short["evidence"]
+                                      if e.get("code") == "more")}
     facts = {"device": ctx.device_name, "gpu": ctx.gpu, "precision": ctx.precision, "verdicts": verdicts(ctx),
              "trend": batch_trend(ctx), "whole": whole_step(ctx), "model": model(ctx), "data": data_facts(ctx),
              "configs": len(ctx.summary), "runs": ctx.env.get("n_records"), "batches": per_batch(ctx),

@@ -15,7 +15,7 @@ from compile_study.core import grid, stats, vocab
 from compile_study.core.record import RunKey
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Para, Section, Table, Text, plain
-from compile_study.report.findings import Context, config, ordered, value
+from compile_study.report.findings import Context, config, ordered, regime_rows, value
 from compile_study.report.paper import term
 
 
@@ -100,12 +100,11 @@ def noise_table(ctx: Context) -> Table:
 
 
 def regime_table(ctx: Context) -> Table | None:
-    s = ctx.summary
-    sel = s[s.batch_size.isin(set(s[s.shape_regime != "static"].batch_size)) & (s.compile_scope == "module")]
+    sel = regime_rows(ctx)
     if sel.empty:
         return None
     rows = []
-    for _, r in ordered(sel, "batch_size", "shape_regime").iterrows():
+    for _, r in sel.iterrows():
         ok, c = _ok(r), _ok(r) and r["compile_mode"] != "eager"
         fallback = n.count(r["eager_fallback_steps"]) if c and r.get("recompile_limit_hit") else n.DASH
         row = [str(int(r["batch_size"])), r["compile_mode"], r["shape_regime"],

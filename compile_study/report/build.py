@@ -24,7 +24,7 @@ from compile_study.core import vocab
 from compile_study.report import appendix, conclusions, findings, method
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Items, Para, Report, Section, Table, Text
-from compile_study.report.findings import Context, config, ordered
+from compile_study.report.findings import Context, config, ordered, regime_rows
 from compile_study.report.paper import term, words
 
 
@@ -56,12 +56,11 @@ def modes_table(ctx: Context) -> Table:
 
 def shapes_table(ctx: Context) -> Table | None:
     """Every regime at the batch sizes where more than static shapes ran, against eager on static batches."""
-    s = ctx.summary
-    sel = s[s.batch_size.isin(set(s[s.shape_regime != "static"].batch_size)) & (s.compile_scope == "module")]
+    sel = regime_rows(ctx)
     if sel.empty:
         return None
     rows = []
-    for _, r in ordered(sel, "batch_size", "shape_regime").iterrows():
+    for _, r in sel.iterrows():
         ok, comp = r["status"] in vocab.USABLE_STATUSES, r["compile_mode"] != "eager"
         limit = ("hit" if bool(r.get("recompile_limit_hit")) else "no") if comp and ok else n.DASH
         rows.append([str(int(r["batch_size"])), r["compile_mode"], r["shape_regime"],

@@ -87,6 +87,14 @@ def ordered(df: pd.DataFrame, *first: str) -> pd.DataFrame:
         [*first, "_m", "_s"])
 
 
+
+def regime_rows(ctx: Context) -> pd.DataFrame:
+    """Every regime's rows (module scope) at the batch sizes where more than static shapes ran, by batch and
+    regime: the main text's shapes table and the appendix's regime detail read the same rows."""
+    s = ctx.summary
+    sel = s[s.batch_size.isin(set(s[s.shape_regime != "static"].batch_size)) & (s.compile_scope == "module")]
+    return ordered(sel, "batch_size", "shape_regime") if len(sel) else sel
+
 def config(r) -> dict:
     """One configuration as the templates name it: labels, intervals, verdict code and the medians."""
     get = r.get if hasattr(r, "get") else (lambda k, d=None: getattr(r, k, d))

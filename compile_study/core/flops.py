@@ -23,6 +23,8 @@ never inside a timed block.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 from fractions import Fraction
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from compile_study.core.io import write_json_atomic
 from compile_study.core.model import ModelConfig
 from compile_study.core.plug import build_model
 
@@ -151,9 +154,6 @@ def step_flops(cfg: ModelConfig, cache_dir: str | Path | None = None) -> StepFlo
     meta or fake tensors: about a second on the H200 host). With `cache_dir` (a study's data directory), the
     count is kept there as JSON, keyed by the model's configuration and torch's version, so that the study's
     later runs, each a new process, read it instead of counting again."""
-    import hashlib
-    import json
-
     key = json.dumps(cfg.to_dict(), sort_keys=True)
     if key in _CACHE:
         return _CACHE[key]
@@ -168,7 +168,5 @@ def step_flops(cfg: ModelConfig, cache_dir: str | Path | None = None) -> StepFlo
     if key not in _CACHE:
         _CACHE[key] = StepFlops(cfg)
         if path is not None:
-            from compile_study.core.io import write_json_atomic
-
             write_json_atomic(path, _CACHE[key].to_json())
     return _CACHE[key]

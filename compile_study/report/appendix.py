@@ -206,6 +206,22 @@ def check_tables(checks: dict) -> list[Table]:
     return out
 
 
+def _cell(check: dict) -> dict:
+    """The grid cell a method check ran, as the templates name configurations (module scope)."""
+    return {"mode": check["compile_mode"], "scope": "module", "regime": check["shape_regime"],
+            "precision": check["precision"], "batch": check["batch_size"]}
+
+
+def _band(summary: pd.DataFrame, mode: str, check: dict) -> stats.Band | None:
+    """The study's A/A band of the check's cell (read from the row of `mode` there), None where it has none."""
+    cell = summary[(summary.compile_mode == mode) & (summary.compile_scope == "module")
+                   & (summary.shape_regime == check["shape_regime"]) & (summary.precision == check["precision"])
+                   & (summary.batch_size == check["batch_size"])]
+    if not len(cell) or not n.finite(cell.aa_low.iloc[0]):
+        return None
+    return stats.Band(cell.aa_low.iloc[0], cell.aa_high.iloc[0], stats.NAN, stats.NAN, int(cell.aa_n.iloc[0]))
+
+
 def concurrency_para(check: dict, summary: pd.DataFrame) -> Para | None:
     """The concurrency check's step-time ratio (two at once over one alone) against its cell's A/A band; the
     verdict code reads a ratio as a speedup, so the template says "faster" of it as "two at once are slower"."""
@@ -213,16 +229,10 @@ def concurrency_para(check: dict, summary: pd.DataFrame) -> Para | None:
         return None
     s = check["summary"]
     iv = stats.speedup_interval(r["ratio"] for r in check["results"])
-    cell = summary[(summary.compile_mode == "eager") & (summary.compile_scope == "module")
-                   & (summary.shape_regime == check["shape_regime"]) & (summary.precision == check["precision"])
-                   & (summary.batch_size == check["batch_size"])]
-    band = (stats.Band(cell.aa_low.iloc[0], cell.aa_high.iloc[0], stats.NAN, stats.NAN, int(cell.aa_n.iloc[0]))
-            if len(cell) and n.finite(cell.aa_low.iloc[0]) else None)
+    band = _band(summary, "eager", check)
     return Para(Text("appendix", "concurrency", {
         "gpu": plain(check["gpus"][0]), "cores": len(check["cores"][0]), "shares": check["shares"], "iv": iv,
-        "rounds": len(check["results"]), "c": {"mode": check["compile_mode"], "scope": "module",
-                                               "regime": check["shape_regime"], "precision": check["precision"],
-                                               "batch": check["batch_size"]},
+        "rounds": len(check["results"]), "c": _cell(check),
         "overlap_low": min(s["overlaps"]), "overlap_high": max(s["overlaps"]), "band": band, "verdict": stats.verdict(iv, band) if band else None}))
 
 
@@ -233,15 +243,10 @@ def launcher_para(check: dict, summary: pd.DataFrame) -> Para | None:
         return None
     fixed = {way: statistics.median(r["fixed_cost_s"][way] for r in check["results"]) for way in ("warm", "fresh")}
     iv = stats.speedup_interval(r["ratio"] for r in check["results"])
-    cell = summary[(summary.compile_mode == check["compile_mode"]) & (summary.compile_scope == "module")
-                   & (summary.shape_regime == check["shape_regime"]) & (summary.precision == check["precision"])
-                   & (summary.batch_size == check["batch_size"])]
-    band = (stats.Band(cell.aa_low.iloc[0], cell.aa_high.iloc[0], stats.NAN, stats.NAN, int(cell.aa_n.iloc[0]))
-            if len(cell) and n.finite(cell.aa_low.iloc[0]) else None)
+    band = _band(summary, check["compile_mode"], check)
     return Para(Text("appendix", "launcher", {
         "iv": iv, "rounds": len(check["results"]), "warm_s": fixed["warm"], "fresh_s": fixed["fresh"],
-        "c": {"mode": check["compile_mode"], "scope": "module", "regime": check["shape_regime"],
-              "precision": check["precision"], "batch": check["batch_size"]},
+        "c": _cell(check),
         "band": band, "verdict": stats.verdict(iv, band) if band else None}))
 
 

@@ -4,7 +4,7 @@ import os
 import sys
 
 from compile_study.core.logs import redirect_output, to_console
-from compile_study.measure.isolation import bound_threads, core_share, take_gpu
+from compile_study.measure.isolation import bound_threads, pin_cores, take_gpu
 
 redirect_output(snakemake.log[0])
 bound_threads(snakemake.threads)  # before torch is imported
@@ -12,7 +12,7 @@ gpu = take_gpu("resources/locks")  # on a host with several GPUs: one of them, h
 if gpu is not None:
     gpu_lock, index, gpus = gpu
     os.environ["CUDA_VISIBLE_DEVICES"] = str(index)
-    os.sched_setaffinity(0, core_share(index, gpus))
+    pin_cores(index, gpus)
 
 import torch  # noqa: E402
 

@@ -195,10 +195,20 @@ def project_block(study: Path, project: Path) -> str:
         "",
         f"That study ran {done} of the {len(runs)} runs of its own GPU grid in {len(calls)} call(s), "
         f"{wall:.1f} min on {gpus}; how long studies take is under [How long](#how-long).",
+        *_not_clean(env),
         *_tested(project),
         END,
     ]
     return "\n".join(lines)
+
+
+def _not_clean(env: dict) -> list[str]:
+    """Said beside the headline where records of the study were made from a tree with uncommitted changes."""
+    dirty = env.get("dirty_records") or 0
+    if not dirty:
+        return []
+    return [f"{dirty} of its {env.get('n_records')} records were made from a tree with uncommitted changes, so it "
+            "is not a reference study (one made from one clean commit); its numbers stand as measured."]
 
 
 def _tested(project: Path) -> list[str]:

@@ -136,7 +136,6 @@ def run(target: str, kwargs: dict, setup: Setup, clock: Clock | None = None, way
     with tempfile.TemporaryDirectory(prefix="compile-study-job-") as tmp:
         spec = {"target": target, "kwargs": kwargs, "setup": setup, "result": f"{tmp}/result.pickle"}
         exitcode = (_warm if way == "warm" else _fresh)(spec | {"clock": clock.state()}, tmp)
-        ended = time.perf_counter()
         answer = _read(spec["result"])
     if answer.get("bad_fork") and way == "warm":
         _degrade()
@@ -145,7 +144,8 @@ def run(target: str, kwargs: dict, setup: Setup, clock: Clock | None = None, way
         raise ChildError(f"{target} failed in its process (see {setup.log}): {answer['error']}")
     if answer:
         clock = Clock.resume(answer["clock"])
-        clock.parts["teardown_s"] += ended - answer["handoff"]  # pickling the answer, exit, CUDA teardown
+        # pickling the answer, exit, CUDA teardown, reading the answer back: booked up to this return
+        clock.parts["teardown_s"] += time.perf_counter() - answer["handoff"]
         return Outcome(answer["value"], clock, exitcode, way)
     if exitcode < 0 and -exitcode in INTERRUPTS:
         raise Interrupted(f"{target}: its process was stopped by {signal.Signals(-exitcode).name}; nothing recorded")

@@ -317,6 +317,7 @@ def draw_all(summary: pd.DataFrame, records: pd.DataFrame, environment: dict, ou
     title = f"torch.compile training on {name} (torch {environment.get('torch')})"
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    summary = summary.copy()  # one block per dtype: read_csv's block per column makes every added column warn
     made = drawable(summary, records)
     for fig, meta in made.items():
         data = records if fig in ("overhead", "timeline") else summary

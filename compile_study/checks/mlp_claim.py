@@ -36,6 +36,7 @@ import statistics
 import time
 import timeit
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import nn
@@ -122,43 +123,44 @@ def alternating_rounds(steps_by_name: dict, steps: int, repeats: int, device: to
     return rounds
 
 
+def timed_pairs(eager: Trainer, compiled: Trainer, x, y, steps: int, repeats: int, device: torch.device) -> dict:
+    """The published timer on the first (cold) and a later (warm) block, then the proper alternating rounds."""
+    e_step, c_step = partial(eager.step, x, y), partial(compiled.step, x, y)
+    cold = published_pair(e_step, c_step, steps)  # the compiled model's first block compiles it
+    cold_tail_s = drain(device)
+    e_step()  # one untimed call each (compilation is already done)
+    c_step()
+    drain(device)
+    warm = published_pair(e_step, c_step, steps)
+    warm_tail_s = drain(device)
+    rounds = alternating_rounds({"eager": e_step, "compiled": c_step}, steps, repeats, device)
+    return {"cold": cold, "cold_tail_s": cold_tail_s, "warm": warm, "warm_tail_s": warm_tail_s, "rounds": rounds}
+
+
 def measure(batch_size: int, device: torch.device, steps: int, repeats: int, seed: int) -> dict:
     x, y = make_inputs(batch_size, device, seed)
     eager = Trainer(device, seed, compiled=False)
     synchronize(device)
     with fresh_inductor_cache():  # the compiled model lives (and may load kernels) only while its cache does
-        compiled = Trainer(device, seed, compiled=True)  # after torch._dynamo.reset()
-        e_step, c_step = (lambda: eager.step(x, y)), (lambda: compiled.step(x, y))
-        cold_eager_s, cold_compiled_s = published_pair(e_step, c_step, steps)
-        cold_tail_s = drain(device)
-
-        e_step()  # one untimed call each (compilation is already done)
-        c_step()
-        drain(device)
-        warm_eager_s, warm_compiled_s = published_pair(e_step, c_step, steps)
-        warm_tail_s = drain(device)
-
-        rounds = alternating_rounds({"eager": e_step, "compiled": c_step}, steps, repeats, device)
-        del eager, compiled, e_step, c_step
+        t = timed_pairs(eager, Trainer(device, seed, compiled=True), x, y, steps, repeats, device)
+    del eager
+    rounds = t["rounds"]
     proper_eager_ms = statistics.median(rounds["eager_ms"])
     proper_compiled_ms = statistics.median(rounds["compiled_ms"])
-
     with fresh_inductor_cache():
-        fresh = Trainer(device, seed, compiled=True)
-        compile_s = time_call(lambda: fresh.step(x, y), device)
-    del fresh
+        compile_s = time_call(partial(Trainer(device, seed, compiled=True).step, x, y), device)
 
     return {
         "batch_size": batch_size,
         "status": "ok",
-        "cold_eager_s": cold_eager_s,
-        "cold_compiled_s": cold_compiled_s,
-        "cold_ratio": cold_eager_s / cold_compiled_s,
-        "cold_tail_s": cold_tail_s,
-        "warm_eager_s": warm_eager_s,
-        "warm_compiled_s": warm_compiled_s,
-        "warm_ratio": warm_eager_s / warm_compiled_s,
-        "warm_tail_s": warm_tail_s,
+        "cold_eager_s": t["cold"][0],
+        "cold_compiled_s": t["cold"][1],
+        "cold_ratio": t["cold"][0] / t["cold"][1],
+        "cold_tail_s": t["cold_tail_s"],
+        "warm_eager_s": t["warm"][0],
+        "warm_compiled_s": t["warm"][1],
+        "warm_ratio": t["warm"][0] / t["warm"][1],
+        "warm_tail_s": t["warm_tail_s"],
         "proper_eager_ms": proper_eager_ms,
         "proper_compiled_ms": proper_compiled_ms,
         "proper_speedup": proper_eager_ms / proper_compiled_ms,

@@ -158,7 +158,7 @@ def eval_accuracy(model, batches: list[Batch], precision: str, device: torch.dev
     model.eval()
     correct = total = 0
     for b in batches:
-        with autocast(precision, device):
+        with torch.no_grad(), autocast(precision, device):  # no autograd graph: evaluation only
             pred = model(b.ids).argmax(-1)
         correct += int((pred == b.labels).sum())
         total += b.labels.numel()

@@ -38,6 +38,9 @@ class Context:
     checks: dict  # the method checks' results ({"timer": rows, "drift": rows, "concurrency": its JSON})
     drawn: dict = field(default_factory=dict)  # the figures made (aggregate/figures.py's index): only these are cited
 
+    def __post_init__(self) -> None:
+        self.summary = self.summary.copy()  # one block per dtype: read_csv's block per column makes every added column warn
+
     @property
     def head(self) -> pd.DataFrame:
         """Usable headline rows (static shapes, the module compiled)."""

@@ -61,6 +61,17 @@ print(json.dumps(out | {"me": os.getpid(), "core": min(os.sched_getaffinity(0))}
     assert "child says warm" in (tmp_path / "job.log").read_text()  # the child's output goes to the job's log
 
 
+def test_a_job_that_draws_a_progress_bar_leaves_no_semaphore_behind(tmp_path):
+    """tqdm's default lock is a named semaphore; a child ends with os._exit, so the resource tracker used to warn
+    of one per compiling job when the study ended."""
+    body = 'print(json.dumps([go("progress_bar", way).value for way in ("warm", "fresh")]))'
+    res = subprocess.run([sys.executable, "-c", PRELUDE + body, str(tmp_path / "job.log")], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == ["RLock", "RLock"]  # a thread lock in each way
+    assert "leaked semaphore" not in res.stderr + (tmp_path / "job.log").read_text()
+
+
 def test_two_jobs_at_once_each_get_their_own_process(tmp_path):
     got = drive("""
 from concurrent.futures import ThreadPoolExecutor

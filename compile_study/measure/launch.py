@@ -225,6 +225,15 @@ def apply(setup: Setup) -> None:
         os.sched_setaffinity(0, setup.cores)
 
 
+def thread_lock_for_progress_bars() -> None:
+    """tqdm (which torch imports) makes its lock a multiprocessing one, a named semaphore, on first use (Inductor's
+    compile progress bar). The child ends with os._exit, which releases none, so multiprocessing's resource tracker
+    warned of one per compiling job when the study ended. A job is one process: a thread lock serves it."""
+    tqdm = sys.modules.get("tqdm")
+    if tqdm is not None:
+        tqdm.tqdm.set_lock(threading.RLock())
+
+
 def torch_threads(threads: int) -> None:
     """Thread counts that torch and Inductor read when they were imported (in the server), set again."""
     torch = sys.modules.get("torch")
@@ -253,6 +262,7 @@ def child(spec: dict) -> None:
             module, name = spec["target"].split(":")
             fn = getattr(importlib.import_module(module), name)
             torch_threads(setup.threads)
+            thread_lock_for_progress_bars()
         if bad_fork():
             answer = {"bad_fork": True}
         else:

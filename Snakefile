@@ -3,7 +3,11 @@
 #   snakemake --cores all --directory reference/<name>   (a stored study: remake its summary, figures, paper)
 from snakemake.utils import min_version
 
+from compile_study.core import bytecode
+
 min_version("9.0")
+# An image whose packages have no bytecode compiles torch from source in every job's process: keep it here.
+bytecode.keep(".snakemake/pycache")
 
 
 configfile: "config.yaml"

@@ -60,6 +60,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 def pytest_configure(config):
+    from compile_study.core import bytecode
+
+    # Where torch has no bytecode (an image installed without it), each of the session's processes would
+    # compile it from source (seconds each): they keep it once under .pytest_cache/pycache instead.
+    bytecode.keep(Path(config.rootpath) / ".pytest_cache" / "pycache")
     # One Inductor cache per test session: the CPU compiles of the same tiny graph are paid once.
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(config.rootpath) / ".pytest_cache" / "inductor"))
     os.environ["HF_HUB_OFFLINE"] = "1"  # never wait on the unreachable hub

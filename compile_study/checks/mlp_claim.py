@@ -123,18 +123,29 @@ def alternating_rounds(steps_by_name: dict, steps: int, repeats: int, device: to
     return rounds
 
 
-def timed_pairs(eager: Trainer, compiled: Trainer, x, y, steps: int, repeats: int, device: torch.device) -> dict:
-    """The published timer on the first (cold) and a later (warm) block, then the proper alternating rounds."""
+def timed_pairs(eager: Trainer, compiled: Trainer, x, y, steps: int, repeats: int, device: torch.device):
+    """The published timer on the first (cold) and a later (warm) block -> their fields, then the proper
+    alternating rounds."""
     e_step, c_step = partial(eager.step, x, y), partial(compiled.step, x, y)
-    cold = published_pair(e_step, c_step, steps)  # the compiled model's first block compiles it
+    cold_eager_s, cold_compiled_s = published_pair(e_step, c_step, steps)  # the first compiled block compiles
     cold_tail_s = drain(device)
     e_step()  # one untimed call each (compilation is already done)
     c_step()
     drain(device)
-    warm = published_pair(e_step, c_step, steps)
+    warm_eager_s, warm_compiled_s = published_pair(e_step, c_step, steps)
     warm_tail_s = drain(device)
     rounds = alternating_rounds({"eager": e_step, "compiled": c_step}, steps, repeats, device)
-    return {"cold": cold, "cold_tail_s": cold_tail_s, "warm": warm, "warm_tail_s": warm_tail_s, "rounds": rounds}
+    published = {
+        "cold_eager_s": cold_eager_s,
+        "cold_compiled_s": cold_compiled_s,
+        "cold_ratio": cold_eager_s / cold_compiled_s,
+        "cold_tail_s": cold_tail_s,
+        "warm_eager_s": warm_eager_s,
+        "warm_compiled_s": warm_compiled_s,
+        "warm_ratio": warm_eager_s / warm_compiled_s,
+        "warm_tail_s": warm_tail_s,
+    }
+    return published, rounds
 
 
 def measure(batch_size: int, device: torch.device, steps: int, repeats: int, seed: int) -> dict:
@@ -142,9 +153,8 @@ def measure(batch_size: int, device: torch.device, steps: int, repeats: int, see
     eager = Trainer(device, seed, compiled=False)
     synchronize(device)
     with fresh_inductor_cache():  # the compiled model lives (and may load kernels) only while its cache does
-        t = timed_pairs(eager, Trainer(device, seed, compiled=True), x, y, steps, repeats, device)
+        published, rounds = timed_pairs(eager, Trainer(device, seed, compiled=True), x, y, steps, repeats, device)
     del eager
-    rounds = t["rounds"]
     proper_eager_ms = statistics.median(rounds["eager_ms"])
     proper_compiled_ms = statistics.median(rounds["compiled_ms"])
     with fresh_inductor_cache():
@@ -153,14 +163,7 @@ def measure(batch_size: int, device: torch.device, steps: int, repeats: int, see
     return {
         "batch_size": batch_size,
         "status": "ok",
-        "cold_eager_s": t["cold"][0],
-        "cold_compiled_s": t["cold"][1],
-        "cold_ratio": t["cold"][0] / t["cold"][1],
-        "cold_tail_s": t["cold_tail_s"],
-        "warm_eager_s": t["warm"][0],
-        "warm_compiled_s": t["warm"][1],
-        "warm_ratio": t["warm"][0] / t["warm"][1],
-        "warm_tail_s": t["warm_tail_s"],
+        **published,
         "proper_eager_ms": proper_eager_ms,
         "proper_compiled_ms": proper_compiled_ms,
         "proper_speedup": proper_eager_ms / proper_compiled_ms,

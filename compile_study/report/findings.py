@@ -39,7 +39,8 @@ class Context:
     drawn: dict = field(default_factory=dict)  # the figures made (aggregate/figures.py's index): only these are cited
 
     def __post_init__(self) -> None:
-        self.summary = self.summary.copy()  # one block per dtype: read_csv's block per column makes every added column warn
+        # one block per dtype: read_csv's block per column makes every column added to it warn
+        self.summary = self.summary.copy()
 
     @property
     def head(self) -> pd.DataFrame:
@@ -90,13 +91,13 @@ def ordered(df: pd.DataFrame, *first: str) -> pd.DataFrame:
         [*first, "_m", "_s"])
 
 
-
 def regime_rows(ctx: Context) -> pd.DataFrame:
     """Every regime's rows (module scope) at the batch sizes where more than static shapes ran, by batch and
     regime: the main text's shapes table and the appendix's regime detail read the same rows."""
     s = ctx.summary
     sel = s[s.batch_size.isin(set(s[s.shape_regime != "static"].batch_size)) & (s.compile_scope == "module")]
     return ordered(sel, "batch_size", "shape_regime") if len(sel) else sel
+
 
 def config(r) -> dict:
     """One configuration as the templates name it: labels, intervals, verdict code and the medians."""

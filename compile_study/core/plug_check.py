@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 import torch
 
@@ -123,6 +124,16 @@ def facts(cfg: ModelConfig, model: torch.nn.Module, flops_dir: str | None = None
     return {"plug": describe(cfg), "key": plug_key(cfg), "class": model_class(model), "params": n_params(model),
             "train_flops_per_token": flops.per_token(), "max_len": cfg.max_len, "flops": flops.describe(),
             "config": cfg.to_dict()}
+
+
+def job(data_dir: str, model: dict, device: str) -> dict:
+    """Rule check_model, in the launcher's fresh process: {"facts": ...}, or {"error": the PlugError's message}."""
+    facts_json = json.loads((Path(data_dir) / "facts.json").read_text())  # the vocabulary the tokenizer learned
+    cfg = ModelConfig(vocab_size=facts_json["vocab_size"], **model)
+    try:
+        return {"facts": check_plug(cfg, torch.device(device), data_dir)}
+    except PlugError as exc:
+        return {"error": str(exc)}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -93,6 +93,24 @@ def result_job(target: str, kwargs: dict, out_path: str, log: str, threads: int,
     write_json_atomic(out_path, outcome.value)
 
 
+class PlugRefused(Exception):
+    """The configured model failed a check: the study stops before its first timed run."""
+
+
+def model_job(data_dir: str, model: dict, device: str, out_path: str, log: str, threads: int) -> None:
+    """Rule check_model: the model tried in a fresh process; a bad plug ends the study with its message."""
+    clock = Clock()
+    with job_setup(log, threads, device, clock) as (setup, _):
+        outcome = launch.run("compile_study.core.plug_check:job", {"data_dir": data_dir, "model": dict(model),
+                                                                    "device": device}, setup, clock)
+    if not outcome.answered:
+        raise RuntimeError(f"check_model: {outcome.crash} (see {log})")
+    if "error" in outcome.value:
+        raise PlugRefused(f"check_model: {outcome.value['error']}")  # (SystemExit in a job's thread hangs Snakemake)
+    print({k: v for k, v in outcome.value["facts"].items() if k != "config"})
+    write_json_atomic(out_path, outcome.value["facts"])
+
+
 def check_job(check: str, data_dir: str, out_path: str, model: dict, log: str, threads: int, device: str) -> None:
     """Rule method_check: a check's main(data_dir, out_path, model) in a fresh process (it writes its output).
     The concurrency check places its own processes on the GPUs, so its job takes none."""

@@ -1,6 +1,7 @@
 rule check_model:
-    """The configured model (built-in or plugged, config `model`) tried on the device before the first timed run:
-    a bad plug stops the study here, with a message naming the key; the model's facts go to model.json.
+    """The configured model (built-in or plugged, config `model`) tried on the device before the first timed run,
+    in a fresh process of the launcher: a bad plug stops the study here, with a message naming the key; the
+    model's facts go to model.json.
     """
     input:
         data=DATA_FILES,
@@ -15,5 +16,12 @@ rule check_model:
     params:
         model=config["model"],
         device=DEVICE,
-    script:
-        "../scripts/check_model.py"
+    run:
+        jobs.model_job(
+            os.path.dirname(input.data[0]),
+            params.model,
+            params.device,
+            output[0],
+            log[0],
+            threads,
+        )

@@ -33,6 +33,23 @@ def test_each_call_is_one_line_with_its_status_and_snakemake_log(tmp_path, monke
     assert "snakemake_log" not in second  # that call wrote no Snakemake log
 
 
+def test_a_call_stopped_by_a_time_limit_is_logged_with_the_signal_and_its_commands_exit(tmp_path):
+    """`timeout` sends SIGTERM to the session (and its process group): the session passes it on, waits for the
+    command to end and logs the call; the command here ends by the signal's default action."""
+    import subprocess
+
+    study = tmp_path / "results" / "cuda"
+    sleeper = f"import time; open({str(tmp_path / 'started')!r}, 'w'); time.sleep(60)"
+    began = time.time()
+    res = subprocess.run(["timeout", "3", sys.executable, "-m", "compile_study", "session", str(study), "--",
+                          sys.executable, "-c", sleeper], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         env=os.environ | {"PYTHONPATH": str(session.env.CODE)})
+    assert res.returncode == 124 and time.time() - began < 30  # timeout's status: the limit was reached
+    (line,) = (json.loads(x) for x in (study / "calls.jsonl").read_text().splitlines())
+    assert line["stopped_by"] == "SIGTERM" and line["exit_status"] == -15 and 2.5 < line["wall_s"] < 30
+    assert (tmp_path / "started").exists()
+
+
 def test_a_test_tier_is_kept_with_its_counts_versions_and_commit_and_read_into_the_readme(tmp_path):
     """`pytest --tier-record PATH` keeps a session's outcome; the study README quotes it in one line."""
     import json

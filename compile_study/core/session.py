@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -75,12 +76,39 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no command given (put it after --)")
     logs = Path("logs") / args.study.name  # results/cuda -> logs/cuda, where the study's job logs go
     started, load_start = time.time(), os.getloadavg()
-    rc = subprocess.call(command)
+    rc, stopped_by = run_to_the_end(command)
     load = {"load_avg_start": [round(x, 2) for x in load_start], "load_avg_end": [round(x, 2) for x in os.getloadavg()]}
-    line = log_call(args.study, logs, command, started, time.time(), rc, load)
+    line = log_call(args.study, logs, command, started, time.time(), rc, load | ({"stopped_by": stopped_by}
+                                                                                 if stopped_by else {}))
     print(f"call {line['call']}: {line['wall_s']:.0f} s, exit status {rc} ({args.study}/calls.jsonl; "
           f"{len(line['gpus'])} GPU(s))", file=sys.stderr)
     return rc
+
+
+STOPS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # a time limit, a closed terminal, ^C
+
+
+def run_to_the_end(command: list[str]) -> tuple[int, str | None]:
+    """Run the command -> (its exit status, the signal that stopped the call, if one did). The session outlives
+    a stop signal and waits for the command to end, so that a call cut short is logged too: a time limit's
+    SIGTERM or a hang-up is passed on to the command (Snakemake then finishes its running jobs and exits); a
+    ^C is not, since the terminal sends it to the command as well (a second one would cut Snakemake's own
+    clean-up short)."""
+    proc = subprocess.Popen(command)
+    stopped: list[str] = []
+
+    def pass_on(signum, _frame):
+        stopped.append(signal.Signals(signum).name)
+        if signum != signal.SIGINT:
+            proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, pass_on) for sig in STOPS}
+    try:
+        rc = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return rc, (stopped[0] if stopped else None)
 
 
 if __name__ == "__main__":

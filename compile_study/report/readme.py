@@ -45,7 +45,8 @@ def _calls(calls: list[dict], logs: str | Path | None = None) -> list[str]:
         log = Path(logs) / c["snakemake_log"] if logs and c.get("snakemake_log") else None
         planned = walltime.plan_seconds(log.read_text()) if log and log.is_file() else None
         estimate = f"{planned / 60:.1f} min ({planned / c['wall_s'] - 1:+.0%})" if planned else "—"
-        rows.append(f"| {c['call']} | {c['start_utc']} | {c['wall_s'] / 60:.1f} min | {estimate} | {c['exit_status']} "
+        status = f"{c['exit_status']} (stopped: {c['stopped_by']})" if c.get("stopped_by") else c["exit_status"]
+        rows.append(f"| {c['call']} | {c['start_utc']} | {c['wall_s'] / 60:.1f} min | {estimate} | {status} "
                     f"| {host} | `{' '.join(c['command'])}` |")
     total = sum(c["wall_s"] for c in calls)
     rows += ["", f"{len(calls)} call(s), {total / 60:.1f} min of wall time in all (each call's Snakemake log is "

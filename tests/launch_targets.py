@@ -43,3 +43,12 @@ def progress_bar() -> str:
     for _ in tqdm(range(3)):
         pass
     return type(tqdm.get_lock()).__name__
+
+
+def imports(name: str) -> str:
+    """Import a module the server did not preload -> where its bytecode would go."""
+    import importlib
+    import importlib.util
+
+    module = importlib.import_module(name)
+    return importlib.util.cache_from_source(module.__file__)

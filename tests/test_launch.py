@@ -100,6 +100,48 @@ print(json.dumps({"answered": crash.answered, "crash": crash.crash, "interrupted
     assert "ValueError: a bad value, raised in the child" in got["failed"]
 
 
+def test_a_time_limit_that_stops_the_server_and_its_child_is_an_interrupt_and_the_next_job_runs(tmp_path):
+    """`timeout` signals Snakemake's whole process group: the forkserver dies with the job's child, which then
+    has no exit status to report (255); that is an interrupt (nothing recorded), not a crash of the run."""
+    got = drive(f"""
+import threading, signal as sig
+from multiprocessing import forkserver
+pid_file = {str(tmp_path / "child.pid")!r}
+box = {{}}
+def job():
+    try:
+        box["outcome"] = go("sleeps", pid_file=pid_file)
+    except launch.Interrupted as exc:
+        box["interrupted"] = str(exc)
+t = threading.Thread(target=job); t.start()
+import time
+while not (os.path.exists(pid_file) and open(pid_file).read()):
+    time.sleep(0.05)
+os.kill(forkserver._forkserver._forkserver_pid, sig.SIGTERM)
+t.join(60)
+after = go("facts", word="after")  # the next job gets a new server
+print(json.dumps({{"interrupted": box.get("interrupted"), "outcome": repr(box.get("outcome")),
+                  "after": after.value["word"]}}))
+""", tmp_path)
+    assert got["interrupted"] and "stopped by SIGTERM" in got["interrupted"] and "nothing recorded" in got["interrupted"]
+    assert got["outcome"] == "None" and got["after"] == "after"
+
+
+def test_a_child_writes_the_bytecode_of_what_it_imports_first_where_the_study_keeps_bytecode(tmp_path):
+    """Snakemake's process may run with -B (PYTHONDONTWRITEBYTECODE), which multiprocessing passes to the server
+    and so to every child: where core/bytecode.py keeps bytecode (PYTHONPYCACHEPREFIX), a child writes it anyway,
+    so that a module no process imported before (a plugged model's) is compiled from source once, not per run."""
+    (tmp_path / "first_import_here.py").write_text("VALUE = 1\n")
+    prefix = tmp_path / "pycache"
+    env = os.environ | {"PYTHONPYCACHEPREFIX": str(prefix), "PYTHONDONTWRITEBYTECODE": "1",
+                        "PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path)])}
+    body = 'print(json.dumps({"pyc": go("imports", name="first_import_here").value, "flag": sys.flags.dont_write_bytecode}))'
+    res = subprocess.run([sys.executable, "-c", PRELUDE + body, str(tmp_path / "job.log")], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=120)
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["flag"] == 1 and got["pyc"].startswith(str(prefix)) and Path(got["pyc"]).is_file()
+
+
 def test_a_child_that_finds_cuda_broken_by_the_fork_is_run_again_by_a_safer_server(tmp_path):
     got = drive("""
 launch._State.preload = ("compile_study.measure.launch", "tests.launch_targets", "tests.launch_bad_fork")

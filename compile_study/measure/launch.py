@@ -149,7 +149,32 @@ def run(target: str, kwargs: dict, setup: Setup, clock: Clock | None = None, way
         return Outcome(answer["value"], clock, exitcode, way)
     if exitcode < 0 and -exitcode in INTERRUPTS:
         raise Interrupted(f"{target}: its process was stopped by {signal.Signals(-exitcode).name}; nothing recorded")
+    stop = _server_stopped_by() if way == "warm" and exitcode == SERVER_GONE else None
+    if stop in INTERRUPTS:  # a time limit's SIGTERM to the process group stops the server and, with it, the child
+        raise Interrupted(f"{target}: the launcher's server was stopped by {signal.Signals(stop).name} and its "
+                          "process with it; nothing recorded")
     return Outcome(None, clock, exitcode, way, answered=False)
+
+
+# multiprocessing's forkserver reports a child's exit status through the server; where the server died, it reads
+# none and says 255 (popen_forkserver.Popen.poll)
+SERVER_GONE = 255
+
+
+def _server_stopped_by() -> int | None:
+    """The signal that ended the forkserver, if it has ended by one (it is left unreaped for multiprocessing)."""
+    from multiprocessing import forkserver
+
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if pid is None:
+        return None
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None
+    if info is None or info.si_code not in (os.CLD_KILLED, os.CLD_DUMPED):
+        return None
+    return info.si_status
 
 
 def _warm(spec: dict, tmp: str) -> int:
@@ -253,6 +278,8 @@ def bad_fork() -> bool:
 def child(spec: dict) -> None:
     """A job's process: set up, call the target, hand its value back, exit (no interpreter teardown)."""
     die_with_parent()
+    if sys.pycache_prefix:  # core/bytecode.py keeps bytecode there: write what this job imports first (a
+        sys.dont_write_bytecode = False  # plugged model's transformers), which the server's -B would forbid
     setup: Setup = spec["setup"]
     apply(setup)
     clock = Clock.resume(spec["clock"])

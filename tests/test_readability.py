@@ -66,3 +66,17 @@ def test_every_figure_placed_is_cited_by_a_sentence(tmp_path):
         assert placed, name
         for number in placed:
             assert re.search(rf"Figure {number}\b", text), (name, number)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("faster, expected", [
+    (1, "trained faster than eager in the one static-shape configuration measured in three or more processes."),
+    (4, "trained faster than eager in each of the four static-shape configurations measured in three or more processes."),
+])
+def test_the_takeaway_counts_the_configurations_in_plain_words(faster, expected):
+    from compile_study.report.paper import Text, words
+
+    data = dict(device="NVIDIA H200", gpu=True, precision="bf16", verdicts={"counts": {"faster": faster}, "decided": faster},
+                trend=None, whole=None, model={}, data={}, configs=8, runs=24, batches=[], shape=None, short=[], claims={},
+                level=0.95)
+    assert words(Text("abstract", "takeaway", data)) == f"On NVIDIA H200, `torch.compile(model)` {expected}"

@@ -58,13 +58,15 @@ def test_a_log_gives_each_job_its_rule_output_and_seconds_since_the_epoch():
     jobs = {j.rule: j for j in walltime.jobs_of(LOG, START)}
     assert set(jobs) == {"prepare_data", "train_run", "summarize"}
     assert jobs["prepare_data"].start == START + 5 and jobs["prepare_data"].end == START + 9
-    assert jobs["train_run"].output == "results/cpu/runs/static/fp32/eager/module/bs8/r0.json"
+    assert jobs["train_run"].output == "runs/static/fp32/eager/module/bs8/r0.json"  # its path in the study
+    plugged = LOG.replace("results/cpu/", "results/cuda-hf-bert/")  # a plugged model's study: the same path
+    assert {j.output for j in walltime.jobs_of(plugged, START)} == {j.output for j in jobs.values()}
     assert walltime.plan_seconds(LOG) == 31
 
 
 def test_every_second_of_a_call_goes_to_one_part():
     run = run_record(8.0, window=[START + 11, START + 19])  # the job's own window, inside its log interval
-    parts = walltime.breakdown(CALL, LOG, {"results/cpu/runs/static/fp32/eager/module/bs8/r0.json": run})
+    parts = walltime.breakdown(CALL, LOG, {"runs/static/fp32/eager/module/bs8/r0.json": run})
     assert sum(parts.values()) == pytest.approx(CALL["wall_s"])
     assert parts["data preparation"] == pytest.approx(4)
     # 13:00:18-19 the run and the summary share: half a second each; the run's window is 8 s
@@ -112,3 +114,29 @@ def test_progress_scales_what_is_left_by_how_the_study_compares_with_the_estimat
     line = estimate.progress_message(runs, layout, "cpu")
     left = 2 * estimate.run_seconds(keys[1], "cpu", {})[0]  # this study runs at twice the estimate
     assert line.startswith("progress: 1/2 runs recorded") and f"about {left / 60:.1f} min" in line
+
+
+def test_a_call_no_session_logged_is_adopted_from_its_log_in_time_order(tmp_path):
+    """The log's local time (an hour ahead) is placed by the run's record; a later logged call becomes call 2."""
+    study, logs = tmp_path / "results" / "cpu", tmp_path / "logs" / "cpu"
+    rec = run_record(10.0, window=[START + 10.4, START + 20.1])
+    rec["env"] |= {"git_commit": "abc", "git_dirty": False, "cpu_cores": 2}
+    path = study / "runs/static/fp32/eager/module/bs8/r0.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(rec))
+    later = {"call": 1, "start_utc": "2026-12-01T13:00:00+00:00", "wall_s": 5.0, "exit_status": 0,
+             "command": ["snakemake"], "snakemake_log": "calls/1.snakemake.log"}
+    (study / "calls.jsonl").write_text(json.dumps(later) + "\n")
+    (logs / "calls").mkdir(parents=True)
+    (logs / "calls/1.snakemake.log").write_text("the later call")
+    (tmp_path / "cut.snakemake.log").write_text(LOG)
+    line = walltime.adopt(study, tmp_path / "cut.snakemake.log", logs, stopped_by="SIGTERM")
+    first, second = walltime.read_calls(study / "calls.jsonl")
+    assert first == line and (first["call"], second["call"]) == (1, 2) and second["command"] == ["snakemake"]
+    assert first["start_utc"] == "2026-12-01T12:00:03+00:00" and first["wall_s"] == 25.0  # Date line to last stamp
+    assert (first["exit_status"], first["command"], first["stopped_by"]) == (None, None, "SIGTERM")
+    assert (first["git_commit"], first["git_dirty"], first["host_cpus"]) == ("abc", False, 2)
+    assert (logs / "calls/1.snakemake.log").read_text() == LOG
+    assert (logs / "calls/2.snakemake.log").read_text() == "the later call" and second["snakemake_log"] == "calls/2.snakemake.log"
+    with pytest.raises(SystemExit, match="none of its runs has a record"):
+        walltime.adopt(tmp_path / "empty", tmp_path / "cut.snakemake.log", logs)

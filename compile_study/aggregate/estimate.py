@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import shutil
 import statistics
@@ -101,14 +102,21 @@ def _record(path: str) -> dict | None:
     return _READ[path][1]
 
 
-def known_runs(patterns: list[str], device: str) -> dict[tuple, list[float]]:
-    """Each kind (_levels) -> the launcher-equivalent wall times of the records of that kind."""
+def model_of(model: dict | None) -> tuple:
+    """Which model a study or record measured: the built-in one (its sizes aside) or a plug, by name and plug."""
+    model = model or {}
+    return model.get("name"), model.get("factory"), json.dumps(model.get("hf_config"), sort_keys=True)
+
+
+def known_runs(patterns: list[str], device: str, model: dict | None = None) -> dict[tuple, list[float]]:
+    """Each kind (_levels) -> the launcher-equivalent wall times of the records of that kind, of `model`'s
+    studies only (config `model`; None: the built-in model): a plugged model builds and compiles in its own time."""
     out: dict[tuple, list[float]] = defaultdict(list)
     for pattern in patterns:
         for path in glob.glob(pattern, recursive=True):
             rec = _record(path)
             cost = run_cost(rec, device) if rec else None
-            if cost is None:
+            if cost is None or model_of(rec["config"].get("model")) != model_of(model):
                 continue
             key, cfg = record.RunKey.of(rec["config"]), rec["config"]
             cold = rec["env"].get("inductor_cache") == "cold" and cfg["compile_mode"] != "eager"
@@ -129,12 +137,14 @@ def run_seconds(key: record.RunKey, device: str, known: dict) -> tuple[float, bo
     return prior.get(key.compile_mode, prior.get("compiled" if cls[1] else "eager", 60)), False
 
 
-def known_jobs(studies: list[Path], device: str) -> dict[str, list[float]]:
-    """Rule -> seconds its jobs took in the studies' logged calls (timed ones as under the launcher)."""
+def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> dict[str, list[float]]:
+    """Rule -> seconds its jobs took in the logged calls of `model`'s studies (timed ones as under the launcher)."""
     out: dict[str, list[float]] = defaultdict(list)
     for study in studies:
         records = [r for r in (_record(p) for p in Layout(str(study)).stored_records()) if r]
         if not records or records[0]["env"].get("device_type") != device:
+            continue
+        if model_of(records[0]["config"].get("model")) != model_of(model):
             continue
         old = [r for r in records if not r["env"].get("launcher")]
         start = _old_job_start(study, old, device) if old else 0.0
@@ -152,7 +162,7 @@ def known_jobs(studies: list[Path], device: str) -> dict[str, list[float]]:
 def _old_job_start(study: Path, old: list[dict], device: str) -> float:
     """What a timed job of a study made before the launcher paid to start: its runs' median of (the job's
     logged time less the run's launcher-equivalent time)."""
-    runs = {f"results/{device}/{Path(p).relative_to(study)}": _record(p) for p in Layout(str(study)).stored_records()}
+    runs = {str(Path(p).relative_to(study)): _record(p) for p in Layout(str(study)).stored_records()}
     gaps = []
     for call in walltime.read_calls(study / "calls.jsonl"):
         log = study / "logs" / call.get("snakemake_log", "-")
@@ -173,13 +183,14 @@ def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None) -> dict[s
 
 
 def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | None = None, gpus: int = 1,
-             references: str = "reference") -> dict:
-    """The plan's runs to do and its other jobs -> seconds by part, and how many runs came from records."""
+             references: str = "reference", model: dict | None = None) -> dict:
+    """The plan's runs to do and its other jobs -> seconds by part, and how many runs came from records of the
+    same model (config `model`)."""
     studies = sorted(Path(p).parent for p in glob.glob(f"{references}/*/calls.jsonl"))
-    known = known_runs([layout.records_glob, f"{references}/*/runs/**/r*.json"], device)
+    known = known_runs([layout.records_glob, f"{references}/*/runs/**/r*.json"], device, model)
     todo = [key for key in runs if not Path(layout.record(key)).exists()]
     per_run = [run_seconds(key, device, known) for key in todo]
-    logged = known_jobs(studies, device)
+    logged = known_jobs(studies, device, model)
     jobs = jobs if jobs is not None else plan_jobs(0, [])
     other = {rule: n * (statistics.median(logged[rule]) if logged.get(rule) else PRIOR_JOB_S.get(rule, 60))
              for rule, n in jobs.items() if n}
@@ -193,9 +204,10 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
             "runs_s": sum(s for s, _ in per_run), "other_s": other, "snakemake_s": snakemake, "seconds": seconds}
 
 
-def plan_message(runs: dict, layout: Layout, device: str, gpus: int = 1, jobs: dict | None = None) -> str:
+def plan_message(runs: dict, layout: Layout, device: str, gpus: int = 1, jobs: dict | None = None,
+                 model: dict | None = None) -> str:
     """One line: runs to do and the whole plan's estimated wall time (walltime.plan_seconds reads it back)."""
-    e = estimate(runs, layout, device, jobs, gpus)
+    e = estimate(runs, layout, device, jobs, gpus, model=model)
     source = f"{e['measured']} of {e['todo']} runs from earlier records" if e["measured"] else "per-mode priors"
     where = (f"on {gpus} GPUs with --resources timed_run={gpus}" if device == "cuda" and gpus > 1
              else "on one GPU" if device == "cuda" else "on the CPU")
@@ -204,10 +216,10 @@ def plan_message(runs: dict, layout: Layout, device: str, gpus: int = 1, jobs: d
             f"Snakemake {e['snakemake_s']:.0f} s; runs estimated from {source})")
 
 
-def progress_message(runs: dict, layout: Layout, device: str, gpus: int = 1) -> str:
+def progress_message(runs: dict, layout: Layout, device: str, gpus: int = 1, model: dict | None = None) -> str:
     """`runs done / total` and the estimate of what is left, scaled by how this study's runs compare with it."""
     done = [key for key in runs if Path(layout.record(key)).exists()]
-    known = known_runs(["reference/*/runs/**/r*.json"], device)
+    known = known_runs(["reference/*/runs/**/r*.json"], device, model)
     measured = [(_record(layout.record(key)), run_seconds(key, device, known)[0]) for key in done]
     actual = [(run_cost(rec, device), guess) for rec, guess in measured if rec and run_cost(rec, device)]
     scale = sum(a for a, _ in actual) / sum(g for _, g in actual) if actual else 1.0
@@ -227,7 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     runs = grid.expand(config["grids"][args.device])
     pairs = {(k.precision, k.compile_mode) for k in runs if k.compile_mode != "eager"}
     jobs = plan_jobs(len(pairs), config.get("checks", {}).get(args.device, []))
-    print(plan_message(runs, Layout(f"results/{args.device}"), args.device, args.gpus, jobs))
+    print(plan_message(runs, Layout(f"results/{args.device}"), args.device, args.gpus, jobs, config["model"]))
 
 
 if __name__ == "__main__":

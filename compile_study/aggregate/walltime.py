@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -50,6 +51,11 @@ def read_calls(path: str | Path) -> list[dict]:
     return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
 
 
+def _in_study(output: str) -> str:
+    """A job's output as a path in its study (runs/...): the study ran as results/<device>[-<model>]."""
+    return re.sub(r"^results/[^/]+/", "", output)
+
+
 def _utc(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
@@ -68,7 +74,7 @@ def jobs_of(log_text: str, call_start: float) -> list[Job]:
         elif m := _START.match(line):
             pending = Job(m[1], -1, stamp, None)
         elif pending and line.strip().startswith("output:"):
-            pending.output = line.split(":", 1)[1].strip().split(",")[0]
+            pending.output = _in_study(line.split(":", 1)[1].strip().split(",")[0])
         elif pending and line.strip().startswith("jobid:"):
             pending.jobid = int(line.split(":", 1)[1])
             jobs[pending.jobid] = pending
@@ -133,8 +139,8 @@ def breakdown(call: dict, log_text: str, runs: dict[str, dict]) -> dict[str, flo
 def study_breakdown(calls: list[dict], logs: str | Path, record_paths: list[str], device: str,
                     root: str | Path) -> tuple[list[dict], dict[str, float]]:
     """A study's calls with a kept Snakemake log (under `logs`) -> (those calls, their parts summed). Its
-    records are matched to the log's jobs by the path each had when it ran (results/<device>/runs/...)."""
-    runs = {f"results/{device}/{os.path.relpath(p, root)}": record.read(p) for p in record_paths}
+    records are matched to the log's jobs by their path in the study (runs/...)."""
+    runs = {os.path.relpath(p, root): record.read(p) for p in record_paths}
     kept, total = [], Counter()
     for call in calls:
         log = Path(logs) / call.get("snakemake_log", "-")
@@ -161,6 +167,51 @@ def plan_seconds(log_text: str) -> float | None:
     return float(m[1]) if m else None
 
 
+def adopt(study: Path, log_path: Path, logs: Path, stopped_by: str | None = None) -> dict:
+    """Log a call that no session logged (stopped together with its session, or run without one) from its
+    Snakemake log -> its line in study/calls.jsonl. Its start is Snakemake's (the log's `Date:` line) and its end
+    the log's last time stamp, made UTC by the zone that puts the log's runs at their records' job windows; its
+    host and commit are its records'; its command and exit status were not seen (None), and `adopted` names the
+    log. The calls are kept in time order: later ones are numbered on, their kept logs renamed with them."""
+    text = log_path.read_text()
+    paths = [str(p) for p in study.glob("runs/**/r*.json")]
+    runs = {os.path.relpath(p, study): record.read(p) for p in paths}
+    date = next(m[1] for m in map(_DATE.match, text.splitlines()) if m)
+    local0 = datetime.fromisoformat(date).replace(tzinfo=UTC).timestamp()
+    local = jobs_of(text, local0)  # the log's own clock: local time read as if it were UTC
+    gaps = [job.start - runs[job.output]["metrics"]["job_window_unix"][0] for job in local
+            if job.rule == "train_run" and job.output in runs and job.start is not None]
+    if not gaps:
+        raise SystemExit(f"{log_path}: none of its runs has a record in {study} to place it in time")
+    offset = round(sorted(gaps)[len(gaps) // 2] / 900) * 900  # time zones are whole quarter hours
+    start = local0 - offset
+    stamps = [datetime.strptime(m[1], "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC).timestamp() - offset
+              for m in map(_STAMP.match, text.splitlines()) if m]
+    end = max(stamps + [start])
+    env = next(iter(runs.values()))["env"]
+    made = [r for r in runs.values() if start <= r["metrics"]["job_window_unix"][0] <= end]
+    line = {"call": None, "start_utc": datetime.fromtimestamp(start, UTC).isoformat(timespec="seconds"),
+            "end_utc": datetime.fromtimestamp(end, UTC).isoformat(timespec="seconds"), "wall_s": round(end - start, 1),
+            "exit_status": None, "command": None, "host_cpus": env.get("cpu_cores"),
+            "gpus": [env["device_name"]] if env.get("device_type") == "cuda" else [],
+            "adopted": log_path.name, "stopped_by": stopped_by,
+            "git_commit": ", ".join(sorted({r["env"].get("git_commit") for r in made} - {None})),
+            "git_dirty": any(r["env"].get("git_dirty") for r in made)}
+    calls = sorted(read_calls(study / "calls.jsonl") + [line], key=lambda c: c["start_utc"])
+    (logs / "calls").mkdir(parents=True, exist_ok=True)
+    for c in reversed(calls):  # renumber from the last, so that no kept log is overwritten
+        n = calls.index(c) + 1
+        if c is line:
+            shutil.copy2(log_path, logs / "calls" / f"{n}.snakemake.log")
+        elif c.get("snakemake_log") and c["call"] != n:
+            os.replace(logs / c["snakemake_log"], logs / "calls" / f"{n}.snakemake.log")
+        if c is line or c.get("snakemake_log"):
+            c["snakemake_log"] = f"calls/{n}.snakemake.log"
+        c["call"] = n
+    (study / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls))
+    return line
+
+
 def main(argv: list[str] | None = None) -> None:
     """Print where every second of a study's logged calls went, the estimate each printed and the runs' fixed cost."""
     import argparse
@@ -169,10 +220,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("study", type=Path, help="the study's directory, e.g. results/cuda or reference/<name>")
     parser.add_argument("--logs", type=Path, help="where its calls' Snakemake logs are (default: logs/<device> for "
                                                   "results/<device>, else <study>/logs)")
+    parser.add_argument("--adopt", type=Path, metavar="SNAKEMAKE_LOG", help="first log a call that no session "
+                        "logged, from its Snakemake log (.snakemake/log/...); see adopt()")
+    parser.add_argument("--stopped-by", help="with --adopt: what stopped that call, where it is known")
     args = parser.parse_args(argv)
     paths = sorted(str(p) for p in args.study.glob("runs/**/r*.json") if not p.name.endswith(".trace.json.gz"))
     device = record.read(paths[0])["env"]["device_type"] if paths else "cpu"
     logs = args.logs or (Path("logs") / args.study.name if args.study.parent.name == "results" else args.study / "logs")
+    if args.adopt:
+        line = adopt(args.study, args.adopt, logs, args.stopped_by)
+        print(f"adopted {args.adopt} as call {line['call']} of {args.study} ({line['wall_s']:.0f} s)")
     calls, parts = study_breakdown(read_calls(args.study / "calls.jsonl"), logs, paths, device, args.study)
     for call in calls:
         planned = plan_seconds((logs / call["snakemake_log"]).read_text())

@@ -71,7 +71,7 @@ TIMED_RUN = re.compile(r"timed_run=(\d+)")
 def concurrency(ctx: Context) -> dict:
     """How many timed runs went at once (the calls' `--resources timed_run=N`) and whether the check of what
     that costs ran (checks/concurrency.json), was configured but is missing, or was not configured."""
-    at_once = [int(m[1]) for c in ctx.calls for m in TIMED_RUN.finditer(" ".join(c.get("command", [])))]
+    at_once = [int(m[1]) for c in ctx.calls for m in TIMED_RUN.finditer(" ".join(c.get("command") or []))]
     check = ctx.checks.get("concurrency") or {}
     configured = "concurrency" in (ctx.config.get("checks") or {}).get(ctx.device, [])
     state = ("ran" if check.get("applicable") else "not-applicable" if check else
@@ -83,7 +83,7 @@ def calls(ctx: Context) -> dict:
     """The calls that ran the study: how many, how many a time limit stopped (the session saw the stop signal, or
     the call ran under `timeout` and has its exit status 124), and the grid's runs against the records made."""
     planned = len(grid.expand(ctx.grids))
-    stop = [bool(c.get("stopped_by")) or (c.get("exit_status") == 124 and "timeout" in c.get("command", [])[:1])
+    stop = [bool(c.get("stopped_by")) or (c.get("exit_status") == 124 and "timeout" in (c.get("command") or [])[:1])
             for c in ctx.calls]
     stopped = sum(stop)
     failed = sum(1 for c, s in zip(ctx.calls, stop, strict=True) if not s and c.get("exit_status") != 0)

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from compile_study.aggregate import walltime
 from compile_study.core import record
@@ -45,9 +46,12 @@ def _calls(calls: list[dict], logs: str | Path | None = None) -> list[str]:
         log = Path(logs) / c["snakemake_log"] if logs and c.get("snakemake_log") else None
         planned = walltime.plan_seconds(log.read_text()) if log and log.is_file() else None
         estimate = f"{planned / 60:.1f} min ({planned / c['wall_s'] - 1:+.0%})" if planned else "—"
-        status = f"{c['exit_status']} (stopped: {c['stopped_by']})" if c.get("stopped_by") else c["exit_status"]
+        status = "—" if c["exit_status"] is None else c["exit_status"]
+        status = f"{status} (stopped: {c['stopped_by']})" if c.get("stopped_by") else status
+        command = (f"`{' '.join(c['command'])}`" if c.get("command") else
+                   f"not seen: logged afterwards from its Snakemake log `{c.get('adopted')}`")
         rows.append(f"| {c['call']} | {c['start_utc']} | {c['wall_s'] / 60:.1f} min | {estimate} | {status} "
-                    f"| {host} | `{' '.join(c['command'])}` |")
+                    f"| {host} | {command} |")
     total = sum(c["wall_s"] for c in calls)
     rows += ["", f"{len(calls)} call(s), {total / 60:.1f} min of wall time in all (each call's Snakemake log is "
                  "under `logs/calls/`)."]
@@ -197,10 +201,43 @@ def project_block(study: Path, project: Path) -> str:
         f"That study ran {done} of the {len(runs)} runs of its own GPU grid in {len(calls)} call(s), "
         f"{wall:.1f} min on {gpus}; how long studies take is under [How long](#how-long).",
         *_not_clean(env),
+        *_plugged(project),
         *_tested(project),
         END,
     ]
     return "\n".join(lines)
+
+
+def _plugged(project: Path) -> list[str]:
+    """One sentence per stored study of a plugged model: its speedups against the built-in model's on the cells
+    both ran, the built-in study being the stored one of the same device with the most such cells (the most
+    recently run of those)."""
+    from compile_study.aggregate import models
+
+    studies = [p.parent for p in sorted((project / "reference").glob("*/summary.csv"))]
+    plugged = [s for s in studies if models.is_plugged(yaml.safe_load((s / "config.yaml").read_text()) or {})]
+    lines = []
+    for study in plugged:
+        device = json.loads((study / "environment.json").read_text()).get("device_type")
+        others = [s for s in studies if s not in plugged
+                  and json.loads((s / "environment.json").read_text()).get("device_type") == device]
+        newest = {s: max((c["start_utc"] for c in walltime.read_calls(s / "calls.jsonl")), default="") for s in others}
+        best = max(((models.compare_studies(study, s), s) for s in others),
+                   key=lambda x: (x[0]["cells"], newest[x[1]]), default=(None, None))
+        got, builtin = best
+        if not got or not got["cells"]:
+            continue
+        def link(s: Path) -> str:
+            return f"[`{s.name}`]({s.relative_to(project).as_posix()}/README.md)"
+
+        lo, hi = got["lowest"]["ratio"], got["highest"]["ratio"]
+        overlap = (f"; in {got['intervals_overlap']} of the {got['with_intervals']} cell(s) with an interval on both sides "
+                   "the two intervals overlap" if got["with_intervals"] else "; no cell has an interval on both sides")
+        lines.append(f"A plugged model, `{got['plugged_model']}` ({link(study)}): on the {got['cells']} compiled "
+                     f"cells it shares with {link(builtin)}, its speedups are {lo:.2f} to {hi:.2f} times the built-in "
+                     f"model's (median {got['median_ratio']:.2f}; higher in {got['plugged_higher']} of "
+                     f"{got['cells']}){overlap} (`python -m compile_study compare-models`).")
+    return ["", *lines] if lines else []
 
 
 def _not_clean(env: dict) -> list[str]:

@@ -241,7 +241,7 @@ def check_inputs(wildcards):
 
 def progress():
     """The line each run prints as it ends: runs recorded, and the time left by the estimate."""
-    return progress_message(RUNS, L, DEVICE, GPUS)
+    return progress_message(RUNS, L, DEVICE, GPUS, config["model"])
 
 
 def parity_cache_dir(wildcards):
@@ -367,7 +367,9 @@ def before_start():
     if not STORED:
         remove_stale_views()
         # to Snakemake's log too, where the study's README reads it back beside the call's wall time
-        logger.info(plan_message(RUNS, L, DEVICE, GPUS, planned_jobs()))
+        logger.info(
+            plan_message(RUNS, L, DEVICE, GPUS, planned_jobs(), config["model"])
+        )
         if workflow.local_exec:
             launch.start()  # the warm server's imports overlap data preparation
 

@@ -136,7 +136,7 @@ def breakdown(call: dict, log_text: str, runs: dict[str, dict]) -> dict[str, flo
     return dict(parts)
 
 
-def study_breakdown(calls: list[dict], logs: str | Path, record_paths: list[str], device: str,
+def study_breakdown(calls: list[dict], logs: str | Path, record_paths: list[str],
                     root: str | Path) -> tuple[list[dict], dict[str, float]]:
     """A study's calls with a kept Snakemake log (under `logs`) -> (those calls, their parts summed). Its
     records are matched to the log's jobs by their path in the study (runs/...)."""
@@ -179,8 +179,9 @@ def adopt(study: Path, log_path: Path, logs: Path, stopped_by: str | None = None
     date = next(m[1] for m in map(_DATE.match, text.splitlines()) if m)
     local0 = datetime.fromisoformat(date).replace(tzinfo=UTC).timestamp()
     local = jobs_of(text, local0)  # the log's own clock: local time read as if it were UTC
-    gaps = [job.start - runs[job.output]["metrics"]["job_window_unix"][0] for job in local
-            if job.rule == "train_run" and job.output in runs and job.start is not None]
+    window = {path: (rec.get("metrics") or {}).get("job_window_unix") for path, rec in runs.items()}
+    gaps = [job.start - window[job.output][0] for job in local
+            if job.rule == "train_run" and window.get(job.output) and job.start is not None]
     if not gaps:
         raise SystemExit(f"{log_path}: none of its runs has a record in {study} to place it in time")
     offset = round(sorted(gaps)[len(gaps) // 2] / 900) * 900  # time zones are whole quarter hours
@@ -188,8 +189,8 @@ def adopt(study: Path, log_path: Path, logs: Path, stopped_by: str | None = None
     stamps = [datetime.strptime(m[1], "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC).timestamp() - offset
               for m in map(_STAMP.match, text.splitlines()) if m]
     end = max(stamps + [start])
-    env = next(iter(runs.values()))["env"]
-    made = [r for r in runs.values() if start <= r["metrics"]["job_window_unix"][0] <= end]
+    made = [runs[p] for p, w in window.items() if w and start <= w[0] <= end]  # the records this call made
+    env = made[0]["env"]
     line = {"call": None, "start_utc": datetime.fromtimestamp(start, UTC).isoformat(timespec="seconds"),
             "end_utc": datetime.fromtimestamp(end, UTC).isoformat(timespec="seconds"), "wall_s": round(end - start, 1),
             "exit_status": None, "command": None, "host_cpus": env.get("cpu_cores"),
@@ -199,8 +200,7 @@ def adopt(study: Path, log_path: Path, logs: Path, stopped_by: str | None = None
             "git_dirty": any(r["env"].get("git_dirty") for r in made)}
     calls = sorted(read_calls(study / "calls.jsonl") + [line], key=lambda c: c["start_utc"])
     (logs / "calls").mkdir(parents=True, exist_ok=True)
-    for c in reversed(calls):  # renumber from the last, so that no kept log is overwritten
-        n = calls.index(c) + 1
+    for n, c in reversed(list(enumerate(calls, 1))):  # renumber from the last: no kept log is overwritten
         if c is line:
             shutil.copy2(log_path, logs / "calls" / f"{n}.snakemake.log")
         elif c.get("snakemake_log") and c["call"] != n:
@@ -225,12 +225,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stopped-by", help="with --adopt: what stopped that call, where it is known")
     args = parser.parse_args(argv)
     paths = sorted(str(p) for p in args.study.glob("runs/**/r*.json") if not p.name.endswith(".trace.json.gz"))
-    device = record.read(paths[0])["env"]["device_type"] if paths else "cpu"
     logs = args.logs or (Path("logs") / args.study.name if args.study.parent.name == "results" else args.study / "logs")
     if args.adopt:
         line = adopt(args.study, args.adopt, logs, args.stopped_by)
         print(f"adopted {args.adopt} as call {line['call']} of {args.study} ({line['wall_s']:.0f} s)")
-    calls, parts = study_breakdown(read_calls(args.study / "calls.jsonl"), logs, paths, device, args.study)
+    calls, parts = study_breakdown(read_calls(args.study / "calls.jsonl"), logs, paths, args.study)
     for call in calls:
         planned = plan_seconds((logs / call["snakemake_log"]).read_text())
         printed = f"{planned:.0f} s ({planned / call['wall_s'] - 1:+.0%})" if planned else "none"

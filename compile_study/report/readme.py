@@ -61,8 +61,7 @@ def _calls(calls: list[dict], logs: str | Path | None = None) -> list[str]:
 def _time(records: pd.DataFrame, calls: list[dict], logs: str | Path | None, paths: list[str], root) -> list[str]:
     """Every second of the logged calls by part (walltime.py), the runs' fixed cost, and the runs by mode."""
     out = []
-    device = str(records.device_type.iloc[0])
-    logged, parts = walltime.study_breakdown(calls, logs, paths, device, root) if logs else ([], {})
+    logged, parts = walltime.study_breakdown(calls, logs, paths, root) if logs else ([], {})
     if logged:
         wall = sum(c["wall_s"] for c in logged)
         out += [f"Every second of {len(logged)} logged call(s), {wall / 60:.1f} min: each second goes to the jobs "

@@ -74,15 +74,15 @@ def test_the_launcher_check_runs_one_cell_both_ways_alternating(synthetic_data, 
     settings = {"warmup_steps": 2, "timed_steps": 6, "interleave_chunk": 3, "max_epoch_steps": 3, "phase_steps": 1,
                 "profile_steps": 1, "recompile_limit": 8, "lr": 3e-4, "seed": 0}
     out = launcher.run_check(str(synthetic_data), TINY_MODEL, "cpu", settings, str(tmp_path / "check.log"), threads=1,
-                             rounds=2, cell=("default", 8, "fp32"))
+                             rounds=2, cell=("eager", 8, "fp32"))  # the protocol, not a compiler: no compile
     assert [r["order"] for r in out["results"]] == ["warm first", "fresh first"]
     for r in out["results"]:
         assert r["ratio"] == pytest.approx(r["speedup"]["warm"] / r["speedup"]["fresh"])
         warm, fresh = r["overhead_s"]["warm"], r["overhead_s"]["fresh"]
         assert fresh["imports_s"] > warm["imports_s"]  # the fresh process imports torch; the launcher's child not
         assert r["fixed_cost_s"]["fresh"] > r["fixed_cost_s"]["warm"] > 0
-        for o in (warm, fresh):  # every second of each process booked
-            assert sum(v for k, v in o.items() if k != "total_s") == pytest.approx(o["total_s"], rel=0.05)
+        for o in (warm, fresh):  # every second of each process booked (a forked eager child takes 0.2 s in all)
+            assert sum(v for k, v in o.items() if k != "total_s") == pytest.approx(o["total_s"], rel=0.05, abs=0.02)
     s = out["summary"]
     assert s["n"] == 2 and math.isnan(s["low"]) and math.isnan(s["high"])  # two rounds: no interval (stats.MIN_N)
 

@@ -55,7 +55,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
     outcomes = {k: len(v) for k, v in terminalreporter.stats.items() if k}  # "" holds passing setups/teardowns
     wall = time.time() - config.stash[SESSION_START]
-    write_json_atomic(path, env.test_session(outcomes, wall, config.option.markexpr, list(config.invocation_params.args)))
+    write_json_atomic(path, env.test_session(outcomes, wall, config.option.markexpr, list(config.invocation_params.args),
+                                             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED))
     terminalreporter.write_line(f"tier record: {path}")
 
 

@@ -69,3 +69,31 @@ def test_a_test_tier_is_kept_with_its_counts_versions_and_commit_and_read_into_t
     assert t["torch"] and t["device_type"] in ("cpu", "cuda") and len(t["git_commit"]) == 40 and t["wall_s"] > 0
     line = readme.test_line(t)
     assert line.startswith("`-m unit`: 2 passed, 0 failed, 0 skipped, 0 errors in ") and t["git_commit"][:12] in line
+    assert t["interrupted"] is False
+
+
+def test_a_test_session_stopped_by_a_time_limit_is_kept_as_interrupted(tmp_path):
+    """A time limit's ^C (`timeout -s INT`) stops pytest gracefully: the record keeps the tests that ran and
+    says that the session was cut."""
+    import signal
+    import subprocess
+
+    from compile_study.report import readme
+
+    from .conftest import REPO
+
+    kept, probe, started = tmp_path / "all.json", tmp_path / "test_probe.py", tmp_path / "started"
+    probe.write_text("import time\n\nimport pytest\n\npytestmark = pytest.mark.unit\n\n\ndef test_quick():\n    pass\n\n\n"
+                     f"def test_slow():\n    open({str(started)!r}, 'w').close()\n    time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(REPO),
+                             "-c", str(REPO / "pyproject.toml"), "-p", "tests.conftest", str(probe),
+                             "--tier-record", str(kept)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    deadline = time.time() + 120
+    while not started.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out = proc.communicate(timeout=60)[0]
+    t = json.loads(kept.read_text())
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED and t["interrupted"] is True and t["passed"] == 1, out[-2000:]
+    assert ", interrupted before its last test in " in readme.test_line(t)

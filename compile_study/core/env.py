@@ -78,8 +78,10 @@ def host_facts(device_type: str) -> dict:
     return facts
 
 
-def test_session(outcomes: dict[str, int], wall_s: float, markexpr: str, args: list[str]) -> dict:
+def test_session(outcomes: dict[str, int], wall_s: float, markexpr: str, args: list[str],
+                 interrupted: bool = False) -> dict:
     """One pytest session's outcome where it ran: counts per outcome, wall time, the tier (`-m`), the command,
+    whether it was interrupted before its last test (a time limit's ^C: the counts are of the tests that ran),
     and the hardware, versions and commit (the record a study keeps of its test tiers; conftest --tier-record)."""
     from datetime import UTC, datetime
 
@@ -91,6 +93,7 @@ def test_session(outcomes: dict[str, int], wall_s: float, markexpr: str, args: l
     return {"tier": markexpr or "all", "command": " ".join(["python -m pytest", *args]),
             "date_utc": datetime.now(UTC).isoformat(timespec="seconds"), "wall_s": round(wall_s, 1),
             **{k: int(outcomes.get(k, 0)) for k in ("passed", "failed", "skipped", "error", "deselected")},
+            "interrupted": interrupted,
             **{k: env.get(k) for k in keep}}
 
 

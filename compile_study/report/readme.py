@@ -83,8 +83,9 @@ def test_line(t: dict) -> str:
     """One pytest session's outcome, as kept in a study's tests/<tier>.json (conftest --tier-record)."""
     state = "clean tree" if t["git_dirty"] is False else "uncommitted changes" if t["git_dirty"] else "tree unknown"
     versions = f"torch {t['torch']}" + (f", triton {t['triton']}" if t.get("triton") else "")
+    cut = ", interrupted before its last test" if t.get("interrupted") else ""
     return (f"`-m {t['tier']}`: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped, {t['error']} "
-            f"errors in {t['wall_s']:.0f} s on {t['device_name']} ({versions}; commit `{t['git_commit'][:12]}`, "
+            f"errors{cut} in {t['wall_s']:.0f} s on {t['device_name']} ({versions}; commit `{t['git_commit'][:12]}`, "
             f"{state}; {t['date_utc'][:10]})")
 
 

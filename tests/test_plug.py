@@ -203,7 +203,8 @@ def test_each_model_has_its_own_study_directory():
 @pytest.mark.parametrize("scope, regime", [("module", "packed"), ("graph-break", "static")])
 def test_a_run_a_plugged_model_cannot_make_is_recorded_not_applicable_before_anything_is_timed(
         synthetic_data, scope, regime):
-    from compile_study.measure.run import model_config_for, run_and_record
+    from compile_study.core.model import model_config_for
+    from compile_study.measure.run import run_and_record
 
     cfg = model_config_for(synthetic_data, TINY_MODEL | {"factory": "tests.plug_models:good"})
     rec = run_and_record(cfg, RunConfig("default", 8, regime, "fp32", 0, compile_scope=scope), synthetic_data, "cpu")
@@ -216,7 +217,8 @@ def test_a_run_a_plugged_model_cannot_make_is_recorded_not_applicable_before_any
 def test_a_tiny_bert_trains_compiled_whole_in_default_mode_through_the_studys_run(synthetic_data):
     """transformers' BERT under torch.compile(fullgraph=True), default mode, CPU: one graph, no break."""
     from compile_study.core.flops import step_flops
-    from compile_study.measure.run import model_config_for, run_and_record
+    from compile_study.core.model import model_config_for
+    from compile_study.measure.run import run_and_record
 
     model_cfg = model_config_for(synthetic_data, TINY_MODEL | {"hf_config": TINY_BERT})
     cfg = RunConfig("default", 8, "static", "fp32", 0, warmup_steps=2, timed_steps=4, interleave_chunk=2,

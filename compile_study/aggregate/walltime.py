@@ -60,17 +60,31 @@ def _utc(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
 
+def _log_start(log_text: str) -> float | None:
+    """Snakemake's start (its `Date:` line), the log's local time read as if it were UTC."""
+    date = next((m[1] for m in map(_DATE.match, log_text.splitlines()) if m), None)
+    return datetime.fromisoformat(date).replace(tzinfo=UTC).timestamp() if date else None
+
+
+def _stamp(text: str) -> float:
+    """One of the log's time stamps (`Tue Dec  1 21:56:10 2026`), local time read as if it were UTC."""
+    return datetime.strptime(text, "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC).timestamp()
+
+
+def _zone(seconds: float) -> float:
+    return round(seconds / 900) * 900  # time zones are whole quarter hours
+
+
 def jobs_of(log_text: str, call_start: float) -> list[Job]:
     """The jobs of one Snakemake log, in seconds since the epoch. The log writes local time without a zone:
     the zone is the one that puts Snakemake's own start (its `Date:` line) nearest the call's start."""
-    date = next((m[1] for m in map(_DATE.match, log_text.splitlines()) if m), None)
-    local0 = datetime.fromisoformat(date).replace(tzinfo=UTC).timestamp() if date else call_start
-    offset = round((local0 - call_start) / 900) * 900  # time zones are whole quarter hours
+    local0 = _log_start(log_text)
+    offset = _zone(local0 - call_start) if local0 is not None else 0.0
     jobs: dict[int, Job] = {}
     stamp, pending = None, None
     for line in log_text.splitlines():
         if m := _STAMP.match(line):
-            stamp = datetime.strptime(m[1], "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC).timestamp() - offset
+            stamp = _stamp(m[1]) - offset
         elif m := _START.match(line):
             pending = Job(m[1], -1, stamp, None)
         elif pending and line.strip().startswith("output:"):
@@ -174,21 +188,17 @@ def adopt(study: Path, log_path: Path, logs: Path, stopped_by: str | None = None
     host and commit are its records'; its command and exit status were not seen (None), and `adopted` names the
     log. The calls are kept in time order: later ones are numbered on, their kept logs renamed with them."""
     text = log_path.read_text()
-    paths = [str(p) for p in study.glob("runs/**/r*.json")]
-    runs = {os.path.relpath(p, study): record.read(p) for p in paths}
-    date = next(m[1] for m in map(_DATE.match, text.splitlines()) if m)
-    local0 = datetime.fromisoformat(date).replace(tzinfo=UTC).timestamp()
-    local = jobs_of(text, local0)  # the log's own clock: local time read as if it were UTC
+    runs = {str(p.relative_to(study)): record.read(p) for p in study.glob("runs/**/r*.json")}
+    local0 = _log_start(text)
+    local = jobs_of(text, local0)  # the log's own clock
     window = {path: (rec.get("metrics") or {}).get("job_window_unix") for path, rec in runs.items()}
     gaps = [job.start - window[job.output][0] for job in local
             if job.rule == "train_run" and window.get(job.output) and job.start is not None]
     if not gaps:
         raise SystemExit(f"{log_path}: none of its runs has a record in {study} to place it in time")
-    offset = round(sorted(gaps)[len(gaps) // 2] / 900) * 900  # time zones are whole quarter hours
+    offset = _zone(sorted(gaps)[len(gaps) // 2])
     start = local0 - offset
-    stamps = [datetime.strptime(m[1], "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC).timestamp() - offset
-              for m in map(_STAMP.match, text.splitlines()) if m]
-    end = max(stamps + [start])
+    end = max([_stamp(m[1]) - offset for m in map(_STAMP.match, text.splitlines()) if m] + [start])
     made = [runs[p] for p, w in window.items() if w and start <= w[0] <= end]  # the records this call made
     env = made[0]["env"]
     line = {"call": None, "start_utc": datetime.fromtimestamp(start, UTC).isoformat(timespec="seconds"),

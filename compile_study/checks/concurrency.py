@@ -34,11 +34,11 @@ import torch
 from compile_study.core.batches import make_batches
 from compile_study.core.data import load_split
 from compile_study.core.io import write_json_atomic
+from compile_study.core.model import model_config_for
 from compile_study.core.record import RunConfig
 from compile_study.core.stats import speedup_interval
 from compile_study.measure.compile import make_step, new_model
 from compile_study.measure.isolation import count_gpus
-from compile_study.measure.run import model_config_for
 from compile_study.measure.steps import set_precision
 from compile_study.measure.timing import synchronize, time_steps
 

@@ -18,11 +18,10 @@ import torch
 
 from compile_study.core.batches import make_batches
 from compile_study.core.data import load_split
-from compile_study.core.model import ModelConfig
+from compile_study.core.model import ModelConfig, model_config_for
 from compile_study.core.record import RunConfig
 from compile_study.measure.compile import compile_model, make_step, new_model
 from compile_study.measure.protocol import eval_accuracy
-from compile_study.measure.run import model_config_for
 from compile_study.measure.steps import reset_compiler, set_precision
 
 # Max |compiled - eager| / |eager| loss over the first steps, per precision.

@@ -22,9 +22,9 @@ from torch.utils.benchmark import Timer
 from compile_study.core.batches import make_batches
 from compile_study.core.data import load_split
 from compile_study.core.io import write_json_atomic
+from compile_study.core.model import model_config_for
 from compile_study.core.record import RunConfig
 from compile_study.measure.compile import compile_model, make_step, new_model
-from compile_study.measure.run import model_config_for
 from compile_study.measure.steps import reset_compiler, set_precision
 from compile_study.measure.timing import time_steps
 

@@ -11,8 +11,10 @@ path, unchanged.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -51,6 +53,12 @@ class ModelConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def model_config_for(data_dir: str | Path, model_params: dict) -> ModelConfig:
+    """The configured model sized to the vocabulary the tokenizer actually learned (the data's facts.json)."""
+    facts = json.loads((Path(data_dir) / "facts.json").read_text())
+    return ModelConfig(vocab_size=facts["vocab_size"], **model_params)
 
 
 class EncoderLayer(nn.Module):

@@ -16,12 +16,11 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
 import torch
 
 from compile_study.core.flops import step_flops
-from compile_study.core.model import PAD_ID, ModelConfig
+from compile_study.core.model import PAD_ID, ModelConfig, model_config_for
 from compile_study.core.plug import (
     BYTES_PER_PARAM,
     CHECK_ROWS,
@@ -128,8 +127,7 @@ def facts(cfg: ModelConfig, model: torch.nn.Module, flops_dir: str | None = None
 
 def job(data_dir: str, model: dict, device: str) -> dict:
     """Rule check_model, in the launcher's fresh process: {"facts": ...}, or {"error": the PlugError's message}."""
-    facts_json = json.loads((Path(data_dir) / "facts.json").read_text())  # the vocabulary the tokenizer learned
-    cfg = ModelConfig(vocab_size=facts_json["vocab_size"], **model)
+    cfg = model_config_for(data_dir, model)
     try:
         return {"facts": check_plug(cfg, torch.device(device), data_dir)}
     except PlugError as exc:

@@ -48,7 +48,8 @@ def newest_snakemake_log(since: float, directory: str = ".snakemake/log") -> Pat
 def log_call(study: Path, logs: Path, command: list[str], started: float, ended: float, rc: int,
              load: dict | None = None) -> dict:
     """Append the call to study/calls.jsonl and keep its Snakemake log under logs/calls/ -> the line. `load`: the
-    host's load averages at the start and the end (a shared host's other work slows every part of a call)."""
+    host's load averages at the start and the end (a shared host's other work slows every part of a call), and
+    the signal that stopped the call where one did."""
     calls = study / "calls.jsonl"
     n = sum(1 for _ in calls.open()) + 1 if calls.exists() else 1
     line = {"call": n, "start_utc": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
@@ -78,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     started, load_start = time.time(), os.getloadavg()
     rc, stopped_by = run_to_the_end(command)
     load = {"load_avg_start": [round(x, 2) for x in load_start], "load_avg_end": [round(x, 2) for x in os.getloadavg()]}
-    line = log_call(args.study, logs, command, started, time.time(), rc, load | ({"stopped_by": stopped_by}
-                                                                                 if stopped_by else {}))
+    noted = load | ({"stopped_by": stopped_by} if stopped_by else {})  # the signal that cut the call short
+    line = log_call(args.study, logs, command, started, time.time(), rc, noted)
     print(f"call {line['call']}: {line['wall_s']:.0f} s, exit status {rc} ({args.study}/calls.jsonl; "
           f"{len(line['gpus'])} GPU(s))", file=sys.stderr)
     return rc

@@ -18,7 +18,6 @@ A failure becomes the record's status; every record says where its wall time wen
 
 from __future__ import annotations
 
-import json
 import statistics
 import traceback
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from compile_study.core.clock import Clock
 from compile_study.core.data import load_split
 from compile_study.core.flops import step_flops
 from compile_study.core.io import write_empty_trace
-from compile_study.core.model import ModelConfig
+from compile_study.core.model import ModelConfig, model_config_for
 from compile_study.core.packing import make_packed_batches, real_lengths
 from compile_study.core.plug import describe, model_class, n_params
 from compile_study.core.record import RunConfig
@@ -239,12 +238,6 @@ def classify_failure(exc: BaseException) -> str:
     if module.startswith(("torch._dynamo", "torch._inductor", "torch.fx.experimental")):
         return "compile_error"
     return "error"
-
-
-def model_config_for(data_dir: str | Path, model_params: dict) -> ModelConfig:
-    """The configured model sized to the vocabulary the tokenizer actually learned."""
-    facts = json.loads((Path(data_dir) / "facts.json").read_text())
-    return ModelConfig(vocab_size=facts["vocab_size"], **model_params)
 
 
 def compiler_settings(device: torch.device) -> dict:

@@ -20,9 +20,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from compile_study.aggregate import walltime
+from compile_study.aggregate import models, walltime
 from compile_study.core import record
 from compile_study.core.io import write_text_atomic
+from compile_study.report import times
+from compile_study.report.times import study_link
 
 
 def _code(records: pd.DataFrame) -> str:
@@ -208,14 +210,17 @@ def project_block(study: Path, project: Path) -> str:
     return "\n".join(lines)
 
 
+def plugs_a_model(study: Path) -> bool:
+    """Whether a stored study measured a plugged model (its config.yaml), not the built-in one."""
+    return models.is_plugged(yaml.safe_load((study / "config.yaml").read_text()) or {})
+
+
 def _plugged(project: Path) -> list[str]:
     """One sentence per stored study of a plugged model: its speedups against the built-in model's on the cells
     both ran, the built-in study being the stored one of the same device with the most such cells (the most
     recently run of those)."""
-    from compile_study.aggregate import models
-
     studies = [p.parent for p in sorted((project / "reference").glob("*/summary.csv"))]
-    plugged = [s for s in studies if models.is_plugged(yaml.safe_load((s / "config.yaml").read_text()) or {})]
+    plugged = [s for s in studies if plugs_a_model(s)]
     lines = []
     for study in plugged:
         device = json.loads((study / "environment.json").read_text()).get("device_type")
@@ -227,14 +232,11 @@ def _plugged(project: Path) -> list[str]:
         got, builtin = best
         if not got or not got["cells"]:
             continue
-        def link(s: Path) -> str:
-            return f"[`{s.name}`]({s.relative_to(project).as_posix()}/README.md)"
-
         lo, hi = got["lowest"]["ratio"], got["highest"]["ratio"]
         overlap = (f"; in {got['intervals_overlap']} of the {got['with_intervals']} cell(s) with an interval on both sides "
                    "the two intervals overlap" if got["with_intervals"] else "; no cell has an interval on both sides")
-        lines.append(f"A plugged model, `{got['plugged_model']}` ({link(study)}): on the {got['cells']} compiled "
-                     f"cells it shares with {link(builtin)}, its speedups are {lo:.2f} to {hi:.2f} times the built-in "
+        lines.append(f"A plugged model, `{got['plugged_model']}` ({study_link(study, project)}): on the "
+                     f"{got['cells']} compiled cells it shares with {study_link(builtin, project)}, its speedups are {lo:.2f} to {hi:.2f} times the built-in "
                      f"model's (median {got['median_ratio']:.2f}; higher in {got['plugged_higher']} of "
                      f"{got['cells']}){overlap} (`python -m compile_study compare-models`).")
     return ["", *lines] if lines else []
@@ -258,14 +260,11 @@ def _tested(project: Path) -> list[str]:
     if not kept:
         return []
     return ["", "Test tiers run on the stored studies' machines (`python -m pytest -m <tier> --tier-record …`):", "",
-            *[f"- [`{study.name}`]({study.relative_to(project).as_posix()}/README.md) {test_line(json.loads(Path(p).read_text()))}"
-              for study, p in kept]]
+            *[f"- {study_link(study, project)} {test_line(json.loads(Path(p).read_text()))}" for study, p in kept]]
 
 
 def update_project_readme(readme: Path, study: Path) -> str:
     """README with its generated blocks replaced: the results (project_block) and the times (times.block)."""
-    from compile_study.report import times
-
     text = readme.read_text()
     for begin, end, make in ((BEGIN, END, lambda: project_block(study, readme.parent)),
                              (times.BEGIN, times.END, lambda: times.block(readme.parent))):
@@ -279,17 +278,11 @@ def update_project_readme(readme: Path, study: Path) -> str:
 def quoted_study(project: Path) -> Path:
     """The stored GPU study the project README quotes: of those under reference/ run through session.py on the
     built-in model (a plugged model's study answers another question), the one with the most run records."""
-    import yaml
-
     from compile_study.core.layout import Layout
-
-    def built_in(study: Path) -> bool:
-        model = yaml.safe_load((study / "config.yaml").read_text()).get("model") or {}
-        return not (model.get("factory") or model.get("hf_config"))
 
     studies = [p.parent for p in (project / "reference").glob("*/calls.jsonl")
                if json.loads((p.parent / "environment.json").read_text()).get("device_type") == "cuda"
-               and built_in(p.parent)]
+               and not plugs_a_model(p.parent)]
     if not studies:
         raise SystemExit(f"{project}/reference: no stored GPU study of the built-in model with a calls.jsonl to quote")
     return max(studies, key=lambda s: (len(Layout(str(s)).stored_records()), s.name))

@@ -52,3 +52,11 @@ def imports(name: str) -> str:
 
     module = importlib.import_module(name)
     return importlib.util.cache_from_source(module.__file__)
+
+
+def window(name: str, seconds: float) -> dict:
+    """A check that takes `seconds`: when it ran, in which process, on which Inductor cache."""
+    start = time.time()
+    time.sleep(seconds)
+    return {"name": name, "pid": os.getpid(), "start": start, "end": time.time(),
+            "cache": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}

@@ -82,6 +82,30 @@ print(json.dumps(values))
     assert [v["word"] for v in got] == ["a", "b"] and got[0]["pid"] != got[1]["pid"]
 
 
+def test_the_parity_checks_run_at_once_each_in_its_process_and_cache_and_a_failing_one_fails_the_job(tmp_path):
+    """Rule parity's job (jobs.parity_jobs): the checks time nothing, so they run side by side; each writes its
+    output as it answers, and one that fails fails the job, the others' outputs kept."""
+    got = drive(f"""
+from compile_study.measure import jobs
+def check(key, **kw):
+    return {{"kwargs": kw, "output": "{tmp_path}/" + key + ".json", "log": "{tmp_path}/" + key + ".log",
+             "cache_dir": "{tmp_path}/cache-" + key}}
+jobs.parity_jobs("tests.launch_targets:window", [check(n, name=n, seconds=1.0) for n in "abc"], 1, "cpu")
+try:
+    jobs.parity_jobs("tests.launch_targets:window", [check("d", name="d", seconds=0.2), {{**check("e"), "kwargs": {{}}}}], 1, "cpu")
+    failed = None
+except launch.ChildError as exc:
+    failed = str(exc)
+print(json.dumps({{"failed": failed}}))
+""", tmp_path)
+    out = {n: json.loads((tmp_path / f"{n}.json").read_text()) for n in "abc"}
+    assert max(o["start"] for o in out.values()) < min(o["end"] for o in out.values())  # all three at once
+    assert len({o["pid"] for o in out.values()}) == 3
+    assert [Path(out[n]["cache"]).name for n in "abc"] == ["cache-a", "cache-b", "cache-c"]
+    assert (tmp_path / "d.json").is_file() and not (tmp_path / "e.json").exists()  # the sound check is kept
+    assert "window() missing 2 required positional arguments" in got["failed"]
+
+
 def test_a_crash_comes_back_as_an_outcome_and_an_interrupt_as_an_exception(tmp_path):
     got = drive("""
 crash = go("crash")

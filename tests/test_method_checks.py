@@ -81,8 +81,9 @@ def test_the_launcher_check_runs_one_cell_both_ways_alternating(synthetic_data, 
         warm, fresh = r["overhead_s"]["warm"], r["overhead_s"]["fresh"]
         assert fresh["imports_s"] > warm["imports_s"]  # the fresh process imports torch; the launcher's child not
         assert r["fixed_cost_s"]["fresh"] > r["fixed_cost_s"]["warm"] > 0
-        for o in (warm, fresh):  # every second of each process booked (a forked eager child takes 0.2 s in all)
-            assert sum(v for k, v in o.items() if k != "total_s") == pytest.approx(o["total_s"], rel=0.05, abs=0.02)
+        for o in (warm, fresh):  # every second of each process booked (a forked eager child takes 0.2 s in all;
+            # on a host the other test processes keep busy, the scheduler's delays go unbooked: tens of ms)
+            assert sum(v for k, v in o.items() if k != "total_s") == pytest.approx(o["total_s"], rel=0.05, abs=0.05)
     s = out["summary"]
     assert s["n"] == 2 and math.isnan(s["low"]) and math.isnan(s["high"])  # two rounds: no interval (stats.MIN_N)
 

@@ -10,7 +10,7 @@ import torch
 
 from compile_study.checks import mlp_claim
 
-pytestmark = pytest.mark.compile
+pytestmark = [pytest.mark.compile, pytest.mark.xdist_group("mlp_claim")]  # its fixture runs the claim once
 
 STEPS, REPEATS = 5, 2
 ROW_KEYS = {

@@ -41,12 +41,13 @@ def test_a_call_stopped_by_a_time_limit_is_logged_with_the_signal_and_its_comman
     study = tmp_path / "results" / "cuda"
     sleeper = f"import time; open({str(tmp_path / 'started')!r}, 'w'); time.sleep(60)"
     began = time.time()
-    res = subprocess.run(["timeout", "3", sys.executable, "-m", "compile_study", "session", str(study), "--",
+    # a limit that leaves the session time to start even on a host that other test processes keep busy
+    res = subprocess.run(["timeout", "10", sys.executable, "-m", "compile_study", "session", str(study), "--",
                           sys.executable, "-c", sleeper], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                          env=os.environ | {"PYTHONPATH": str(session.env.CODE)})
-    assert res.returncode == 124 and time.time() - began < 30  # timeout's status: the limit was reached
+    assert res.returncode == 124 and time.time() - began < 40  # timeout's status: the limit was reached
     (line,) = (json.loads(x) for x in (study / "calls.jsonl").read_text().splitlines())
-    assert line["stopped_by"] == "SIGTERM" and line["exit_status"] == -15 and 2.5 < line["wall_s"] < 30
+    assert line["stopped_by"] == "SIGTERM" and line["exit_status"] == -15 and 5 < line["wall_s"] < 40
     assert (tmp_path / "started").exists()
 
 

@@ -61,7 +61,8 @@ def slurm_state() -> str | None:
 
 
 WHY_NOT = slurm_state()
-pytestmark = [pytest.mark.slurm, pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT))]
+pytestmark = [pytest.mark.slurm, pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT)),
+              pytest.mark.xdist_group("slurm")]  # its fixture runs the study once for every test here
 
 
 def snakemake_cmd(study: Path) -> list[str]:

@@ -175,9 +175,10 @@ def _old_job_start(study: Path, old: list[dict], device: str) -> float:
 
 
 def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None) -> dict[str, int]:
-    """Rule (method checks: by check) -> jobs of a whole study, the runs apart."""
+    """Rule (method checks: by check) -> jobs of a whole study, the runs apart. `parity`: the parity checks to
+    make, all of them one job (rule parity runs them at once)."""
     pdf = shutil.which("latexmk") is not None if pdf is None else pdf
-    return {"prepare_data": 1, "study_config": 1, "study_facts": 1, "parity": parity, "measure_peak": 1,
+    return {"prepare_data": 1, "study_config": 1, "study_facts": 1, "parity": min(parity, 1), "measure_peak": 1,
             "mlp_claim": 1, "summarize": 1, "figures": 1, "paper": 1, "paper_pdf": int(pdf), "study_readme": 1
             } | {f"method_check:{name}": 1 for name in checks}
 

@@ -1,7 +1,7 @@
 """The timed jobs as the rules call them: one job, one fresh process (measure/launch.py), its output written here.
 
     rule train_run:  run: jobs.train_run(params, input.data[0], output.record, output.trace, log[0], threads, ...)
-    rule parity:     run: jobs.result_job("compile_study.checks.parity:job", {...}, output[0], log[0], threads, ...)
+    rule parity:     run: jobs.parity_jobs("compile_study.checks.parity:job", params.checks, threads, ...)
 
 Each runs in a thread of Snakemake's own process and never imports torch: it claims a GPU where the host has
 several (waiting is booked as `gpu_wait_s`), readies the Inductor cache, has the launcher make the process,
@@ -14,8 +14,10 @@ A process that dies without an answer leaves a record of the failure; an interru
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from compile_study.core import env, record
@@ -91,6 +93,28 @@ def result_job(target: str, kwargs: dict, out_path: str, log: str, threads: int,
     if not outcome.answered:
         raise RuntimeError(f"{target}: {outcome.crash} (see {log})")
     write_json_atomic(out_path, outcome.value)
+
+
+def parity_jobs(target: str, checks: list[dict], threads: int, device: str) -> None:
+    """Rule parity: every check at once, each a fresh process of its own on its own Inductor cache, sharing the
+    job's GPU and cores (they time nothing; the job holds the timed slot, so no timed job runs meanwhile).
+    `checks`: [{"kwargs", "output", "log", "cache_dir"}]. Each output is written as its process answers; a check
+    that fails (launch.ChildError) or whose process dies without an answer fails the job once all have ended."""
+    clock = Clock()
+    with job_setup(checks[0]["log"], threads, device, clock) as (setup, _):
+
+        def one(check: dict) -> launch.Outcome:
+            own = dataclasses.replace(setup, log=check["log"], env=setup.env | isolation.prepare_cache(check["cache_dir"], False)[0])
+            outcome = launch.run(target, check["kwargs"], own)
+            if outcome.answered:
+                write_json_atomic(check["output"], outcome.value)
+            return outcome
+
+        with ThreadPoolExecutor(len(checks)) as pool:
+            outcomes = list(pool.map(one, checks))
+    failed = [f"{c['output']}: {o.crash} (see {c['log']})" for c, o in zip(checks, outcomes) if not o.answered]
+    if failed:
+        raise RuntimeError(f"{target}: " + "; ".join(failed))
 
 
 class PlugRefused(Exception):

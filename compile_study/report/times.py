@@ -36,13 +36,29 @@ def _grids(project: Path, device: str) -> dict[str, set]:
 
 
 def grid_label(study: Path, project: Path, device: str, keys: set) -> str:
-    """Which shipped grid the study ran (all of it, or part of it), else its own."""
+    """Which shipped grid the study ran (all of it, or part of it), else the overlay its calls named (as it was
+    at the study's commit), else its own."""
     config = grid.load_config([study / "config.yaml"])
     ran = set(grid.expand(config["grids"][device]))
     for name, shipped in _grids(project, device).items():
         if ran == shipped:
             return name if keys == shipped else f"{len(keys)} of the {len(shipped)} runs of {name}"
+    if QUICK in overlays(study):
+        return f"`{QUICK}` of its commit ({len(ran)} runs)"
     return f"a grid of its own ({len(ran)} runs)"
+
+
+def overlays(study: Path) -> set[str]:
+    """The config files the study's logged calls layered over config.yaml."""
+    out = set()
+    for call in walltime.read_calls(study / "calls.jsonl"):
+        args = call.get("command") or []
+        if "--configfile" in args:
+            for arg in args[args.index("--configfile") + 1:]:
+                if arg.startswith("-"):
+                    break
+                out.add(arg)
+    return out - {"config.yaml"}
 
 
 def study_row(study: Path, project: Path) -> str | None:

@@ -118,62 +118,67 @@ def summary_inputs(wildcards=None):
     return records | {p: None for p in others}
 
 
+def parity_pairs():
+    """(precision, compile mode) of each compiled mode the device's grid runs, in each precision: a parity check each."""
+    return sorted(
+        {(k.precision, k.compile_mode) for k in RUNS if k.compile_mode != "eager"}
+    )
+
+
 def parity_records(wildcards=None):
     """One parity check per compiled mode and precision that the device's grid runs."""
     if STORED:
         return L.stored_parity()
-    pairs = {(k.precision, k.compile_mode) for k in RUNS if k.compile_mode != "eager"}
     return [
-        L.parity_pattern.format(precision=p, compile_mode=m) for p, m in sorted(pairs)
+        L.parity_pattern.format(precision=p, compile_mode=m) for p, m in parity_pairs()
     ]
 
 
-def parity_cell(wildcards):
+def parity_cell(precision, compile_mode):
     """The grid's first static `module` cell of this mode and precision (smallest batch), or None: the parity
     check runs at its batch size on its Inductor cache, after its runs, so that it reuses that cell's
     compilation (max-autotune's GEMM search above all) instead of paying for another."""
     cells = [
         k
         for k in RUNS
-        if k.compile_mode == wildcards.compile_mode
+        if k.compile_mode == compile_mode
         and k.compile_scope == "module"
         and k.shape_regime == "static"
-        and k.precision == wildcards.precision
+        and k.precision == precision
         and k.repeat == 0
     ]
     return min(cells, key=lambda k: k.batch_size, default=None)
 
 
-def parity_inputs(wildcards):
-    """The prepared data and, where the grid has one, the records of the parity check's cell (parity_cell)."""
-    cell = parity_cell(wildcards)
-    if cell is None:
-        return {"data": DATA_FILES, "model": L.model}
-    last = max(k.repeat for k in RUNS if k.same_configuration(cell))
+def parity_inputs(wildcards=None):
+    """The prepared data and, for each check whose mode and precision has a cell (parity_cell), its last record."""
+    cells = [c for c in (parity_cell(p, m) for p, m in parity_pairs()) if c is not None]
+    last = lambda cell: max(k.repeat for k in RUNS if k.same_configuration(cell))
     return {
         "data": DATA_FILES,
         "model": L.model,
-        "cell": L.record(cell.with_repeat(last)),
+        "cells": [L.record(cell.with_repeat(last(cell))) for cell in cells],
     }
 
 
-def parity_settings(wildcards):
-    """The parity settings of the device, at the batch size of parity_cell where the grid has one."""
-    cell = parity_cell(wildcards)
-    settings = dict(config["parity"][DEVICE])
-    return settings | ({"batch_size": cell.batch_size} if cell else {})
-
-
-def parity_job(wildcards):
-    """The parity check's arguments (compile_study/checks/parity.py `job`)."""
-    return {
-        "data_dir": DATA_DIR,
-        "model": config["model"],
-        "compile_mode": wildcards.compile_mode,
-        "precision": wildcards.precision,
-        "device": DEVICE,
-        "settings": parity_settings(wildcards),
-    }
+def parity_checks(wildcards=None):
+    """Each parity check: its arguments (compile_study/checks/parity.py `job`), output, log and Inductor cache
+    (its cell's, else one of its own), at its cell's batch size where the grid has one.
+    """
+    checks = []
+    for precision, mode in parity_pairs():
+        cell = parity_cell(precision, mode)
+        settings = dict(config["parity"][DEVICE])
+        settings |= {"batch_size": cell.batch_size} if cell else {}
+        kwargs = {"data_dir": DATA_DIR, "model": config["model"], "compile_mode": mode,
+                  "precision": precision, "device": DEVICE, "settings": settings}  # fmt: skip
+        cache = (
+            cache_dir_of(cell) if cell else f"{CACHE_ROOT}/parity-{precision}-{mode}"
+        )
+        checks.append({"kwargs": kwargs, "cache_dir": cache,
+                       "output": L.parity_pattern.format(precision=precision, compile_mode=mode),
+                       "log": L.log(f"parity/{precision}/{mode}")})  # fmt: skip
+    return checks
 
 
 def mlp_job(wildcards=None):
@@ -242,13 +247,6 @@ def check_inputs(wildcards):
 def progress():
     """The line each run prints as it ends: runs recorded, and the time left by the estimate."""
     return progress_message(RUNS, L, DEVICE, GPUS, config["model"])
-
-
-def parity_cache_dir(wildcards):
-    cell = parity_cell(wildcards)
-    if cell is None:
-        return f"{CACHE_ROOT}/parity-{wildcards.precision}-{wildcards.compile_mode}"
-    return cache_dir_of(cell)
 
 
 def optional_inputs(wildcards=None):

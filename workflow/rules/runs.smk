@@ -34,33 +34,25 @@ rule train_run:
 
 
 rule parity:
-    """Eager vs compiled with dropout off and the same seed: losses and final accuracy. Where the grid has a
-    static cell of the mode and precision, at its batch size and on its Inductor cache (parity_cell).
+    """Eager vs compiled with dropout off and the same seed, losses and final accuracy: a check per compiled mode
+    and precision of the grid, each where the grid has a static cell of its mode and precision, at that cell's
+    batch size and on its Inductor cache (parity_cell). The checks time nothing, so they run at once, a process
+    each, in one job that holds the machine's timed slots (no timed job runs beside them).
     """
     input:
         unpack(parity_inputs),
     output:
-        L.parity_pattern,
+        parity_records(),
     log:
-        L.log("parity/{precision}/{compile_mode}"),
+        [check["log"] for check in parity_checks()],
     threads: TIMED_THREADS
     resources:
         **TIMED_JOB,
-        timed_run=1,
+        timed_run=max(1, GPUS),
     params:
-        check=parity_job,
-        device=DEVICE,
-        cache_dir=parity_cache_dir,
+        checks=parity_checks,
     run:
-        jobs.result_job(
-            PARITY,
-            params.check,
-            output[0],
-            log[0],
-            threads,
-            DEVICE,
-            params.cache_dir,
-        )
+        jobs.parity_jobs(PARITY, params.checks, threads, DEVICE)
 
 
 rule measure_peak:

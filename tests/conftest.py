@@ -55,8 +55,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
     outcomes = {k: len(v) for k, v in terminalreporter.stats.items() if k}  # "" holds passing setups/teardowns
     wall = time.time() - config.stash[SESSION_START]
+    dsession = config.pluginmanager.get_plugin("dsession")  # pytest-xdist's controller, where it ran workers
+    workers = len(dsession.nodemanager.specs) if dsession is not None and getattr(dsession, "nodemanager", None) else None
     write_json_atomic(path, env.test_session(outcomes, wall, config.option.markexpr, list(config.invocation_params.args),
-                                             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED))
+                                             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, workers=workers))
     terminalreporter.write_line(f"tier record: {path}")
 
 

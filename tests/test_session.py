@@ -86,7 +86,7 @@ def test_a_test_session_stopped_by_a_time_limit_is_kept_as_interrupted(tmp_path)
     kept, probe, started = tmp_path / "all.json", tmp_path / "test_probe.py", tmp_path / "started"
     probe.write_text("import time\n\nimport pytest\n\npytestmark = pytest.mark.unit\n\n\ndef test_quick():\n    pass\n\n\n"
                      f"def test_slow():\n    open({str(started)!r}, 'w').close()\n    time.sleep(60)\n")
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(REPO),
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "--rootdir", str(REPO),
                              "-c", str(REPO / "pyproject.toml"), "-p", "tests.conftest", str(probe),
                              "--tier-record", str(kept)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
@@ -97,4 +97,6 @@ def test_a_test_session_stopped_by_a_time_limit_is_kept_as_interrupted(tmp_path)
     out = proc.communicate(timeout=60)[0]
     t = json.loads(kept.read_text())
     assert proc.returncode == pytest.ExitCode.INTERRUPTED and t["interrupted"] is True and t["passed"] == 1, out[-2000:]
+    assert t["workers"] == 2 and t["tier"] == "all"
+    assert readme.test_line(t).startswith("every tier (`python -m pytest`, 2 test processes): 1 passed, 0 failed")
     assert ", interrupted before its last test in " in readme.test_line(t)

@@ -86,7 +86,9 @@ def test_line(t: dict) -> str:
     state = "clean tree" if t["git_dirty"] is False else "uncommitted changes" if t["git_dirty"] else "tree unknown"
     versions = f"torch {t['torch']}" + (f", triton {t['triton']}" if t.get("triton") else "")
     cut = ", interrupted before its last test" if t.get("interrupted") else ""
-    return (f"`-m {t['tier']}`: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped, {t['error']} "
+    workers = f", {t['workers']} test processes" if t.get("workers") else ""
+    tier = f"`-m {t['tier']}`" if t["tier"] != "all" else f"every tier (`python -m pytest`{workers})"
+    return (f"{tier}: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped, {t['error']} "
             f"errors{cut} in {t['wall_s']:.0f} s on {t['device_name']} ({versions}; commit `{t['git_commit'][:12]}`, "
             f"{state}; {t['date_utc'][:10]})")
 

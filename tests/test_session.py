@@ -54,7 +54,7 @@ def test_a_call_stopped_by_a_time_limit_is_logged_with_the_signal_and_its_comman
     out = proc.communicate(timeout=60)[0]
     assert proc.returncode != 0 and time.time() - began < 120, out  # it exits with the command's failure
     (line,) = (json.loads(x) for x in (study / "calls.jsonl").read_text().splitlines())
-    assert line["stopped_by"] == "SIGTERM" and line["exit_status"] == -15 and 0.5 < line["wall_s"] < 120
+    assert line["stopped_by"] == "SIGTERM" and line["exit_status"] == -15 and 0 < line["wall_s"] < 120
 
 
 def test_a_test_tier_is_kept_with_its_counts_versions_and_commit_and_read_into_the_readme(tmp_path):

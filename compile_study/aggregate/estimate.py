@@ -238,8 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     config = grid.load_config(args.configs)
     runs = grid.expand(config["grids"][args.device])
-    pairs = {(k.precision, k.compile_mode) for k in runs if k.compile_mode != "eager"}
-    jobs = plan_jobs(len(pairs), config.get("checks", {}).get(args.device, []))
+    jobs = plan_jobs(len(grid.parity_pairs(runs)), config.get("checks", {}).get(args.device, []))
     print(plan_message(runs, Layout(f"results/{args.device}"), args.device, args.gpus, jobs, config["model"]))
 
 

@@ -63,6 +63,11 @@ def expand(grids: list[dict]) -> dict[RunKey, dict]:
     return runs
 
 
+def parity_pairs(runs) -> list[tuple[str, str]]:
+    """(precision, compile mode) of each compiled mode a grid's runs use, in each precision: a parity check each."""
+    return sorted({(k.precision, k.compile_mode) for k in runs if k.compile_mode != "eager"})
+
+
 def record_path(device: str, key: RunKey, model: dict | None = None) -> str:
     return Layout(study_root(device, model)).record(key)
 

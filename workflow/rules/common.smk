@@ -118,19 +118,13 @@ def summary_inputs(wildcards=None):
     return records | {p: None for p in others}
 
 
-def parity_pairs():
-    """(precision, compile mode) of each compiled mode the device's grid runs, in each precision: a parity check each."""
-    return sorted(
-        {(k.precision, k.compile_mode) for k in RUNS if k.compile_mode != "eager"}
-    )
-
-
 def parity_records(wildcards=None):
     """One parity check per compiled mode and precision that the device's grid runs."""
     if STORED:
         return L.stored_parity()
     return [
-        L.parity_pattern.format(precision=p, compile_mode=m) for p, m in parity_pairs()
+        L.parity_pattern.format(precision=p, compile_mode=m)
+        for p, m in grid.parity_pairs(RUNS)
     ]
 
 
@@ -152,7 +146,11 @@ def parity_cell(precision, compile_mode):
 
 def parity_inputs(wildcards=None):
     """The prepared data and, for each check whose mode and precision has a cell (parity_cell), its last record."""
-    cells = [c for c in (parity_cell(p, m) for p, m in parity_pairs()) if c is not None]
+    cells = [
+        c
+        for c in (parity_cell(p, m) for p, m in grid.parity_pairs(RUNS))
+        if c is not None
+    ]
     last = lambda cell: max(k.repeat for k in RUNS if k.same_configuration(cell))
     return {
         "data": DATA_FILES,
@@ -166,7 +164,7 @@ def parity_checks(wildcards=None):
     (its cell's, else one of its own), at its cell's batch size where the grid has one.
     """
     checks = []
-    for precision, mode in parity_pairs():
+    for precision, mode in grid.parity_pairs(RUNS):
         cell = parity_cell(precision, mode)
         settings = dict(config["parity"][DEVICE])
         settings |= {"batch_size": cell.batch_size} if cell else {}

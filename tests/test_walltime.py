@@ -77,6 +77,17 @@ def test_every_second_of_a_call_goes_to_one_part():
     assert parts[walltime.SNAKEMAKE] == pytest.approx(30 - 4 - 7.5 - 9.5)
 
 
+def test_a_run_a_time_limit_stopped_is_booked_as_stopped_though_a_later_call_wrote_its_record():
+    stopped = LOG.replace("Finished jobid: 1 (Rule: train_run)\n", "")  # the limit's SIGTERM ends the call
+    later = run_record(8.0, window=[START + 100, START + 108])  # written by the next call
+    parts = walltime.breakdown(CALL, stopped, {"runs/static/fp32/eager/module/bs8/r0.json": later})
+    assert sum(parts.values()) == pytest.approx(CALL["wall_s"])
+    # 10-30 s: the run's job, sharing 18-28 s with the summary; none of it split by the later record's parts
+    assert parts["runs: stopped before a record"] == pytest.approx(20 - 5)
+    assert not [k for k in parts if k.startswith("runs: ") and k != "runs: stopped before a record"]
+    assert parts[walltime.SNAKEMAKE] == pytest.approx(5 + 1) and parts["summary"] == pytest.approx(5)  # 0-5, 9-10 s
+
+
 def test_a_record_from_before_the_launcher_is_counted_as_the_launcher_would_run_it():
     old = run_record(20.0, launcher=None)
     old["metrics"]["overhead_s"]["imports_s"] = 7.0

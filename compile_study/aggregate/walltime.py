@@ -98,13 +98,25 @@ def jobs_of(log_text: str, call_start: float) -> list[Job]:
     return list(jobs.values())
 
 
-def _windows(jobs: list[Job], runs: dict[str, dict], call_end: float) -> list[tuple[float, float, str, str]]:
-    """(start, end, rule, output) per job; a run whose record has its job window takes that window."""
+def _own_record(job: Job, runs: dict[str, dict], call_start: float, call_end: float) -> dict | None:
+    """The record this job wrote, or None: none, or one a later call wrote after a time limit stopped this
+    job (its job window lies outside this call; a record without a window is taken as this job's)."""
+    rec = runs.get(job.output)
+    window = ((rec or {}).get("metrics") or {}).get("job_window_unix")
+    if rec and window and None not in window and not call_start - 2 <= window[0] <= call_end:
+        return None
+    return rec
+
+
+def _windows(jobs: list[Job], runs: dict[str, dict], call_start: float,
+             call_end: float) -> list[tuple[float, float, str, str, dict | None]]:
+    """(start, end, rule, output, its record) per job; a run whose record has its job window takes that window."""
     out = []
     for job in jobs:
-        window = (runs.get(job.output) or {}).get("metrics", {}).get("job_window_unix")
+        rec = _own_record(job, runs, call_start, call_end)
+        window = ((rec or {}).get("metrics") or {}).get("job_window_unix")
         start, end = (window if window and None not in window else (job.start, job.end or call_end))
-        out.append((start, min(end, call_end), job.rule, job.output))
+        out.append((start, min(end, call_end), job.rule, job.output, rec))
     return out
 
 
@@ -138,12 +150,13 @@ def breakdown(call: dict, log_text: str, runs: dict[str, dict]) -> dict[str, flo
     """One call's wall time by part: Snakemake's own, each run part, each other rule's (they sum to wall_s)."""
     start = _utc(call["start_utc"])
     end = start + call["wall_s"]
-    windows = _windows(jobs_of(log_text, start), runs, end)
+    windows = _windows(jobs_of(log_text, start), runs, start, end)
     got, idle = shares(windows, start, end)
+    mine = {(w[2], w[3]): w[4] for w in windows}
     parts: dict[str, float] = defaultdict(float, {SNAKEMAKE: idle})
     for (rule, output), seconds in got.items():
         if rule == "train_run":
-            for k, v in run_parts(runs.get(output), seconds).items():
+            for k, v in run_parts(mine[(rule, output)], seconds).items():
                 parts[k] += v
         else:
             parts[RULE_PART.get(rule, rule)] += seconds

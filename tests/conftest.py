@@ -74,6 +74,14 @@ def pytest_configure(config):
     # The tests compile tiny graphs: one compile thread, so that no test process starts a pool of compile
     # workers as wide as a many-core host (a GPU host's 16 cores) for them. Timed study jobs set their own.
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    # pytest-xdist runs one test process per core; each one's own CPU work gets its share of the cores, not all
+    # of them (on the 16-core GPU host, 16 processes of 16 threads each took 50-60 s for two in-process CPU
+    # runs that take 2 s alone). A test that starts processes of its own leaves them torch's default.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers:
+        import torch
+
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workers))
 
 
 def data_cfg(**overrides) -> dict:

@@ -159,6 +159,7 @@ def run(target: str, kwargs: dict, setup: Setup, clock: Clock | None = None, way
 # multiprocessing's forkserver reports a child's exit status through the server; where the server died, it reads
 # none and says 255 (popen_forkserver.Popen.poll)
 SERVER_GONE = 255
+SERVER_EXIT_WAIT_S = 2.0  # how long a signalled server may take to exit (seconds on a loaded host)
 
 
 def _server_stopped_by() -> int | None:
@@ -168,10 +169,15 @@ def _server_stopped_by() -> int | None:
     pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
     if pid is None:
         return None
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return None
+    deadline = time.monotonic() + SERVER_EXIT_WAIT_S  # the child's pipe closes before the server has exited
+    while True:
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return None
+        if info is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     if info is None or info.si_code not in (os.CLD_KILLED, os.CLD_DUMPED):
         return None
     return info.si_status

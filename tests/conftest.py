@@ -12,6 +12,16 @@ REPO = Path(__file__).resolve().parents[1]
 AG_NEWS_DIR = REPO.parent / "shared" / "data" / "ag_news"  # the real test split, when present
 
 
+def _gpu_reference() -> Path:
+    import yaml
+
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    return REPO / schema["properties"]["yardstick"]["properties"]["cuda"]["default"]
+
+
+GPU_REFERENCE = _gpu_reference()  # the committed GPU reference study (config `yardstick`'s default)
+
+
 TIERS = ("unit", "compile", "dag", "golden", "gpu", "slurm")  # pyproject.toml says what each is
 
 

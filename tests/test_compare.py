@@ -11,17 +11,15 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from compile_study.aggregate import compare as cmp
 from compile_study.core import layout
 from compile_study.report import reproduction
 
-from .conftest import REPO
+from .conftest import GPU_REFERENCE, REPO
 from .test_stats import CHUNK, STEPS, STUDIES, band_of, process_speedups, simulate
 
-SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
-STORED = REPO / SCHEMA["properties"]["yardstick"]["properties"]["cuda"]["default"]  # the committed GPU study
+STORED = GPU_REFERENCE
 NAMES = ("stored", "study")
 NOISE = {  # name -> (noise of the compiled configuration, noise of the eager A/A runs), as in tests/test_stats.py
     "typical": ({}, {}),
@@ -178,7 +176,7 @@ def copy_study(source, target, shift: dict | None = None, device: str | None = N
 @pytest.mark.unit
 def test_a_copy_with_known_shifts_differs_there_and_only_there(tmp_path, capsys):
     faster = ("static", "bf16", 512, "reduce-overhead", "module")
-    slower = ("static", "bf16", 32, "max-autotune", "module")
+    slower = ("static", "bf16", 32, "reduce-overhead", "module")
     copy_study(STORED, tmp_path / "copy", {faster: 1.5, slower: 1 / 1.5})
     reproduction.main([str(STORED), str(tmp_path / "copy"), "--out", str(tmp_path)])
     assert "0 differ" not in capsys.readouterr().out
@@ -232,8 +230,14 @@ def test_the_dag_refuses_a_yardstick_of_another_device_and_skips_a_study_that_is
     assert "is a cuda study and this is a cpu study" in wrong.stderr
     copy = tmp_path / "stored"  # a copy of the yardstick is the yardstick: nothing to compare
     shutil.copytree(STORED, copy, ignore=shutil.ignore_patterns(".snakemake", ".latex", "*.trace.json.gz"))
-    itself = snakemake("-n", cwd=copy)
+    against = f"yardstick={{cuda: {STORED}}}"
+    itself = snakemake("-n", "--config", against, cwd=copy)
     assert itself.returncode == 0 and "reproduction" not in job_counts(itself.stdout), itself.stderr
+    # a stored study whose yardstick is no longer stored keeps the report it has, and its README quotes it
+    gone = snakemake("-n", "--config", "yardstick={cuda: reference/no-longer-stored}", cwd=copy)
+    assert gone.returncode == 0 and "reproduction" not in job_counts(gone.stdout), gone.stderr
     next((copy / "runs").rglob("r2.json")).unlink()  # now another stored GPU study, rebuilt with --directory
-    other = snakemake("-n", cwd=copy)
+    for report in copy.glob("reproduction.*"):
+        report.unlink()  # (the report the reference keeps is against the study it replaced)
+    other = snakemake("-n", "--config", against, cwd=copy)
     assert other.returncode == 0 and job_counts(other.stdout)["reproduction"] == 1, other.stderr

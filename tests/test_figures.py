@@ -12,12 +12,12 @@ from matplotlib.container import ErrorbarContainer
 from compile_study.aggregate import figures
 from compile_study.core import record, vocab
 
-from .conftest import REPO
+from .conftest import GPU_REFERENCE
 from .paper_study import make_study
 
 pytestmark = pytest.mark.unit
 
-STORED = REPO / "reference" / "h200x2-2026-11-30"
+STORED = GPU_REFERENCE
 NEUTRAL = {mcolors.to_hex(c) for c in ("black", "grey", "white")}  # reference lines, bands, hollow faces
 
 

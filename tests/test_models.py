@@ -7,10 +7,10 @@ import pytest
 
 from compile_study.aggregate.models import compare_studies, is_plugged, same_cells, speedup_comparison
 
-from .conftest import REPO
+from .conftest import GPU_REFERENCE
 
 pytestmark = pytest.mark.unit
-STORED = REPO / "reference" / "h200x2-2026-11-30"
+STORED = GPU_REFERENCE
 
 
 def summary(rows: list[tuple]) -> pd.DataFrame:

@@ -10,12 +10,12 @@ import pytest
 
 from compile_study.report import paper
 
-from .conftest import REPO
+from .conftest import GPU_REFERENCE
 from .paper_study import build, make_study
 
 pytestmark = pytest.mark.unit
 
-STORED = REPO / "reference" / "h200x2-2026-11-30" / "paper.md"
+STORED = GPU_REFERENCE / "paper.md"
 # phrases a reader cannot finish: a count of nothing, "(1)" as a graph count, "1 times", "2 of 3 repeats" read
 # as missing, a verdict parsed into a count, a bracketed range of two runs
 BANNED = [r"\b0 within noise", r"get no verdict \(", r"\(\d+\) \d", r"\b1 times\b", r"of \d+ repeats",

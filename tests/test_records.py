@@ -16,12 +16,12 @@ from compile_study.core import damaged, record
 from compile_study.core.layout import Layout
 from compile_study.core.record import RecordError, RunKey
 
-from .conftest import REPO
+from .conftest import GPU_REFERENCE, REPO
 from .test_resilience import tiny_study
 from .test_workflow import job_counts
 
 KEY = RunKey("eager", "module", 8, "static", "fp32", 0)
-STORED = REPO / "reference" / "h200x2-2026-11-30"
+STORED = GPU_REFERENCE
 
 
 def good_record(path: Path, key: RunKey = KEY) -> Path:

@@ -76,8 +76,9 @@ def compare_studies(plugged_dir: str | Path, builtin_dir: str | Path) -> dict:
     out = {}
     for side, d in zip(SIDES, (Path(plugged_dir), Path(builtin_dir))):
         config = yaml.safe_load((d / "config.yaml").read_text()) or {}
-        out[f"{side}_model"] = (json.loads((d / "model.json").read_text())["class"] if (d / "model.json").is_file()
-                                else "built-in TextClassifier" if not is_plugged(config) else None)
+        out[f"{side}_model"] = ("built-in TextClassifier" if not is_plugged(config)
+                                else json.loads((d / "model.json").read_text())["class"] if (d / "model.json").is_file()
+                                else None)
     summaries = [pd.read_csv(Path(d) / "summary.csv") for d in (plugged_dir, builtin_dir)]
     return out | speedup_comparison(*summaries)
 

@@ -185,15 +185,16 @@ def precisions(ctx: Context) -> list[dict]:
 
 def shape_findings(ctx: Context) -> list[dict]:
     """Per batch size where more than static shapes ran: the compiled regimes' gains over eager on static batches
-    (module scope) ranked by the rule, and the (mode, regime) pairs the grid planned there but the study did not
+    (module scope, main precision) ranked by the rule, and the (mode, regime) pairs the grid planned there but the study did not
     make (a comparison with a side missing is named as such)."""
-    s = vocab.usable(ctx.summary[ctx.summary.compile_scope == "module"])
+    module = ctx.summary[(ctx.summary.compile_scope == "module") & (ctx.summary.precision == ctx.precision)]
+    s = vocab.usable(module)
     planned = {(k.batch_size, k.compile_mode, k.shape_regime) for k in grid.expand(ctx.grids)
-               if k.compile_scope == "module"}
+               if k.compile_scope == "module" and k.precision == ctx.precision}
     out = []
     for b in sorted(set(s[s.shape_regime != "static"].batch_size)):
         g = s[s.batch_size == b]
-        every = ctx.summary[(ctx.summary.batch_size == b) & (ctx.summary.compile_scope == "module")]
+        every = module[module.batch_size == b]
         made = {(r.compile_mode, r.shape_regime) for r in every.itertuples()}  # failed runs were made: not "missing"
         missing = sorted({(m, r) for bb, m, r in planned if bb == b} - made, key=lambda mr: (MODE_ORDER[mr[0]], mr[1]))
         comp = compiled(g).dropna(subset=["gain_over_eager_static"]).sort_values("gain_over_eager_static", ascending=False)

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -100,6 +101,23 @@ def _tests(tests: list[dict]) -> list[str]:
             *[f"- {test_line(t)}" for t in tests], ""]
 
 
+def reproduction_verdict(report_md: str) -> tuple[str, str]:
+    """(the yardstick's name, the verdict line) of a reproduction report (report/reproduction.py)."""
+    title = re.match(r"# Reproduction of `([^`]+)` by ", report_md)
+    verdict = next((line for line in report_md.splitlines() if line.startswith("**")), None)
+    if not title or not verdict:
+        raise ValueError("not a reproduction report (report/reproduction.py): no title or no verdict line")
+    return title[1], verdict
+
+
+def _reproduction(report_md: str | None) -> list[str]:
+    if report_md is None:
+        return []
+    yardstick, verdict = reproduction_verdict(report_md)
+    return ["## Reproduction", "", f"Against `{yardstick}` (config `yardstick`; `reproduction.md` gives each "
+            f"configuration and the rule): {verdict}", ""]
+
+
 def _abstract(paper_md: str) -> list[str]:
     """The paper's abstract, as rendered (its table references point into paper.md)."""
     lines = paper_md.splitlines()
@@ -109,7 +127,8 @@ def _abstract(paper_md: str) -> list[str]:
 
 
 def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], paper_md: str, rebuild: str,
-          time_lines: list[str], logs: str | Path | None = None, tests: list[dict] = ()) -> str:
+          time_lines: list[str], logs: str | Path | None = None, tests: list[dict] = (),
+          reproduction: str | None = None) -> str:
     devices = env.get("device_name")
     gpus = ", ".join(devices) if isinstance(devices, list) else devices
     days = sorted({c["start_utc"][:10] for c in calls})
@@ -141,6 +160,7 @@ def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], pape
         *_calls(calls, logs),
         "",
         *_tests(list(tests)),
+        *_reproduction(reproduction),
         "## Where the time went",
         "",
         *time_lines,
@@ -156,15 +176,16 @@ def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], pape
 
 
 def write(inputs: dict, rebuild: str, out: str | Path, logs: str | Path | None = None) -> None:
-    """inputs: records, environment, facts, paper (Markdown) and, where it exists, calls (calls.jsonl); `logs`:
-    where each call's Snakemake log was kept (calls/<n>.snakemake.log)."""
+    """inputs: records, environment, facts, paper (Markdown) and, where they exist, calls (calls.jsonl) and
+    reproduction (reproduction.md); `logs`: where each call's Snakemake log was kept (calls/<n>.snakemake.log)."""
     records = record.table(inputs["records"])
     calls = walltime.read_calls(inputs["calls"]) if inputs.get("calls") else []
     tests = [json.loads(Path(p).read_text()) for p in inputs.get("tests", [])]
     root = Path(inputs["environment"]).parent
     text = build(records, json.loads(Path(inputs["environment"]).read_text()),
                  json.loads(Path(inputs["facts"]).read_text()), calls, Path(inputs["paper"]).read_text(), rebuild,
-                 _time(records, calls, logs, list(inputs["records"]), root), logs, tests)
+                 _time(records, calls, logs, list(inputs["records"]), root), logs, tests,
+                 Path(inputs["reproduction"]).read_text() if inputs.get("reproduction") else None)
     write_text_atomic(out, text)
 
 
@@ -205,6 +226,7 @@ def project_block(study: Path, project: Path) -> str:
         f"That study ran {done} of the {len(runs)} runs of its own GPU grid in {len(calls)} call(s), "
         f"{wall:.1f} min on {gpus}; how long studies take is under [How long](#how-long).",
         *_not_clean(env),
+        *_reproduced(study),
         *_plugged(project),
         *_tested(project),
         END,
@@ -242,6 +264,15 @@ def _plugged(project: Path) -> list[str]:
                      f"model's (median {got['median_ratio']:.2f}; higher in {got['plugged_higher']} of "
                      f"{got['cells']}){overlap} (`python -m compile_study compare-models`).")
     return ["", *lines] if lines else []
+
+
+def _reproduced(study: Path) -> list[str]:
+    """The verdict of the study's reproduction report, where it has one."""
+    report = study / "reproduction.md"
+    if not report.is_file():
+        return []
+    yardstick, verdict = reproduction_verdict(report.read_text())
+    return [f"Its [reproduction report]({report.as_posix()}) against `{yardstick}`: {verdict}"]
 
 
 def _not_clean(env: dict) -> list[str]:

@@ -319,6 +319,8 @@ def yardstick():
     full = os.path.normpath(os.path.join(workflow.basedir, path))
     if same_study(full, L.root):
         return None  # a study against itself (or a copy of it) says nothing
+    if STORED and not os.path.exists(full):
+        return None  # a stored study outlives the one it was checked against: it keeps that report
     problem = yardstick_problem(full, DEVICE)
     if problem:
         sys.exit(
@@ -340,6 +342,13 @@ def yardstick_records(wildcards=None):
 def reproduction_targets():
     """The study against its yardstick, where one is configured (rule reproduction)."""
     return [L.reproduction("md"), L.reproduction("csv")] if YARDSTICK else []
+
+
+def reproduction_report(wildcards=None):
+    """For the study's README: the report rule reproduction makes, or the one a stored study kept."""
+    if YARDSTICK or os.path.exists(L.reproduction("md")):
+        return {"reproduction": L.reproduction("md")}
+    return {}
 
 
 def paper_targets():

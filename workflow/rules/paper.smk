@@ -41,11 +41,13 @@ rule paper_pdf:
 
 rule study_readme:
     """The study directory's README.md: what it holds, which code and hardware made it, how it was run (its
-    calls.jsonl), where its time went, its headline, and how to remake it (compile_study/report/readme.py).
+    calls.jsonl), where its time went, its headline, its reproduction report's verdict, and how to remake it
+    (compile_study/report/readme.py).
     """
     input:
         unpack(call_log),
         unpack(test_records),
+        unpack(reproduction_report),
         records=run_records,
         environment=L.environment,
         facts=L.facts,

@@ -151,3 +151,18 @@ def test_a_call_no_session_logged_is_adopted_from_its_log_in_time_order(tmp_path
     assert (logs / "calls/2.snakemake.log").read_text() == "the later call" and second["snakemake_log"] == "calls/2.snakemake.log"
     with pytest.raises(SystemExit, match="none of its runs has a record"):
         walltime.adopt(tmp_path / "empty", tmp_path / "cut.snakemake.log", logs)
+
+
+def test_each_calls_estimate_is_set_against_the_wall_time_from_its_start_to_the_studys_end(tmp_path):
+    """A call stopped by a time limit leaves its plan to the next call: its estimate covers both."""
+    from compile_study.report import readme
+
+    (tmp_path / "calls").mkdir()
+    (tmp_path / "calls" / "1.snakemake.log").write_text(LOG.replace("31 s in all", "600 s in all"))
+    (tmp_path / "calls" / "2.snakemake.log").write_text(LOG.replace("31 s in all", "120 s in all"))
+    host = {"host_cpus": 2, "gpus": [], "command": ["snakemake", "--cores", "all"]}
+    calls = [CALL | host | {"wall_s": 500.0, "exit_status": 1, "stopped_by": "SIGTERM"},
+             CALL | host | {"call": 2, "snakemake_log": "calls/2.snakemake.log", "wall_s": 100.0, "exit_status": 0}]
+    rows = readme._calls(calls, tmp_path)
+    assert "| 10.0 min (+0% of 10.0 min) | 1 (stopped: SIGTERM) |" in rows[2]
+    assert "| 2.0 min (+20% of 1.7 min) | 0 |" in rows[3]

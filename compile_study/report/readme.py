@@ -41,14 +41,16 @@ def _code(records: pd.DataFrame) -> str:
 def _calls(calls: list[dict], logs: str | Path | None = None) -> list[str]:
     if not calls:
         return ["No call log (`calls.jsonl`): the study was not run through `python -m compile_study session`."]
-    rows = ["| call | start (UTC) | wall | estimate printed at its start | exit status | host | command |",
+    rows = ["| call | start (UTC) | wall | estimate printed at its start, against the wall time from there to the "
+            "study's end | exit status | host | command |",
             "|---:|---|---:|---:|---:|---|---|"]
-    for c in calls:
+    for i, c in enumerate(calls):
+        rest = sum(later["wall_s"] for later in calls[i:])  # a stopped call's plan goes on in the next one
         host = f"{len(c['gpus'])}× {c['gpus'][0]}, {c['host_cpus']} CPUs" if c["gpus"] else f"{c['host_cpus']} CPUs"
         host += f", load {c['load_avg_end'][1]:.1f}" if c.get("load_avg_end") else ""  # 5-minute average at its end
         log = Path(logs) / c["snakemake_log"] if logs and c.get("snakemake_log") else None
         planned = walltime.plan_seconds(log.read_text()) if log and log.is_file() else None
-        estimate = f"{planned / 60:.1f} min ({planned / c['wall_s'] - 1:+.0%})" if planned else "—"
+        estimate = f"{planned / 60:.1f} min ({planned / rest - 1:+.0%} of {rest / 60:.1f} min)" if planned else "—"
         status = "—" if c["exit_status"] is None else c["exit_status"]
         status = f"{status} (stopped: {c['stopped_by']})" if c.get("stopped_by") else status
         command = (f"`{' '.join(c['command'])}`" if c.get("command") else

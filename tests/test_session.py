@@ -57,6 +57,43 @@ def test_a_call_stopped_by_a_time_limit_is_logged_with_the_signal_and_its_comman
     assert line["stopped_by"] == "SIGTERM" and line["exit_status"] == -15 and 0 < line["wall_s"] < 120
 
 
+def test_the_sessions_own_time_limit_tells_the_command_when_and_stops_it_there(tmp_path, monkeypatch):
+    """--time-limit: the command gets the limit's end (core/deadline.py) and a SIGTERM when it comes."""
+    from compile_study.core import deadline
+
+    monkeypatch.chdir(tmp_path)
+    study, seen = tmp_path / "results" / "cuda", tmp_path / "seen"
+    sleeper = f"import os, time; open({str(seen)!r}, 'w').write(os.environ[{deadline.VAR!r}]); time.sleep(60)"
+    began = time.time()
+    rc = session.main(["--time-limit", "3", str(study), "--", sys.executable, "-c", sleeper])
+    assert rc == -15 and time.time() - began < 30
+    assert float(seen.read_text()) == pytest.approx(began + 3, abs=1.0)
+    (line,) = (json.loads(x) for x in (study / "calls.jsonl").read_text().splitlines())
+    assert line["stopped_by"] == "time limit" and line["time_limit_s"] == 3 and 2.5 < line["wall_s"] < 30
+    assert session.main(["--time-limit", "3", str(study), "--", sys.executable, "-c", "pass"]) == 0
+    assert "stopped_by" not in json.loads((study / "calls.jsonl").read_text().splitlines()[-1])  # ended in time
+    with pytest.raises(SystemExit):
+        session.main([str(study), "--time-limit", "3", "--", "true"])  # swallowed into the command: refused
+    with pytest.raises(SystemExit):
+        session.main(["--time-limit", "0", str(study), "--", "true"])
+
+
+def test_a_run_that_would_not_end_before_the_calls_time_limit_is_not_started(tmp_path, monkeypatch):
+    from compile_study.core import deadline
+    from compile_study.measure import jobs
+
+    record = tmp_path / "r0.json"
+    monkeypatch.setenv(deadline.VAR, str(time.time() + 30))
+    with pytest.raises(deadline.PastDeadline, match=r"r0.json: not started: it takes about 120 s .* comes in (29|30) s"):
+        jobs.train_run({}, str(tmp_path), str(record), str(tmp_path / "r0.trace.json.gz"), str(tmp_path / "log"), 1,
+                       expected_s=lambda: 120.0)
+    assert not record.exists() and not (tmp_path / "log").exists()  # nothing launched, nothing written
+    deadline.check(10.0, "a run that fits")  # nothing raised
+    monkeypatch.delenv(deadline.VAR)
+    assert deadline.seconds_left() is None
+    deadline.check(1e9, "a call without a time limit")  # nothing changes
+
+
 def test_a_test_tier_is_kept_with_its_counts_versions_and_commit_and_read_into_the_readme(tmp_path):
     """`pytest --tier-record PATH` keeps a session's outcome; the study README quotes it in one line."""
     import json

@@ -1,12 +1,15 @@
 """One sitting of a study, logged: run the study's command and note the call in the study's calls.jsonl.
 
     python -m compile_study session results/cuda -- snakemake --cores all --resources timed_run=2
+    python -m compile_study session --time-limit 570 results/cuda -- snakemake --cores all
 
 A study cut by a time limit resumes with the same command, so one study may take several calls. Each call
 appends one line to `<study>/calls.jsonl`: start and end (UTC), wall seconds, exit status, the command,
 the host's CPUs, GPUs and load averages and the code's commit; the call's Snakemake log is copied to
 `logs/<device>/calls/<n>.snakemake.log` (job logs live beside it). The stored study's README (readme.py)
-says from these lines how long each call took. The exit status is the command's. Torch-free.
+says from these lines how long each call took. The exit status is the command's. With `--time-limit S` the
+session stops the command after S seconds as `timeout` would (SIGTERM), and tells it when: a run that would
+not end by then is not started (core/deadline.py), so the call ends between runs. Torch-free.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from compile_study.core import env
+from compile_study.core import deadline, env
 
 
 def _gpus() -> list[str]:
@@ -69,17 +73,24 @@ def log_call(study: Path, logs: Path, command: list[str], started: float, ended:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run a study's command and note the call in calls.jsonl.")
+    parser.add_argument("--time-limit", type=float, metavar="SECONDS",
+                        help="stop the command after this long (SIGTERM); no run starts that would not end by then")
     parser.add_argument("study", type=Path, help="the study's directory, e.g. results/cuda")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given (put it after --)")
+    if command[0] == "--time-limit":
+        parser.error("put --time-limit before the study's directory")
+    if args.time_limit is not None and args.time_limit <= 0:
+        parser.error(f"--time-limit {args.time_limit:g}: it must be a positive number of seconds")
     logs = Path("logs") / args.study.name  # results/cuda -> logs/cuda, where the study's job logs go
     started, load_start = time.time(), os.getloadavg()
-    rc, stopped_by = run_to_the_end(command)
+    rc, stopped_by = run_to_the_end(command, args.time_limit)
     load = {"load_avg_start": [round(x, 2) for x in load_start], "load_avg_end": [round(x, 2) for x in os.getloadavg()]}
     noted = load | ({"stopped_by": stopped_by} if stopped_by else {})  # the signal that cut the call short
+    noted |= {"time_limit_s": args.time_limit} if args.time_limit is not None else {}
     line = log_call(args.study, logs, command, started, time.time(), rc, noted)
     print(f"call {line['call']}: {line['wall_s']:.0f} s, exit status {rc} ({args.study}/calls.jsonl; "
           f"{len(line['gpus'])} GPU(s))", file=sys.stderr)
@@ -89,13 +100,15 @@ def main(argv: list[str] | None = None) -> int:
 STOPS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # a time limit, a closed terminal, ^C
 
 
-def run_to_the_end(command: list[str]) -> tuple[int, str | None]:
-    """Run the command -> (its exit status, the signal that stopped the call, if one did). The session outlives
+def run_to_the_end(command: list[str], time_limit: float | None = None) -> tuple[int, str | None]:
+    """Run the command -> (its exit status, what stopped the call, if anything did). The session outlives
     a stop signal and waits for the command to end, so that a call cut short is logged too: a time limit's
     SIGTERM or a hang-up is passed on to the command (Snakemake then finishes its running jobs and exits); a
     ^C is not, since the terminal sends it to the command as well (a second one would cut Snakemake's own
-    clean-up short)."""
-    proc = subprocess.Popen(command)
+    clean-up short). `time_limit`: the session's own limit, its end passed to the command (core/deadline.py)
+    and a SIGTERM sent when it comes ("time limit")."""
+    extra = {deadline.VAR: f"{time.time() + time_limit:.3f}"} if time_limit is not None else {}
+    proc = subprocess.Popen(command, env=os.environ | extra)
     stopped: list[str] = []
 
     def pass_on(signum, _frame):
@@ -103,10 +116,20 @@ def run_to_the_end(command: list[str]) -> tuple[int, str | None]:
         if signum != signal.SIGINT:
             proc.send_signal(signum)
 
+    def limit_reached():
+        stopped.append("time limit")
+        proc.send_signal(signal.SIGTERM)
+
+    timer = threading.Timer(time_limit, limit_reached) if time_limit is not None else None
     previous = {sig: signal.signal(sig, pass_on) for sig in STOPS}
     try:
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         rc = proc.wait()
     finally:
+        if timer is not None:
+            timer.cancel()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return rc, (stopped[0] if stopped else None)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from compile_study.core import env, record
+from compile_study.core import deadline, env, record
 from compile_study.core.clock import Clock
 from compile_study.core.io import write_empty_trace, write_json_atomic
 from compile_study.measure import isolation, launch
@@ -53,8 +53,12 @@ def job_setup(log: str, threads: int, device: str, clock: Clock, cache_dir: str 
 
 
 def train_run(params, data_dir: str, record_path: str, trace_path: str, log: str, threads: int,
-              progress: Callable[[], str] | None = None, way: str | None = None) -> dict:
-    """Rule train_run: one configuration's run in a fresh process -> its record, written (and returned)."""
+              progress: Callable[[], str] | None = None, way: str | None = None,
+              expected_s: Callable[[], float] | None = None) -> dict:
+    """Rule train_run: one configuration's run in a fresh process -> its record, written (and returned).
+    `expected_s`: the run's estimated seconds, asked only where the call has a time limit (core/deadline.py)."""
+    if deadline.seconds_left() is not None and expected_s is not None:
+        deadline.check(expected_s(), record_path)  # not started: nothing written, the next call runs it
     clock = Clock()
     run, device = dict(params["run"]), params["device"]
     host = env.host_facts(device)

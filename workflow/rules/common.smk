@@ -3,6 +3,7 @@
 # A live study (the project directory) runs its grid into results/<device>/; a stored study (a directory
 # with config.yaml and runs/, e.g. `snakemake --cores all --directory reference/<name>`) has its runs done,
 # and only the aggregate rules (summary, figures, paper) run, with the same layout (compile_study/core/layout.py).
+import functools
 import os
 import shutil
 import sys
@@ -11,7 +12,13 @@ from snakemake.logging import logger
 from snakemake.utils import validate
 
 from compile_study.core import config_check, damaged, grid, resume, study_lock, vocab
-from compile_study.aggregate.estimate import plan_jobs, plan_message, progress_message
+from compile_study.aggregate.estimate import (
+    known_runs,
+    plan_jobs,
+    plan_message,
+    progress_message,
+    run_seconds,
+)
 from compile_study.checks import launcher as launcher_check
 from compile_study.measure import jobs, launch
 from compile_study.measure.isolation import count_gpus
@@ -245,6 +252,19 @@ def check_inputs(wildcards):
 def progress():
     """The line each run prints as it ends: runs recorded, and the time left by the estimate."""
     return progress_message(RUNS, L, DEVICE, GPUS, config["model"])
+
+
+@functools.cache
+def _known_runs():
+    return known_runs(
+        [L.records_glob, "reference/*/runs/**/r*.json"], DEVICE, config["model"]
+    )
+
+
+def expected_seconds(wildcards):
+    """A run's estimated seconds (aggregate/estimate.py), asked by its job only where the call has a time
+    limit (core/deadline.py)."""
+    return lambda: run_seconds(RunKey.of(wildcards), DEVICE, _known_runs())[0]
 
 
 def optional_inputs(wildcards=None):

@@ -29,7 +29,14 @@ rule train_run:
         cache_dir=inductor_cache_dir,
     run:
         jobs.train_run(
-            params, DATA_DIR, output.record, output.trace, log[0], threads, progress
+            params,
+            DATA_DIR,
+            output.record,
+            output.trace,
+            log[0],
+            threads,
+            progress,
+            expected_s=expected_seconds(wildcards),
         )
 
 

@@ -127,6 +127,11 @@ def known_runs(patterns: list[str], device: str, model: dict | None = None) -> d
     return out
 
 
+def plan_records(layout: Layout, references: str = "reference") -> list[str]:
+    """Where the estimate finds the records it learns from: this study's and the stored studies'."""
+    return [layout.records_glob, f"{references}/*/runs/**/r*.json"]
+
+
 def run_seconds(key: record.RunKey, device: str, known: dict) -> tuple[float, bool]:
     """-> (estimated seconds of one run, whether it came from records)."""
     cls = _class(key.repeat == 0, key.compile_mode)
@@ -188,7 +193,7 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
     """The plan's runs to do and its other jobs -> seconds by part, and how many runs came from records of the
     same model (config `model`)."""
     studies = sorted(Path(p).parent for p in glob.glob(f"{references}/*/calls.jsonl"))
-    known = known_runs([layout.records_glob, f"{references}/*/runs/**/r*.json"], device, model)
+    known = known_runs(plan_records(layout, references), device, model)
     todo = [key for key in runs if not Path(layout.record(key)).exists()]
     per_run = [run_seconds(key, device, known) for key in todo]
     logged = known_jobs(studies, device, model)

@@ -16,6 +16,7 @@ from compile_study.aggregate.estimate import (
     known_runs,
     plan_jobs,
     plan_message,
+    plan_records,
     progress_message,
     run_seconds,
 )
@@ -256,9 +257,7 @@ def progress():
 
 @functools.cache
 def _known_runs():
-    return known_runs(
-        [L.records_glob, "reference/*/runs/**/r*.json"], DEVICE, config["model"]
-    )
+    return known_runs(plan_records(L), DEVICE, config["model"])
 
 
 def expected_seconds(wildcards):

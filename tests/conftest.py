@@ -22,19 +22,43 @@ def _gpu_reference() -> Path:
 GPU_REFERENCE = _gpu_reference()  # the committed GPU reference study (config `yardstick`'s default)
 
 
+UNGROUPED = pytest.StashKey[set]()  # node ids of grouped tests pytest-xdist did not group
 TIERS = ("unit", "compile", "dag", "golden", "gpu", "slurm")  # pyproject.toml says what each is
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's worker has named each test's group in its node id
 def pytest_collection_modifyitems(config, items):
-    """Every test belongs to a tier, so that `-m unit` (the fast tier) and the others add up to the suite."""
+    """Every test belongs to a tier, so that `-m unit` (the fast tier) and the others add up to the suite; a
+    module that runs something once for all its tests (`xdist_group`) really keeps them on one process."""
     loose = [item.nodeid for item in items if not any(item.get_closest_marker(t) for t in TIERS)]
     if loose:
         raise pytest.UsageError("tests without a tier marker (" + ", ".join(TIERS) + "): " + ", ".join(loose))
+    config.stash[UNGROUPED] = set(ungrouped_tests(config, items))
     if not cuda_available():
         skip = pytest.mark.skip(reason="gpu tier: needs a CUDA device (this host has none)")
         for item in items:
             if item.get_closest_marker("gpu"):
                 item.add_marker(skip)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A grouped test that pytest-xdist would not keep on one process fails before its fixture starts."""
+    if item.nodeid in item.config.stash.get(UNGROUPED, set()):
+        import xdist
+
+        pytest.fail(f"pytest {pytest.__version__} with pytest-xdist {xdist.__version__} ignores xdist_group (node "
+                    f"ids lack the '@group' suffix): every process would run the group's fixture, e.g. two SLURM "
+                    "studies at once that cancel each other's jobs; install the pins of requirements.txt",
+                    pytrace=False)
+
+
+def ungrouped_tests(config, items) -> list[str]:
+    """Node ids of grouped tests that pytest-xdist failed to mark for one process (only a loadgroup worker marks)."""
+    if not (hasattr(config, "workerinput") and config.getvalue("loadgroup")):
+        return []
+    return [item.nodeid for item in items
+            if (mark := item.get_closest_marker("xdist_group")) and not item.nodeid.endswith(f"@{mark.args[0]}")]
 
 
 def cuda_available() -> bool:

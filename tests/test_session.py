@@ -144,3 +144,26 @@ def test_a_test_session_stopped_by_a_time_limit_is_kept_as_interrupted(tmp_path)
     assert t["workers"] is None and t["tier"] == "all"
     assert readme.test_line(t).startswith("every tier (`python -m pytest`): 1 passed, 0 failed")
     assert ", interrupted before its last test in " in readme.test_line(t)
+
+
+def test_a_group_of_tests_runs_on_one_process_and_its_fixture_once(tmp_path):
+    """`xdist_group` keeps a module's tests on one process, so that a fixture that runs a study once (SLURM, the
+    MLP claim) runs once; a pytest that made pytest-xdist ignore the group (9.2.0) had two SLURM studies cancel
+    each other's jobs. With the pinned versions the group holds; tests/conftest.py fails such tests otherwise."""
+    import subprocess
+
+    from .conftest import REPO
+
+    probe, seen = tmp_path / "test_group_probe.py", tmp_path / "seen"
+    seen.mkdir()
+    probe.write_text(
+        "import os\nfrom pathlib import Path\n\nimport pytest\n\n"
+        "pytestmark = [pytest.mark.unit, pytest.mark.xdist_group('probe')]\n\n\n"
+        "@pytest.fixture(scope='module')\ndef once():\n"
+        f"    (Path({str(seen)!r}) / os.environ['PYTEST_XDIST_WORKER']).touch()\n\n\n"
+        + "".join(f"def test_{i}(once):\n    pass\n\n\n" for i in range(4)))
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
+                          "--rootdir", str(REPO), "-c", str(REPO / "pyproject.toml"), "-p", "tests.conftest", str(probe)],
+                         cwd=REPO, capture_output=True, text=True)
+    assert res.returncode == 0 and "4 passed" in res.stdout, res.stdout[-2000:]
+    assert len(list(seen.iterdir())) == 1  # one process ran all four, and the module fixture once

@@ -73,10 +73,16 @@ def pytest_addoption(parser):
 
 
 SESSION_START = pytest.StashKey[float]()
+DURATIONS: dict[str, float] = {}  # node id -> seconds (setup, call, teardown), for --tier-record
 
 
 def pytest_sessionstart(session):
     session.config.stash[SESSION_START] = time.time()
+
+
+def pytest_runtest_logreport(report):
+    """Each test's seconds (setup, call, teardown) for the tier record; under pytest-xdist, the controller's."""
+    DURATIONS[report.nodeid] = DURATIONS.get(report.nodeid, 0.0) + report.duration
 
 
 @pytest.hookimpl(trylast=True)
@@ -91,8 +97,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     wall = time.time() - config.stash[SESSION_START]
     dsession = config.pluginmanager.get_plugin("dsession")  # pytest-xdist's controller, where it ran workers
     workers = len(dsession.nodemanager.specs) if dsession is not None and getattr(dsession, "nodemanager", None) else None
+    not_passed = sorted({r.nodeid for k in ("failed", "error") for r in terminalreporter.stats.get(k, [])})
     write_json_atomic(path, env.test_session(outcomes, wall, config.option.markexpr, list(config.invocation_params.args),
-                                             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, workers=workers))
+                                             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, workers=workers,
+                                             not_passed=not_passed, durations=DURATIONS))
     terminalreporter.write_line(f"tier record: {path}")
 
 

@@ -114,6 +114,28 @@ def test_the_estimate_counts_every_job_of_the_plan_from_the_stored_records(tmp_p
     assert walltime.plan_seconds(message) == round(e["seconds"])
 
 
+def test_the_parity_job_and_the_mlp_claim_are_estimated_per_check_and_per_batch_size(tmp_path, monkeypatch):
+    """The parity job runs every check of a study and the MLP claim every batch size in one job: a study
+    with twice the checks takes about twice as long (4 checks 36 s, 2 checks 16 s on one H200). Their
+    logged times are learnt per check and per batch size and multiplied by the plan's."""
+    monkeypatch.chdir(REPO)
+    studies = [REPO / "reference" / "h200-quick-2026-12-02"]
+    quick = next(j for c in walltime.read_calls(studies[0] / "calls.jsonl")
+                 for j in walltime.jobs_of((studies[0] / "logs" / c["snakemake_log"]).read_text(),
+                                           walltime._utc(c["start_utc"])) if j.rule == "parity")
+    checks = len(Layout(str(studies[0])).stored_parity())
+    assert checks == 2 and estimate.known_jobs(studies, "cuda")["parity"] == [(quick.end - quick.start) / checks]
+    config = grid.load_config([REPO / "config.yaml"])
+    runs = grid.expand(config["grids"]["cuda"])
+    where = Layout(str(tmp_path / "results/cuda"))
+    one, two = (estimate.estimate(runs, where, "cuda", estimate.plan_jobs(n, [], pdf=False, mlp_sizes=n))
+                for n in (1, 2))
+    assert two["other_s"]["parity"] == pytest.approx(2 * one["other_s"]["parity"])
+    assert two["other_s"]["mlp_claim"] == pytest.approx(2 * one["other_s"]["mlp_claim"])
+    assert two["snakemake_s"] == one["snakemake_s"]  # still one job each
+    assert estimate.mlp_sizes(config, "cuda") == len(config["claims"]["mlp"]["cuda"]["batch_sizes"])
+
+
 def test_progress_scales_what_is_left_by_how_the_study_compares_with_the_estimate(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no stored studies under reference/ here: the estimate is the priors'
     layout = Layout(str(tmp_path / "results/cpu"))

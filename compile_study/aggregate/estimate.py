@@ -11,7 +11,9 @@ those of the stored studies under reference/):
   `process_start_s`, `imports_s` and what it left unbooked are replaced by LAUNCHER_S, the launcher's cost;
 - every other job (data, parity, peak, MLP claim, method checks, summary, figures, paper, PDF, READMEs): the
   median time of its rule in earlier calls' Snakemake logs (walltime.py), a timed one logged before the
-  launcher less that study's measured cost of a job start; without one, PRIOR_JOB_S;
+  launcher less that study's measured cost of a job start; without one, PRIOR_JOB_S. Two jobs grow with
+  what they hold (PER_UNIT): the parity job with its checks, the MLP claim with its batch sizes; theirs is
+  the median time per check or batch size, times the plan's;
 - Snakemake itself: its start (PRIOR_START_S) and its bookkeeping between jobs (PRIOR_PER_JOB_S).
 A kind nothing was measured for falls back to PRIOR_RUN_S, and the message says how many did. Torch-free.
 """
@@ -50,6 +52,12 @@ PRIOR_JOB_S = {"prepare_data": 25, "study_config": 1, "study_facts": 1, "parity"
                "mlp_claim": 20, "summarize": 8, "figures": 12, "paper": 6, "paper_pdf": 15, "study_readme": 4,
                "method_check:timer_check": 60, "method_check:reference_drift": 60, "method_check:concurrency": 60,
                "method_check:launcher": 60}
+# Jobs whose time grows with what they hold: rule -> how many units a stored study's job held. The plan
+# (plan_jobs) names the units of its own; PRIOR_JOB_S is per unit for these.
+PER_UNIT = {
+    "parity": lambda study: len(Layout(str(study)).stored_parity()),  # checks, run in the one job
+    "mlp_claim": lambda study: len(json.loads(Path(Layout(str(study)).mlp).read_text())["rows"]),  # batch sizes
+}
 PRIOR_START_S = {"cpu": 6.0, "cuda": 8.0}  # Snakemake's start and DAG (CUDA: torch imported to see the GPU)
 PRIOR_PER_JOB_S = 0.3  # Snakemake's bookkeeping between two jobs run in its own threads
 TIMED_RULES = ("parity", "measure_peak", "mlp_claim", "method_check")
@@ -153,15 +161,24 @@ def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> d
             continue
         old = [r for r in records if not r["env"].get("launcher")]
         start = _old_job_start(study, old, device) if old else 0.0
+        units = {rule: _units(count, study) for rule, count in PER_UNIT.items()}
         for call in walltime.read_calls(study / "calls.jsonl"):
             log = study / "logs" / call.get("snakemake_log", "-")
             if not log.is_file():
                 continue
             for job in walltime.jobs_of(log.read_text(), walltime._utc(call["start_utc"])):
-                if job.end is not None and job.rule != "train_run":
+                if job.end is not None and job.rule != "train_run" and units.get(job.rule, 1):
                     cut = start if _timed(job.rule) else 0.0
-                    out[rule_of(job)].append(max(0.0, job.end - job.start - cut))
+                    out[rule_of(job)].append(max(0.0, job.end - job.start - cut) / units.get(job.rule, 1))
     return out
+
+
+def _units(count, study: Path) -> int:
+    """How many units (PER_UNIT) a stored study's job held; 0 where it cannot be told (the job is not counted)."""
+    try:
+        return count(study)
+    except (OSError, ValueError, KeyError):
+        return 0
 
 
 def _old_job_start(study: Path, old: list[dict], device: str) -> float:
@@ -179,13 +196,19 @@ def _old_job_start(study: Path, old: list[dict], device: str) -> float:
     return statistics.median(gaps) if gaps else 0.0
 
 
-def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None) -> dict[str, int]:
-    """Rule (method checks: by check) -> jobs of a whole study, the runs apart. `parity`: the parity checks to
-    make, all of them one job (rule parity runs them at once)."""
+def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None, mlp_sizes: int = 1) -> dict[str, int]:
+    """Rule (method checks: by check) -> what each job of a whole study holds, the runs apart: 1 (one job), 0
+    (none), or for a PER_UNIT rule its units: `parity` checks (rule parity runs them all in one job), the MLP
+    claim's `mlp_sizes` batch sizes."""
     pdf = shutil.which("latexmk") is not None if pdf is None else pdf
-    return {"prepare_data": 1, "study_config": 1, "study_facts": 1, "parity": min(parity, 1), "measure_peak": 1,
-            "mlp_claim": 1, "summarize": 1, "figures": 1, "paper": 1, "paper_pdf": int(pdf), "study_readme": 1
-            } | {f"method_check:{name}": 1 for name in checks}
+    return {"prepare_data": 1, "study_config": 1, "study_facts": 1, "parity": parity, "measure_peak": 1,
+            "mlp_claim": mlp_sizes, "summarize": 1, "figures": 1, "paper": 1, "paper_pdf": int(pdf),
+            "study_readme": 1} | {f"method_check:{name}": 1 for name in checks}
+
+
+def mlp_sizes(config: dict, device: str) -> int:
+    """The MLP claim's batch sizes on `device` in a config (its job's units)."""
+    return len(((config.get("claims") or {}).get("mlp") or {}).get(device, {}).get("batch_sizes", [64]))
 
 
 def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | None = None, gpus: int = 1,
@@ -204,7 +227,7 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
         other["method_check:concurrency"] = PRIOR_JOB_S["measure_peak"]  # one GPU: it only says it does not apply
     timed = sum(s for s, _ in per_run) + sum(v for r, v in other.items() if _timed(r))
     rest = sum(v for r, v in other.items() if not _timed(r))
-    snakemake = PRIOR_START_S[device] + PRIOR_PER_JOB_S * (len(todo) + sum(jobs.values()))
+    snakemake = PRIOR_START_S[device] + PRIOR_PER_JOB_S * (len(todo) + sum(1 for n in jobs.values() if n))
     seconds = timed / max(gpus, 1) + rest + snakemake
     return {"total": len(runs), "todo": len(todo), "measured": sum(m for _, m in per_run),
             "runs_s": sum(s for s, _ in per_run), "other_s": other, "snakemake_s": snakemake, "seconds": seconds}
@@ -243,7 +266,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     config = grid.load_config(args.configs)
     runs = grid.expand(config["grids"][args.device])
-    jobs = plan_jobs(len(grid.parity_pairs(runs)), config.get("checks", {}).get(args.device, []))
+    jobs = plan_jobs(len(grid.parity_pairs(runs)), config.get("checks", {}).get(args.device, []),
+                     mlp_sizes=mlp_sizes(config, args.device))
     print(plan_message(runs, Layout(f"results/{args.device}"), args.device, args.gpus, jobs, config["model"]))
 
 

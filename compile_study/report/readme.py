@@ -91,16 +91,20 @@ def test_line(t: dict) -> str:
     cut = ", interrupted before its last test" if t.get("interrupted") else ""
     workers = f", {t['workers']} test processes" if t.get("workers") else ""
     tier = f"`-m {t['tier']}`" if t["tier"] != "all" else f"every tier (`python -m pytest`{workers})"
+    failing = t.get("not_passed") or []
+    which = f"; not passed: {', '.join(f'`{n}`' for n in failing[:3])}{' …' if len(failing) > 3 else ''}" if failing else ""
     return (f"{tier}: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped, {t['error']} "
             f"errors{cut} in {t['wall_s']:.0f} s on {t['device_name']} ({versions}; commit `{t['git_commit'][:12]}`, "
-            f"{state}; {t['date_utc'][:10]})")
+            f"{state}; {t['date_utc'][:10]}){which}")
 
 
 def _tests(tests: list[dict]) -> list[str]:
     if not tests:
         return []
+    slow = [f"- slowest of `{t['tier']}`: " + ", ".join(f"`{n.split('::')[-1]}` {sec:.0f} s" for n, sec in t["slowest"][:5])
+            for t in tests if t.get("slowest")]
     return ["## Tests on this hardware", "", "Test tiers run on the study's own machine, each kept in `tests/`:", "",
-            *[f"- {test_line(t)}" for t in tests], ""]
+            *[f"- {test_line(t)}" for t in tests], *slow, ""]
 
 
 def reproduction_verdict(report_md: str) -> tuple[str, str]:

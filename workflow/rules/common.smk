@@ -14,6 +14,7 @@ from snakemake.utils import validate
 from compile_study.core import config_check, damaged, grid, resume, study_lock, vocab
 from compile_study.aggregate.estimate import (
     known_runs,
+    mlp_sizes,
     plan_jobs,
     plan_message,
     plan_records,
@@ -213,7 +214,7 @@ def planned_jobs():
     return jobs | {
         "prepare_data": missing(DATA_FILES[-1:]),
         "measure_peak": missing([L.peak]),
-        "mlp_claim": missing([L.mlp]),
+        "mlp_claim": missing([L.mlp]) * mlp_sizes(config, DEVICE),
     }
 
 

@@ -167,9 +167,10 @@ def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> d
             if not log.is_file():
                 continue
             for job in walltime.jobs_of(log.read_text(), walltime._utc(call["start_utc"])):
-                if job.end is not None and job.rule != "train_run" and units.get(job.rule, 1):
+                held = units.get(job.rule, 1)
+                if job.end is not None and job.rule != "train_run" and held:
                     cut = start if _timed(job.rule) else 0.0
-                    out[rule_of(job)].append(max(0.0, job.end - job.start - cut) / units.get(job.rule, 1))
+                    out[rule_of(job)].append(max(0.0, job.end - job.start - cut) / held)
     return out
 
 

@@ -241,3 +241,21 @@ def test_the_dag_refuses_a_yardstick_of_another_device_and_skips_a_study_that_is
         report.unlink()  # (the report the reference keeps is against the study it replaced)
     other = snakemake("-n", "--config", against, cwd=copy)
     assert other.returncode == 0 and job_counts(other.stdout)["reproduction"] == 1, other.stderr
+    # a study of another model (here a built-in one of another width) is no yardstick: a warning, no report
+    (tmp_path / "narrower.yaml").write_text("model: {d_model: 128}\n")
+    plugged = snakemake("-n", "--configfile", str(copy / "config.yaml"), str(tmp_path / "narrower.yaml"),
+                        "--config", against, cwd=copy)
+    assert plugged.returncode == 0 and "reproduction" not in job_counts(plugged.stdout), plugged.stderr
+    assert "differs from this study's (the built-in model) in d_model; no reproduction report" in plugged.stdout + plugged.stderr
+
+
+@pytest.mark.unit
+def test_a_study_of_another_model_is_named_by_the_keys_it_differs_in():
+    ours = layout.Layout(str(STORED)).stored_records()[0]
+    model = json.loads(open(ours).read())["config"]["model"]
+    assert layout.model_difference(STORED, model) is None
+    assert layout.model_difference(STORED, model | {"vocab_size": 1, "n_classes": 9}) is None  # the data's sizes
+    bert = model | {"name": "hf-bert", "hf_config": {"model_type": "bert"}}
+    assert layout.model_difference(STORED, bert) == (
+        "its model (the built-in model) differs from this study's (hf-bert) in hf_config, name")
+    assert layout.model_difference(STORED, model | {"n_layers": 2}).endswith("in n_layers")

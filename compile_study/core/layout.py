@@ -197,6 +197,20 @@ def same_study(a: str | Path, b: str | Path) -> bool:
     return bool(found[0]) and found[0] == found[1] and all(filecmp.cmp(a / p, b / p, shallow=False) for p in found[0])
 
 
+def model_difference(directory: str | Path, model: dict) -> str | None:
+    """Which keys of config `model` a stored study's model differs in (None: the same model). A reproduction
+    compares two studies of one model; two models' speedups are compared by aggregate/models.py instead."""
+    from compile_study.core import record
+
+    theirs = record.read(Layout(str(directory)).stored_records()[0])["config"]["model"]
+    keys = sorted((set(theirs) & set(model)) - {"vocab_size", "n_classes"})  # those two are the data's
+    differ = [k for k in keys if theirs[k] != model[k]]
+    if not differ:
+        return None
+    there, here = (m.get("name") or "the built-in model" for m in (theirs, model))
+    return f"its model ({there}) differs from this study's ({here}) in {', '.join(differ)}"
+
+
 def yardstick_problem(directory: str | Path, device: str) -> str | None:
     """Why a directory cannot be the yardstick of a study on `device` (None if it can): config `yardstick` is
     checked with it before any job (aggregate/compare.py makes the comparison)."""

@@ -28,6 +28,7 @@ from compile_study.core.layout import (
     CHECKS,
     Layout,
     is_stored_study,
+    model_difference,
     same_study,
     stored_device,
     study_root,
@@ -330,8 +331,9 @@ STUDY_DIR = f"reference/{os.path.basename(os.getcwd())}" if STORED else L.root
 
 def yardstick():
     """The stored study this study's speedups are checked against (config `yardstick`, relative to the project
-    even for a stored study run with --directory), or None: none configured, or this very study. A yardstick
-    that is no stored study, or one of another device type, stops the workflow here, before any job.
+    even for a stored study run with --directory), or None: none configured, this very study, or a study of
+    another model (a warning says so). A yardstick that is no stored study, or one of another device type, stops
+    the workflow here, before any job.
     """
     path = config["yardstick"][DEVICE]
     if not path:
@@ -346,6 +348,13 @@ def yardstick():
         sys.exit(
             f"config yardstick.{DEVICE}: {problem} (set yardstick: {{{DEVICE}: null}} to go without)"
         )
+    other = model_difference(full, config["model"])
+    if other:  # e.g. a plugged model under the default yardstick: nothing to reproduce
+        logger.warning(
+            f"config yardstick.{DEVICE}: {path}: {other}; no reproduction report "
+            "(python -m compile_study compare-models compares two models' speedups)"
+        )
+        return None
     return full
 
 

@@ -8,7 +8,8 @@ import torch
 
 from compile_study.core.model import ModelConfig, TextClassifier
 from compile_study.core.record import RunConfig
-from compile_study.measure.compile import build_step, subject_model
+from compile_study.core.vocab import AUTOTUNE_MODES
+from compile_study.measure.compile import autotune_search, build_step, mode_kwargs, subject_model
 from compile_study.measure.compile_stats import CompileWatch
 from compile_study.measure.profiling import profile_steps
 from compile_study.measure.protocol import phase_split
@@ -124,3 +125,17 @@ def test_phase_split_times_forward_backward_and_optimizer(eager):
 def test_one_side_scopes_refuse_other_modes():
     with pytest.raises(ValueError, match="does not run with compile_mode 'reduce-overhead'"):
         RunConfig("reduce-overhead", 4, "static", "fp32", 0, compile_scope="forward")
+
+
+@pytest.mark.unit
+def test_the_max_autotune_modes_search_the_gemms_alone_and_say_so():
+    for mode in AUTOTUNE_MODES:
+        options = mode_kwargs(mode)["options"]
+        assert options["max_autotune_gemm"] and not options["max_autotune"]  # no pointwise/reduction config search
+        assert not options["coordinate_descent_tuning"] and not options["benchmark_epilogue_fusion"]
+        assert options.get("triton.cudagraphs", False) == (mode == "max-autotune")  # the modes' one difference
+        assert set(options) <= set(torch._inductor.config._config)  # every option one Inductor knows
+        assert autotune_search(mode) == "benchmark_epilogue_fusion=False coordinate_descent_tuning=False " \
+                                        "max_autotune=False max_autotune_gemm=True"
+    assert mode_kwargs("default") == {} and mode_kwargs("reduce-overhead") == {"mode": "reduce-overhead"}
+    assert autotune_search("default") is autotune_search("eager") is None

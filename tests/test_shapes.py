@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from compile_study.core.batches import Batch, bucket_batches, make_batches, padding_fraction
+from compile_study.core.batches import Batch, bucket_batches, eval_batches, make_batches, padding_fraction
 from compile_study.core.model import ModelConfig, TextClassifier
 from compile_study.core.vocab import Regime
 from compile_study.measure.compile import compile_model, make_step
@@ -102,6 +102,30 @@ def test_dynamic_batches_pad_to_their_own_longest_row():
         ids[r, :n] = 3
     for b in make_batches(ids, lengths, np.zeros(8), 4, "dynamic", 1, CPU):
         assert b.ids.shape[1] == int((b.ids != 0).sum(1).max())
+
+
+@pytest.mark.unit
+def test_evaluation_sees_every_row_once_padded_to_its_batch_and_predicts_as_on_full_padding():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 33, size=37)
+    ids = np.zeros((37, 32), dtype=np.int32)
+    for r, n in enumerate(lengths):
+        ids[r, :n] = rng.integers(2, 100, size=n)
+    labels = np.arange(37) % 4
+    batches = eval_batches(ids, lengths, labels, 8, CPU)
+    assert [b.labels.numel() for b in batches] == [8, 8, 8, 8, 5]  # 37 rows, the last batch partial
+    assert sorted(int(y) for b in batches for y in b.labels) == sorted(labels.tolist())
+    assert [b.ids.shape[1] for b in batches] == [int((b.ids != 0).sum(1).max()) for b in batches]
+    assert padding_fraction(batches) < padding_fraction(make_batches(ids, lengths, labels, 8, "static", None, CPU,
+                                                                     drop_last=False)) / 2
+    torch.manual_seed(0)
+    model = TextClassifier(ModelConfig(vocab_size=100, **TINY_MODEL)).eval()
+    full = torch.from_numpy(ids.astype(np.int64))
+    with torch.no_grad():  # the rows in order of length, as the batches hold them
+        padded = model(full)[torch.from_numpy(np.argsort(lengths, kind="stable"))]  # every row padded to max_len
+        trimmed = torch.cat([model(b.ids) for b in batches])
+    torch.testing.assert_close(trimmed, padded, rtol=1e-4, atol=1e-5)
+    assert torch.equal(trimmed.argmax(-1), padded.argmax(-1))
 
 
 @pytest.mark.unit

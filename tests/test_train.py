@@ -77,8 +77,10 @@ def test_overhead_parts_are_non_negative_and_add_up_to_the_total(synthetic_data)
     named = sum(v for k, v in parts.items() if k != "total_s")
     assert named <= parts["total_s"] and named == pytest.approx(parts["total_s"], rel=0.05), parts
     assert parts["timed_s"] > 0 and parts["profiler_s"] > 0 and parts["accuracy_s"] > 0 and parts["data_load_s"] > 0
-    # compile: building the model and its compile switch (milliseconds for the tiny model), then the warm-up's excess
-    assert 0 <= parts["compile_s"] - rec["metrics"]["warmup_excess_s"] < 0.5
+    # compile: building the model and its compile switch (milliseconds for the tiny model), then the epochs' time
+    # beyond the steady state: the warm-up's excess, or epoch 1 over epoch 2 where a later step recompiled
+    m = rec["metrics"]
+    assert 0 <= parts["compile_s"] - max(m["warmup_excess_s"], m["epoch1_s"] - m["epoch2_s"]) < 0.5
 
 
 @pytest.mark.unit

@@ -173,7 +173,7 @@ OVERHEAD = ("gpu_wait_s", "process_start_s", "imports_s", "cuda_init_s", "env_s"
 WORK = ("compile_s", "timed_s", "phase_split_s", "profiler_s", "inference_s", "accuracy_s")  # the rest: fixed cost
 ENV_KEYS = ("device_type", "device_name", "torch", "triton", "cuda", "driver", "python", "cpu_model", "cpu_cores",
             "cpu_affinity", "git_commit", "git_dirty", "inductor_cache", "launcher", "float32_matmul_precision",
-            "cuda_matmul_allow_tf32")
+            "cuda_matmul_allow_tf32", "autotune_search")
 
 
 def fixed_cost_s(overhead: dict) -> float | None:

@@ -204,3 +204,17 @@ def test_a_cpu_paper_never_recommends_compiling_when_nothing_compiled_is_faster(
     md = paper.render(noise, "md")
     assert "no compiled configuration with three or more processes is faster than eager" in md
     assert "within the A/A noise band" in md  # said only because the verdict code says the interval lies inside
+
+
+@pytest.mark.unit
+def test_the_method_names_the_autotune_bound_its_records_keep_and_nothing_where_they_keep_none():
+    from compile_study.measure.compile import autotune_search
+    from compile_study.report.document import Text
+
+    bound = autotune_search("max-autotune")
+    text = paper.words(Text("method", "timing", {"gpu": True, "autotune": bound}))
+    assert f"`{bound}`" in text and "search only the GEMMs' kernels" in text
+    two = paper.words(Text("method", "timing", {"gpu": True, "autotune": ["a=1", "b=2"]}))  # two bounds: both named
+    assert "`a=1`, `b=2`" in two
+    for none in (None, []):  # records from before the bound was kept, or a study without the modes
+        assert "GEMM" not in paper.words(Text("method", "timing", {"gpu": True, "autotune": none}))

@@ -49,6 +49,7 @@ def test_record_schema_of_an_eager_run(synthetic_data):
     assert m["epoch1_s"] > 0 and m["epoch2_s"] > 0 and 0 <= m["eval_accuracy"] <= 1
     assert m["graphs_compiled"] == 0 and m["peak_memory_bytes"] > 0 and m["achieved_tflops"] > 0
     assert rec["env"]["dynamo_recompile_limit"] == 8 and rec["env"]["float32_matmul_precision"] == "highest"
+    assert rec["env"]["autotune_search"] is None  # kept only by the max-autotune modes' records
     assert rec["schema_version"] == record.SCHEMA_VERSION and rec["config"]["evidence"] is True
     assert m["chunk_first"] == ["subject", "reference", "subject"]  # 5 steps in chunks of 2: three chunks
     assert set(m["profile"]) >= set(record.PROFILE) and m["forward_ms"] > 0 and m["evidence_errors"] == {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -98,9 +99,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     dsession = config.pluginmanager.get_plugin("dsession")  # pytest-xdist's controller, where it ran workers
     workers = len(dsession.nodemanager.specs) if dsession is not None and getattr(dsession, "nodemanager", None) else None
     not_passed = sorted({r.nodeid for k in ("failed", "error") for r in terminalreporter.stats.get(k, [])})
+    skipped_why = Counter(str(r.longrepr[2]).removeprefix("Skipped: ") for r in terminalreporter.stats.get("skipped", [])
+                          if isinstance(r.longrepr, tuple) and len(r.longrepr) == 3)  # (file, line, reason)
     write_json_atomic(path, env.test_session(outcomes, wall, config.option.markexpr, list(config.invocation_params.args),
                                              interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, workers=workers,
-                                             not_passed=not_passed, durations=DURATIONS))
+                                             not_passed=not_passed, durations=DURATIONS, skipped_why=dict(skipped_why)))
     terminalreporter.write_line(f"tier record: {path}")
 
 

@@ -113,7 +113,7 @@ def test_a_test_tier_is_kept_with_its_counts_versions_and_commit_and_read_into_t
     assert t["torch"] and t["device_type"] in ("cpu", "cuda") and len(t["git_commit"]) == 40 and t["wall_s"] > 0
     line = readme.test_line(t)
     assert line.startswith("`-m unit`: 2 passed, 0 failed, 0 skipped, 0 errors in ") and t["git_commit"][:12] in line
-    assert t["interrupted"] is False and t["not_passed"] == []
+    assert t["interrupted"] is False and t["not_passed"] == [] and t["skipped_why"] == {}
     assert sorted(n for n, _ in t["slowest"]) == sorted(tests) and all(sec >= 0 for _, sec in t["slowest"])
 
 
@@ -130,6 +130,7 @@ def test_a_test_session_stopped_by_a_time_limit_is_kept_as_interrupted(tmp_path)
     kept, probe, started = tmp_path / "all.json", tmp_path / "test_probe.py", tmp_path / "started"
     probe.write_text("import time\n\nimport pytest\n\npytestmark = pytest.mark.unit\n\n\ndef test_quick():\n    pass\n\n\n"
                      "def test_fails():\n    assert 1 == 2\n\n\n"
+                     "def test_skipped():\n    pytest.skip('no widget on this host')\n\n\n"
                      f"def test_slow():\n    open({str(started)!r}, 'w').close()\n    time.sleep(60)\n")
     # one process (-n 0): test_quick is then reported before test_slow starts (a worker reports asynchronously)
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "--rootdir", str(REPO),
@@ -146,7 +147,8 @@ def test_a_test_session_stopped_by_a_time_limit_is_kept_as_interrupted(tmp_path)
     assert t["workers"] is None and t["tier"] == "all" and t["failed"] == 1
     assert [n.split("::")[-1] for n in t["not_passed"]] == ["test_fails"]  # the failing test by name
     assert readme.test_line(t).startswith("every tier (`python -m pytest`): 1 passed, 1 failed")
-    assert readme.test_line(t).endswith("not passed: `" + t["not_passed"][0] + "`")
+    assert t["skipped"] == 1 and t["skipped_why"] == {"no widget on this host": 1}  # each reason, counted
+    assert readme.test_line(t).endswith("not passed: `" + t["not_passed"][0] + "`; skipped: 1 × no widget on this host")
     assert ", interrupted before its last test in " in readme.test_line(t)
 
 

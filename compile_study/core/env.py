@@ -80,10 +80,12 @@ def host_facts(device_type: str) -> dict:
 
 def test_session(outcomes: dict[str, int], wall_s: float, markexpr: str, args: list[str],
                  interrupted: bool = False, workers: int | None = None, not_passed: list[str] | None = None,
-                 durations: dict[str, float] | None = None, slowest: int = 10) -> dict:
+                 durations: dict[str, float] | None = None, slowest: int = 10,
+                 skipped_why: dict[str, int] | None = None) -> dict:
     """One pytest session's outcome where it ran: counts per outcome, wall time, the tier (`-m`), the command,
     whether it was interrupted before its last test (a time limit's ^C: the counts are of the tests that ran),
     the test processes it ran in (pytest-xdist's workers; None: one), the tests that failed or erred by name,
+    how many tests each skip reason skipped,
     the `slowest` tests by seconds (setup, call and teardown), and the hardware, versions and commit (the
     record a study keeps of its test tiers; conftest --tier-record)."""
     from datetime import UTC, datetime
@@ -97,6 +99,7 @@ def test_session(outcomes: dict[str, int], wall_s: float, markexpr: str, args: l
             "date_utc": datetime.now(UTC).isoformat(timespec="seconds"), "wall_s": round(wall_s, 1),
             **{k: int(outcomes.get(k, 0)) for k in ("passed", "failed", "skipped", "error", "deselected")},
             "interrupted": interrupted, "workers": workers, "not_passed": sorted(not_passed or []),
+            "skipped_why": dict(sorted((skipped_why or {}).items(), key=lambda kv: (-kv[1], kv[0]))),
             "slowest": [[nodeid, round(sec, 2)] for nodeid, sec in
                         sorted((durations or {}).items(), key=lambda kv: -kv[1])[:slowest]],
             **{k: env.get(k) for k in keep}}

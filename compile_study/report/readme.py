@@ -93,9 +93,11 @@ def test_line(t: dict) -> str:
     tier = f"`-m {t['tier']}`" if t["tier"] != "all" else f"every tier (`python -m pytest`{workers})"
     failing = t.get("not_passed") or []
     which = f"; not passed: {', '.join(f'`{n}`' for n in failing[:3])}{' …' if len(failing) > 3 else ''}" if failing else ""
+    why = t.get("skipped_why") or {}  # a record from before the reasons were kept has none
+    skips = f"; skipped: {'; '.join(f'{n} × {reason}' for reason, n in why.items())}" if why else ""
     return (f"{tier}: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped, {t['error']} "
             f"errors{cut} in {t['wall_s']:.0f} s on {t['device_name']} ({versions}; commit `{t['git_commit'][:12]}`, "
-            f"{state}; {t['date_utc'][:10]}){which}")
+            f"{state}; {t['date_utc'][:10]}){which}{skips}")
 
 
 def _tests(tests: list[dict]) -> list[str]:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from compile_study.core.batches import Batch, bucket_batches, eval_batches, make_batches, padding_fraction
+from compile_study.core.batches import Batch, bucket_batches, evaluation_batches, make_batches, padding_fraction
 from compile_study.core.model import ModelConfig, TextClassifier
 from compile_study.core.vocab import Regime
 from compile_study.measure.compile import compile_model, make_step
@@ -112,7 +112,7 @@ def test_evaluation_sees_every_row_once_padded_to_its_batch_and_predicts_as_on_f
     for r, n in enumerate(lengths):
         ids[r, :n] = rng.integers(2, 100, size=n)
     labels = np.arange(37) % 4
-    batches = eval_batches(ids, lengths, labels, 8, CPU)
+    batches = evaluation_batches(ids, lengths, labels, 8, CPU)
     assert [b.labels.numel() for b in batches] == [8, 8, 8, 8, 5]  # 37 rows, the last batch partial
     assert sorted(int(y) for b in batches for y in b.labels) == sorted(labels.tolist())
     assert [b.ids.shape[1] for b in batches] == [int((b.ids != 0).sum(1).max()) for b in batches]

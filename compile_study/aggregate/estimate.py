@@ -209,6 +209,14 @@ def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None, mlp_sizes
             "study_readme": 1} | {f"method_check:{name}": 1 for name in checks}
 
 
+def config_jobs(config: dict, runs: dict, device: str, pdf: bool | None = None) -> dict[str, int]:
+    """plan_jobs of a whole study of `config` on `device` (`runs`: its grid, expanded)."""
+    from compile_study.core import grid
+
+    return plan_jobs(len(grid.parity_pairs(runs)), (config.get("checks") or {}).get(device, []), pdf,
+                     mlp_sizes(config, device))
+
+
 def mlp_sizes(config: dict, device: str) -> int:
     """The MLP claim's batch sizes on `device` in a config (its job's units)."""
     return len(((config.get("claims") or {}).get("mlp") or {}).get(device, {}).get("batch_sizes", [64]))
@@ -269,8 +277,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     config = grid.load_config(args.configs)
     runs = grid.expand(config["grids"][args.device])
-    jobs = plan_jobs(len(grid.parity_pairs(runs)), config.get("checks", {}).get(args.device, []),
-                     mlp_sizes=mlp_sizes(config, args.device))
+    jobs = config_jobs(config, runs, args.device)
     print(plan_message(runs, Layout(f"results/{args.device}"), args.device, args.gpus, jobs, config["model"]))
 
 

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import torch
 
-from compile_study.core.batches import eval_batches as make_eval_batches
-from compile_study.core.batches import make_batches
+from compile_study.core.batches import evaluation_batches, make_batches
 from compile_study.core.data import load_split
 from compile_study.core.model import ModelConfig, model_config_for
 from compile_study.core.record import RunConfig
@@ -45,7 +44,7 @@ def check(model_cfg: ModelConfig, compile_mode: str, precision: str, data_dir: s
     ids, lengths, labels = load_split(data_dir, "train")
     batches = make_batches(ids, lengths, labels, batch_size, "static", 0, device)
     e = load_split(data_dir, "eval")
-    eval_batches = make_eval_batches(*e, 256, device)
+    eval_batches = evaluation_batches(*e, 256, device)
     n = train_steps or len(batches)  # default: one epoch
     runs = {}
     for mode in ("eager", compile_mode):

@@ -95,8 +95,8 @@ def make_batches(
     return batches
 
 
-def eval_batches(ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray, batch_size: int,
-                 device: torch.device) -> list[Batch]:
+def evaluation_batches(ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray, batch_size: int,
+                         device: torch.device) -> list[Batch]:
     """Every row of a split once, for evaluation: rows in order of length, each batch padded only to its own
     longest row. Padding is masked, so the logits are a padded batch's (up to rounding); the forward pass does
     about half the work of batches padded to max_len (AG News is ~58% padding)."""

@@ -28,8 +28,13 @@ import torch
 
 from compile_study.core import env as env_mod
 from compile_study.core import record
-from compile_study.core.batches import Batch, make_batches, mark_dynamic_lengths, padding_fraction
-from compile_study.core.batches import eval_batches as make_eval_batches
+from compile_study.core.batches import (
+    Batch,
+    evaluation_batches,
+    make_batches,
+    mark_dynamic_lengths,
+    padding_fraction,
+)
 from compile_study.core.clock import Clock
 from compile_study.core.data import load_split
 from compile_study.core.flops import step_flops
@@ -182,7 +187,7 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
         batches = load_batches(cfg, data_dir, device, cfg.shape_regime)
         if cfg.regime.marks_dynamic:
             mark_dynamic_lengths(batches)
-        eval_batches = make_eval_batches(*load_split(data_dir, "eval"), 256, device)
+        eval_batches = evaluation_batches(*load_split(data_dir, "eval"), 256, device)
     with clock.part("flop_count_s"):  # the model's FLOPs, counted before anything is timed (core/flops.py)
         step_flops(model_cfg, data_dir)  # counted once per study (kept beside the data), read by later runs
     with clock.part("compile_s"):  # the compiler's settings (and, where this process compiled before, its reset)

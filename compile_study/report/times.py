@@ -96,8 +96,7 @@ def plans(project: Path) -> list[str]:
                 continue
             config = grid.load_config([project / f for f in files])
             runs = grid.expand(config["grids"][device])
-            jobs = estimate.plan_jobs(len(grid.parity_pairs(runs)), config["checks"].get(device, []), pdf=True,
-                                      mlp_sizes=estimate.mlp_sizes(config, device))
+            jobs = estimate.config_jobs(config, runs, device, pdf=True)
             e = estimate.estimate(runs, nowhere, device, jobs, 1, str(project / "reference"), config["model"])
             where = "one GPU" if device == "cuda" else "the CPU"
             out.append(f"- {name}: {len(runs)} runs, about {e['seconds'] / 60:.1f} min on {where} (runs "

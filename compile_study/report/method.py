@@ -55,7 +55,8 @@ def time_spent(ctx: Context) -> dict | None:
 def blocks(ctx: Context) -> list:
     """The method section: model and data, the grid (a table), timing, intervals, costs, time spent."""
     out = [Para(Text("method", "model_and_data", {"model": model(ctx), "data": data_facts(ctx)})),
-           grid_table(ctx), Para(Text("method", "timing", {"gpu": ctx.gpu, "autotune": ctx.env.get("autotune_search")})),
+           grid_table(ctx),
+           Para(Text("method", "timing", {"gpu": ctx.gpu, "autotune": ctx.env.get("autotune_search")})),
            Para(Text("method", "intervals", intervals())), Para(Text("method", "costs", costs(ctx)))]
     spent = time_spent(ctx)
     out.append(Para(Text("method", "time_spent", {"spent": spent, "gpu": ctx.gpu})))

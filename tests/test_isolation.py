@@ -2,6 +2,7 @@ import os
 
 import pytest
 
+from compile_study.core import vocab
 from compile_study.measure import isolation
 
 pytestmark = pytest.mark.unit
@@ -15,6 +16,26 @@ def test_inductor_cache_is_cold_when_fresh_and_warm_when_reused(tmp_path, monkey
     (cache / "fxgraph").mkdir()
     assert isolation.use_inductor_cache(cache, fresh=False) == "warm"
     assert isolation.use_inductor_cache(cache, fresh=True) == "cold" and not any(cache.iterdir())
+
+
+def test_a_fresh_cache_starts_from_another_configurations_gemm_search_and_nothing_else(tmp_path):
+    searched = tmp_path / "max-autotune"  # a cache after its cold run: search timings, graphs, Triton kernels
+    (searched / isolation.SEARCH_RESULTS).mkdir(parents=True)
+    (searched / isolation.SEARCH_RESULTS / "system-hash").write_text('{"cache": {"mm": {}}}')
+    (searched / "fxgraph").mkdir()
+    (searched / "triton" / "kernel").mkdir(parents=True)
+    mine = tmp_path / "max-autotune-no-cudagraphs"
+    (mine / "fxgraph").mkdir(parents=True)  # an earlier study's leftovers: a fresh repeat 0 empties them
+    env, state = isolation.prepare_cache(mine, True, searched)
+    assert state == vocab.SEARCH_SHARED and env["TORCHINDUCTOR_CACHE_DIR"] == str(mine.resolve())
+    assert sorted(p.name for p in mine.iterdir()) == [isolation.SEARCH_RESULTS]  # no graphs, no kernels
+    assert (mine / isolation.SEARCH_RESULTS / "system-hash").read_text() == '{"cache": {"mm": {}}}'
+    # its later repeats find their own cache filled (warm) and copy nothing more
+    (searched / isolation.SEARCH_RESULTS / "later").write_text("{}")
+    assert isolation.prepare_cache(mine, False, searched)[1] == "warm"
+    assert not (mine / isolation.SEARCH_RESULTS / "later").exists()
+    # a search that left no results (a failed run, a CPU study): an honest cold start
+    assert isolation.prepare_cache(tmp_path / "other", True, tmp_path / "nothing")[1] == "cold"
 
 
 def test_two_timed_jobs_never_share_a_gpu(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,12 +11,12 @@ from compile_study.report import paper
 pytestmark = pytest.mark.unit
 
 
-def record(tmp_path, mode, bs, repeat, step_ms, ref_ms=10.0, status="ok", error=None, regime="static"):
+def record(tmp_path, mode, bs, repeat, step_ms, ref_ms=10.0, status="ok", error=None, regime="static", cache=None):
     rec = {
         "schema_version": 3,
         "config": {"compile_mode": mode, "batch_size": bs, "shape_regime": regime, "precision": "bf16", "repeat": repeat},
         "env": {"device_type": "cuda", "device_name": "GPU_X & co", "torch": "2.11.0", "python": "3.12",
-                "inductor_cache": "cold" if repeat == 0 else "warm"},
+                "inductor_cache": cache or ("cold" if repeat == 0 else "warm")},
         "status": status,
         "error": error,
         "metrics": {} if status != "ok" else {
@@ -100,3 +101,35 @@ def test_escaping_neutralises_hostile_strings(hostile):
     for ch, esc in [("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"), ("_", r"\_")]:
         assert tex.count(esc) == hostile.count(ch)
     assert r"\textbackslash{}" in tex or "\\" not in hostile
+
+
+def test_a_configuration_that_shared_a_gemm_search_has_no_cold_compile_and_the_paper_says_why(tmp_path):
+    from compile_study.aggregate.summary import environment
+    from compile_study.core import vocab
+    from compile_study.report.build import SEARCH_SHARED, modes_table
+    from compile_study.report.document import Text
+    from compile_study.report.method import costs
+
+    paths = [record(tmp_path, "eager", 512, r, 10.0, 10.0) for r in range(3)]
+    paths += [record(tmp_path, "max-autotune", 512, r, 8.0) for r in range(3)]
+    paths += [record(tmp_path, "max-autotune-no-cudagraphs", 512, r, 8.5,
+                     cache=vocab.SEARCH_SHARED if r == 0 else None) for r in range(3)]
+    records = record_mod.table(paths)
+    s = summarize(records, ROWS).set_index("compile_mode")
+    shared, searched = s.loc["max-autotune-no-cudagraphs"], s.loc["max-autotune"]
+    assert (shared.cold_n, shared.warm_n, shared.search_shared_n) == (0, 2, 1)
+    assert np.isnan(shared.cold_compile_s) and np.isnan(shared.break_even_steps)  # its compile was not cold
+    assert shared.warm_compile_s == pytest.approx(4.5)  # its warm repeats count as any
+    assert (searched.cold_n, searched.search_shared_n) == (1, 0) and searched.cold_compile_s == pytest.approx(12.5)
+
+    env = environment(records)
+    assert env["compiled_cache_states"] == {"warm": 4, "cold": 1, vocab.SEARCH_SHARED: 1}
+    assert env["search_shared_modes"] == ["max-autotune-no-cudagraphs"]
+    ctx = SimpleNamespace(env=env, gpu=True, train_rows=ROWS, summary=s.reset_index().assign(mfu=0.5))
+    facts = costs(ctx)
+    assert (facts["cold"], facts["warm"], facts["shared"], facts["shared_modes"]) == (
+        1, 4, 1, ["max-autotune-no-cudagraphs"])
+    sentence = paper.words(Text("method", "costs", facts))
+    assert "`max-autotune-no-cudagraphs`" in sentence and "no cold compile" in sentence
+    cold_column = {row[2]: row[6] for row in modes_table(ctx).rows}
+    assert cold_column["max-autotune-no-cudagraphs"] == SEARCH_SHARED and cold_column["max-autotune"].endswith("(1)")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from compile_study.aggregate import estimate, walltime
-from compile_study.core import grid, record
+from compile_study.core import grid, record, vocab
 from compile_study.core.layout import Layout
 from compile_study.core.record import RunConfig, RunKey
 
@@ -112,6 +112,26 @@ def test_the_estimate_counts_every_job_of_the_plan_from_the_stored_records(tmp_p
     assert 0 < one < 10  # a warm eager repeat, without the imports it paid then
     message = estimate.plan_message(runs, Layout(str(tmp_path / "results/cuda")), "cuda", 1, jobs)
     assert walltime.plan_seconds(message) == round(e["seconds"])
+
+
+def test_a_run_that_starts_from_a_shared_gemm_search_is_not_priced_as_the_search(tmp_path):
+    key = RunKey("max-autotune-no-cudagraphs", "module", 512, "static", "bf16", 0)
+    cold, compiled = (True, True), ("compiled", (True, True))
+    known = {("max-autotune modes", cold): [200.0], compiled: [30.0]}
+    assert estimate.run_seconds(key, "cuda", known) == (200.0, True)  # its own search: priced as the other's
+    assert estimate.run_seconds(key, "cuda", known, shared=True) == (30.0, True)  # a cold compile without one
+    # once such a run was measured, it is its own kind, apart from the cold runs of its mode
+    rec = record.new(RunConfig(*key[:1], 512, "static", "bf16", 0, compile_scope="module"), {},
+                     {"device_type": "cuda", "launcher": "warm", "inductor_cache": vocab.SEARCH_SHARED})
+    rec["metrics"] = {"overhead_s": {k: 0.0 for k in record.OVERHEAD} | {"total_s": 41.0}}
+    path = tmp_path / "r0.json"
+    path.write_text(json.dumps(rec))
+    learnt = estimate.known_runs([str(path)], "cuda")
+    assert learnt[(key, estimate.SHARED)] == [41.0] and (key, cold) not in learnt
+    assert estimate.run_seconds(key, "cuda", learnt, shared=True) == (41.0, True)
+    # the shipped grid says which run that is
+    runs = grid.expand(grid.load_config([REPO / "config.yaml"])["grids"]["cuda"])
+    assert [k for k in runs if estimate._shared(runs, k)] == [key]
 
 
 def test_the_parity_job_and_the_mlp_claim_are_estimated_per_check_and_per_batch_size(tmp_path, monkeypatch):

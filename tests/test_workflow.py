@@ -15,6 +15,7 @@ import yaml
 
 from compile_study.aggregate import figures
 from compile_study.core import grid, stats
+from compile_study.core.record import RunKey
 from compile_study.report import numbers
 from compile_study.report.paper import md_escape, term
 
@@ -66,6 +67,31 @@ def test_grid_expansion_of_the_shipped_gpu_grid():
 
 
 @pytest.mark.unit
+def test_the_shipped_max_autotune_modes_search_the_gemms_once():
+    runs = grid.expand(shipped_config()["grids"]["cuda"])
+    first = RunKey("max-autotune", "module", 512, "static", "bf16", 0)
+    shared = {k: v["search_from"] for k, v in runs.items() if v.get("search_from")}
+    assert shared == {first._replace(compile_mode="max-autotune-no-cudagraphs"): first}  # repeat 0 only
+    assert "search_from" not in runs[first]  # the settings of other runs are left alone
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("search, modes, expected", [
+    ("own", ["max-autotune", "max-autotune-no-cudagraphs"], 0),  # each mode searches for itself
+    ("shared", ["eager", "max-autotune"], 0),  # one max-autotune mode: nothing to share
+    ("shared", ["max-autotune-no-cudagraphs", "eager", "max-autotune"], 2),  # the first named searches
+])
+def test_a_gemm_search_is_shared_only_between_max_autotune_modes_of_one_sub_grid(search, modes, expected):
+    runs = grid.expand([{"name": "g", "compile_mode": modes, "batch_size": [64, 512], "precision": ["bf16"],
+                         "repeats": 2, "gemm_search": search}])
+    shared = {k: v["search_from"] for k, v in runs.items() if v.get("search_from")}
+    assert len(shared) == expected
+    for key, first in shared.items():
+        assert (key.compile_mode, key.repeat, first.compile_mode) == ("max-autotune", 0, modes[0])
+        assert first == key._replace(compile_mode=modes[0]) and first in runs
+
+
+@pytest.mark.unit
 def test_one_side_scopes_run_in_default_mode_only():
     runs = grid.expand([{"name": "g", "compile_mode": ["eager", "default", "reduce-overhead"],
                          "compile_scope": ["module", "forward", "step"], "batch_size": [8], "shape_regime": ["static"],
@@ -90,6 +116,18 @@ def test_dry_run_lists_every_stage_and_the_whole_grid(device, tmp_path):
         assert counts[rule] == 1
     assert counts.get("method_check", 0) == len(shipped_config()["checks"][device])
     assert counts.get("reproduction", 0) == (device == "cuda")  # the committed GPU study is a GPU study's yardstick
+
+
+@pytest.mark.dag
+def test_the_mode_that_shares_a_gemm_search_waits_for_the_search(tmp_path):
+    """Repeat 0 of max-autotune-no-cudagraphs starts from max-autotune's search: the DAG runs that first."""
+    target = "results/cuda/runs/static/bf16/max-autotune-no-cudagraphs/module/bs512/r{}.json"
+    for repeat, runs in ((0, 2), (1, 3)):  # its own repeat 0 and the search's run; a later repeat waits for both
+        res = snakemake("-n", target.format(repeat), "--config", "device=cuda", "--configfile",
+                        str(REPO / "config.yaml"), cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        assert job_counts(res.stdout)["train_run"] == runs
+        assert "results/cuda/runs/static/bf16/max-autotune/module/bs512/r0.json" in res.stdout
 
 
 @pytest.mark.dag

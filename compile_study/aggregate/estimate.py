@@ -8,7 +8,9 @@ those of the stored studies under reference/):
   (configuration, then mode/scope/regime, mode/scope, mode, compiled or not), repeat 0 (a cold compile and the
   evidence) apart from the later repeats (a warm compile, no evidence). A record made before the launcher
   (no `env.launcher`) paid for a job start, an interpreter and its imports that no run pays now: its
-  `process_start_s`, `imports_s` and what it left unbooked are replaced by LAUNCHER_S, the launcher's cost;
+  `process_start_s`, `imports_s` and what it left unbooked are replaced by LAUNCHER_S, the launcher's cost.
+  A repeat 0 that starts from another mode's GEMM search (config `gemm_search: shared`) is its own kind,
+  priced, before such a run was measured, as a cold compiled run of any mode;
 - every other job (data, parity, peak, MLP claim, method checks, summary, figures, paper, PDF, READMEs): the
   median time of its rule in earlier calls' Snakemake logs (walltime.py), a timed one logged before the
   launcher less that study's measured cost of a job start; without one, PRIOR_JOB_S. Two jobs grow with
@@ -78,6 +80,9 @@ def _class(evidence: bool, mode: str) -> tuple[bool, bool]:
     return bool(evidence), mode != "eager"
 
 
+SHARED = ("search shared", True)  # the class of a repeat 0 that starts from another mode's GEMM search
+
+
 def _levels(key, cls) -> list[tuple]:
     kind = vocab.Regime.parse(key.shape_regime).kind
     compiled = "compiled" if key.compile_mode != "eager" else "eager"
@@ -132,7 +137,9 @@ def known_runs(patterns: list[str], device: str, model: dict | None = None) -> d
             cold = rec["env"].get("inductor_cache") == "cold" and cfg["compile_mode"] != "eager"
             if cold and not cfg.get("evidence"):
                 continue  # a later repeat that found no cache (a bare machine): neither kind the plan has
-            for level in _levels(key, _class(cfg.get("evidence", key.repeat == 0), key.compile_mode)):
+            shared = rec["env"].get("inductor_cache") == vocab.SEARCH_SHARED
+            cls = SHARED if shared else _class(cfg.get("evidence", key.repeat == 0), key.compile_mode)
+            for level in _levels(key, cls):
                 out[level].append(cost)
     return out
 
@@ -142,14 +149,24 @@ def plan_records(layout: Layout, references: str = "reference") -> list[str]:
     return [layout.records_glob, f"{references}/*/runs/**/r*.json"]
 
 
-def run_seconds(key: record.RunKey, device: str, known: dict) -> tuple[float, bool]:
-    """-> (estimated seconds of one run, whether it came from records)."""
+def run_seconds(key: record.RunKey, device: str, known: dict, shared: bool = False) -> tuple[float, bool]:
+    """-> (estimated seconds of one run, whether it came from records). `shared`: a repeat 0 that starts from
+    another mode's GEMM search (grid.shared_search): priced by such runs, else as a cold compiled run."""
     cls = _class(key.repeat == 0, key.compile_mode)
-    for level in _levels(key, cls):
+    levels = _levels(key, cls)
+    if shared and key.repeat == 0:
+        levels = [lv for lv in _levels(key, SHARED) if lv[0] != "max-autotune modes"] + [("compiled", cls)]
+    for level in levels:
         if known.get(level):
             return statistics.mean(known[level]), True
     prior = PRIOR_RUN_S[device][cls[0]]
     return prior.get(key.compile_mode, prior.get("compiled" if cls[1] else "eager", 60)), False
+
+
+def _shared(runs: dict, key: record.RunKey) -> bool:
+    """Whether the plan's run `key` starts from another mode's GEMM search (grid.expand's `search_from`)."""
+    settings = runs.get(key)
+    return isinstance(settings, dict) and settings.get("search_from") is not None
 
 
 def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> dict[str, list[float]]:
@@ -229,7 +246,7 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
     studies = sorted(Path(p).parent for p in glob.glob(f"{references}/*/calls.jsonl"))
     known = known_runs(plan_records(layout, references), device, model)
     todo = [key for key in runs if not Path(layout.record(key)).exists()]
-    per_run = [run_seconds(key, device, known) for key in todo]
+    per_run = [run_seconds(key, device, known, _shared(runs, key)) for key in todo]
     logged = known_jobs(studies, device, model)
     jobs = jobs if jobs is not None else plan_jobs(0, [])
     other = {rule: n * (statistics.median(logged[rule]) if logged.get(rule) else PRIOR_JOB_S.get(rule, 60))
@@ -260,10 +277,11 @@ def progress_message(runs: dict, layout: Layout, device: str, gpus: int = 1, mod
     """`runs done / total` and the estimate of what is left, scaled by how this study's runs compare with it."""
     done = [key for key in runs if Path(layout.record(key)).exists()]
     known = known_runs(["reference/*/runs/**/r*.json"], device, model)
-    measured = [(_record(layout.record(key)), run_seconds(key, device, known)[0]) for key in done]
+    measured = [(_record(layout.record(key)), run_seconds(key, device, known, _shared(runs, key))[0]) for key in done]
     actual = [(run_cost(rec, device), guess) for rec, guess in measured if rec and run_cost(rec, device)]
     scale = sum(a for a, _ in actual) / sum(g for _, g in actual) if actual else 1.0
-    left = sum(run_seconds(key, device, known)[0] for key in runs if key not in set(done)) * scale / max(gpus, 1)
+    left = sum(run_seconds(key, device, known, _shared(runs, key))[0]
+               for key in runs if key not in set(done)) * scale / max(gpus, 1)
     return f"progress: {len(done)}/{len(runs)} runs recorded; runs left: about {left / 60:.1f} min"
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from compile_study.core import record, stats
+from compile_study.core import record, stats, vocab
 from compile_study.core.data import steps_per_epoch
 from compile_study.core.io import write_json_atomic, write_text_atomic
 
@@ -78,6 +78,7 @@ def _config_row(key: tuple, g: pd.DataFrame) -> dict:
         row[f"{state}_epoch1_s"] = sel.epoch1_s.median() if len(sel) else np.nan
         # epoch 1 - epoch 2: compilation, recompilations, CUDA-graph recording
         row[f"{state}_epoch1_overhead_s"] = (sel.epoch1_s - sel.epoch2_s).median() if len(sel) else np.nan
+    row["search_shared_n"] = int((ok.inductor_cache == vocab.SEARCH_SHARED).sum())  # not cold: no cold compile
     return row
 
 
@@ -188,6 +189,7 @@ def provenance(records: pd.DataFrame) -> dict:
             "dirty_records": int(dirty.sum()),
             "mixed_configurations": int((per_config["any"] & ~per_config["all"]).sum()),
             "compiled_cache_states": {str(s): int(k) for s, k in compiled.inductor_cache.value_counts().items()},
+            "search_shared_modes": sorted(set(compiled[compiled.inductor_cache == vocab.SEARCH_SHARED].compile_mode)),
             "float32_matmul_precision": {p: v for p, v in matmul.items() if v}}
 
 

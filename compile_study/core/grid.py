@@ -43,13 +43,16 @@ def expand(grids: list[dict]) -> dict[RunKey, dict]:
     """Every run of the sub-grids -> that run's step settings (and its sub-grid's name, `sub_grid`).
 
     A configuration named by two sub-grids runs once, with the first sub-grid's settings; which
-    (mode, scope, regime) combinations run at all is vocab.runs_with's rule.
+    (mode, scope, regime) combinations run at all is vocab.runs_with's rule. Where a sub-grid shares its GEMM
+    search (`gemm_search: shared`), repeat 0 of each later max-autotune mode also gets `search_from`: the run
+    key whose search it starts from (shared_search).
     """
     runs: dict[RunKey, dict] = {}
     for grid in grids:
         grid = grid_defaults() | grid  # stored configs from before a key existed get its default
         autotune_bs = grid.get("max_autotune_batch_sizes")
         steps = {k: grid[k] for k in STEP_KEYS} | {"sub_grid": grid["name"]}
+        mine = []
         for mode, scope, bs, regime, precision, repeat in itertools.product(
             grid["compile_mode"], grid["compile_scope"], grid["batch_size"],
             vocab.expand_regimes(grid["shape_regime"], grid["bucket_sets"]), grid["precision"],
@@ -59,8 +62,29 @@ def expand(grids: list[dict]) -> dict[RunKey, dict]:
                 continue
             if not vocab.runs_with(mode, scope, regime):
                 continue
-            runs.setdefault(RunKey(mode, scope, bs, regime, precision, repeat), steps)
+            key = RunKey(mode, scope, bs, regime, precision, repeat)
+            if key not in runs:
+                runs[key] = steps
+                mine.append(key)
+        if grid.get("gemm_search") == "shared":
+            for key, first in shared_search(mine, grid["compile_mode"]).items():
+                runs[key] = runs[key] | {"search_from": first}
     return runs
+
+
+def shared_search(keys: list[RunKey], modes: list[str]) -> dict[RunKey, RunKey]:
+    """Repeat 0 of each max-autotune mode after the first in `modes` -> repeat 0 of the first one at the same
+    cell (scope, batch size, regime, precision), where both are among `keys`."""
+    searching = [m for m in modes if m in vocab.AUTOTUNE_MODES]
+    if len(searching) < 2:
+        return {}
+    present = set(keys)
+    out = {}
+    for key in keys:
+        first = key._replace(compile_mode=searching[0])
+        if key.repeat == 0 and key.compile_mode in searching[1:] and first in present:
+            out[key] = first
+    return out
 
 
 def parity_pairs(runs) -> list[tuple[str, str]]:

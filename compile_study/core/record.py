@@ -129,6 +129,7 @@ SCALARS = {
     "dynamo_frames_compiled": "Dynamo frames compiled", "lazy_backward_compiles": "backward graphs compiled lazily",
     "cudagraph_recordings": "CUDA graphs recorded", "compile_events_s": "time inside compile events",
     "graph_breaks": "graph breaks", "generated_kernels": "kernels Inductor generated (0 when cached)",
+    "gemm_searches": "GEMMs whose kernel choices max-autotune benchmarked (0 where the autotune cache had them all)",
     "compiled_autograd_captures": "backward graphs compiled autograd traced (scope step)",
     "compiled_autograd_compiles": "backward graphs compiled autograd compiled (scope step)",
     "inference_step_ms": "eval-mode step, subject", "inference_reference_step_ms": "eval-mode step, eager",

@@ -16,6 +16,12 @@ from dataclasses import dataclass
 COMPILE_MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # Inductor records CUDA graphs (on CUDA only)
 AUTOTUNE_MODES = ("max-autotune", "max-autotune-no-cudagraphs")  # search kernel configs: minutes per shape
+# How a run found its Inductor cache (its record's env `inductor_cache`): repeat 0 empty ("cold"), later repeats
+# filled by repeat 0 ("warm"), or, where a sub-grid shares one GEMM search between its max-autotune modes
+# (`gemm_search: shared`), repeat 0 of a later mode empty but for the first mode's search results (SEARCH_SHARED):
+# its graphs and kernels compile cold, its GEMMs' kernel choices are looked up, not benchmarked.
+CACHE_STATES = ("cold", "warm", "cold, GEMM search shared")
+SEARCH_SHARED = CACHE_STATES[2]
 
 # --- compile scopes: what is compiled (compile_study/measure/compile.py implements each; the paper's words for
 # each scope and shape regime are in paper/templates/sections/terms.j2) ------------------------------------------

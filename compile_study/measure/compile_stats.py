@@ -6,7 +6,9 @@ kernels, CUDA-graph recordings.
 (Dynamo frames, lazily compiled backwards, CUDA-graph recordings) from Dynamo's compile callbacks,
 which also time them. Graph breaks from `counters["graph_break"]` (reason -> count); kernels Inductor
 generated from `torch._inductor.metrics.generated_kernel_count` (zero when every graph came from the cache).
-Compiled autograd's captures and compiles from `counters["compiled_autograd"]`.
+Compiled autograd's captures and compiles from `counters["compiled_autograd"]`. GEMM searches (max-autotune
+benchmarking one GEMM's kernel choices; none where every choice's timing was in the autotune cache) from
+`counters["inductor"]["select_algorithm_autotune"]`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from torch._dynamo.utils import counters, get_compilation_metrics
 
 def unique_graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
+
+
+def gemm_searches() -> int:
+    return int(counters["inductor"]["select_algorithm_autotune"])
 
 
 def generated_kernels() -> int:
@@ -53,6 +59,7 @@ class CompileWatch:
         self._breaks0 = Counter(counters["graph_break"])
         self._kernels0 = generated_kernels()
         self._autograd0 = Counter(counters["compiled_autograd"])
+        self._searches0 = gemm_searches()
         self._last = self._graphs0
         callback_handler.register_start_callback(self._on_start)
         callback_handler.register_end_callback(self._on_end)
@@ -88,6 +95,7 @@ class CompileWatch:
             "graph_breaks": sum(breaks.values()),
             "graph_break_reasons": [f"{n}× {r.splitlines()[0]}" for r, n in breaks.most_common(5)],
             "generated_kernels": generated_kernels() - self._kernels0,
+            "gemm_searches": gemm_searches() - self._searches0,
             # compiled autograd (scope `step`): a capture traces the backward graph in Python, a compile makes it
             # a new graph; either one in a steady state means backward() is traced again at every step
             "compiled_autograd_captures": autograd["captures"],

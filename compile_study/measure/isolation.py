@@ -6,7 +6,9 @@
   disjoint share of the CPU cores (Inductor's compile workers included), so that two timed runs on two
   GPUs do not compete for the host that most of their steps wait on.
 - The Inductor/Triton cache is per configuration: repeat 0 starts from an empty cache (a cold
-  compile, as a first-time user pays it); later repeats find it populated (a warm compile).
+  compile, as a first-time user pays it); later repeats find it populated (a warm compile). Where a
+  sub-grid shares one GEMM search between its max-autotune modes, a later mode's repeat 0 starts from
+  the first mode's search results alone (prepare_cache `search_from`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout  # a dependency of torch
 
+from compile_study.core import vocab
+
 
 def thread_env(threads: int) -> dict[str, str]:
     """What torch, MKL and Inductor's compile workers read for their thread counts when they start."""
@@ -30,13 +34,26 @@ def bound_threads(threads: int) -> None:
     os.environ.update(thread_env(threads))
 
 
-def prepare_cache(cache_dir: str | os.PathLike, fresh: bool) -> tuple[dict[str, str], str]:
-    """Empty cache_dir first if fresh -> (the environment pointing Inductor and Triton at it, "cold" or "warm")."""
+# Where Inductor keeps the benchmarked timings of kernel choices (max-autotune's search) under its cache
+# directory: one JSON file per system (torch/_inductor/codecache.py CacheBase.get_local_cache_path). A search
+# whose every choice is found there is neither precompiled nor benchmarked again.
+SEARCH_RESULTS = "cache"
+
+
+def prepare_cache(cache_dir: str | os.PathLike, fresh: bool,
+                  search_from: str | os.PathLike | None = None) -> tuple[dict[str, str], str]:
+    """Empty cache_dir first if fresh -> (the environment pointing Inductor and Triton at it, its state:
+    vocab.CACHE_STATES). `search_from`: another configuration's cache whose search results (SEARCH_RESULTS, not
+    its graphs or kernels) a fresh cache starts with, where it has any: "cold, GEMM search shared"."""
     cache = Path(cache_dir).resolve()
     if fresh:
         shutil.rmtree(cache, ignore_errors=True)
     state = "warm" if cache.is_dir() and any(cache.iterdir()) else "cold"
     cache.mkdir(parents=True, exist_ok=True)
+    searched = Path(search_from).resolve() / SEARCH_RESULTS if search_from is not None else None
+    if fresh and searched is not None and searched.is_dir() and any(searched.iterdir()):
+        shutil.copytree(searched, cache / SEARCH_RESULTS)
+        state = vocab.SEARCH_SHARED
     return {"TORCHINDUCTOR_CACHE_DIR": str(cache), "TRITON_CACHE_DIR": str(cache / "triton")}, state
 
 

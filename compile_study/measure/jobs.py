@@ -30,8 +30,10 @@ RUN = "compile_study.measure.run:run_job"
 
 
 @contextlib.contextmanager
-def job_setup(log: str, threads: int, device: str, clock: Clock, cache_dir: str | None = None, fresh: bool = False):
-    """-> (launch.Setup, the Inductor cache's state) for one job, holding its GPU until the block ends."""
+def job_setup(log: str, threads: int, device: str, clock: Clock, cache_dir: str | None = None, fresh: bool = False,
+              search_from: str | None = None):
+    """-> (launch.Setup, the Inductor cache's state) for one job, holding its GPU until the block ends.
+    `search_from`: a cache whose GEMM search a fresh cache starts from (isolation.prepare_cache)."""
     with clock.part("gpu_wait_s"):
         gpu = isolation.take_gpu(LOCKS) if device == "cuda" else None
     try:
@@ -44,7 +46,7 @@ def job_setup(log: str, threads: int, device: str, clock: Clock, cache_dir: str 
         setup.env |= isolation.thread_env(setup.threads)
         state = None
         if cache_dir is not None:
-            cache_env, state = isolation.prepare_cache(cache_dir, fresh)
+            cache_env, state = isolation.prepare_cache(cache_dir, fresh, search_from)
             setup.env |= cache_env
         yield setup, state
     finally:
@@ -62,7 +64,8 @@ def train_run(params, data_dir: str, record_path: str, trace_path: str, log: str
     clock = Clock()
     run, device = dict(params["run"]), params["device"]
     host = env.host_facts(device)
-    with job_setup(log, threads, device, clock, params["cache_dir"], fresh=run["repeat"] == 0) as (setup, cache):
+    fresh = run["repeat"] == 0
+    with job_setup(log, threads, device, clock, params["cache_dir"], fresh, params.get("search_cache")) as (setup, cache):
         kwargs = {"model": dict(params["model"]), "run": run, "data_dir": data_dir, "device": device,
                   "threads": setup.threads, "trace_path": trace_path, "host": host}
         outcome = launch.run(RUN, kwargs, setup, clock, way)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from compile_study.core import grid, record, stats
+from compile_study.core import grid, record, stats, vocab
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Para, Table, Text, plain
 from compile_study.report.findings import Context, data_facts, model, value
@@ -39,6 +39,7 @@ def intervals() -> dict:
 def costs(ctx: Context) -> dict:
     states = ctx.env.get("compiled_cache_states") or {}
     return {"cold": states.get("cold", 0), "warm": states.get("warm", 0), "recorded": bool(states),
+            "shared": states.get(vocab.SEARCH_SHARED, 0), "shared_modes": ctx.env.get("search_shared_modes") or [],
             "gpu": ctx.gpu, "train_rows": ctx.train_rows,
             "peaks": [(p, v) for p, v in (ctx.env.get("peak_tflops") or {}).items()]}
 

@@ -265,7 +265,10 @@ def _known_runs():
 def expected_seconds(wildcards):
     """A run's estimated seconds (aggregate/estimate.py), asked by its job only where the call has a time
     limit (core/deadline.py)."""
-    return lambda: run_seconds(RunKey.of(wildcards), DEVICE, _known_runs())[0]
+    key = RunKey.of(wildcards)
+    return lambda: run_seconds(
+        key, DEVICE, _known_runs(), search_from(key) is not None
+    )[0]
 
 
 def optional_inputs(wildcards=None):
@@ -281,10 +284,25 @@ def optional_inputs(wildcards=None):
 
 
 def cold_run_record(wildcards):
-    """Repeats after the first wait for it: they reuse the Inductor cache it populated (warm)."""
-    if int(wildcards.repeat) == 0:
-        return []
-    return L.record_pattern.format(**{**dict(wildcards.items()), "repeat": 0})
+    """Repeats after the first wait for it: they reuse the Inductor cache it populated (warm). Repeat 0 of a mode
+    that shares another's GEMM search (config `gemm_search: shared`) waits for that search's run.
+    """
+    key = RunKey.of(wildcards)
+    if key.repeat == 0:
+        first = search_from(key)
+        return [L.record(first)] if first is not None else []
+    return L.record(key.with_repeat(0))
+
+
+def search_from(key):
+    """The run whose GEMM search this run's repeat 0 starts from (grid.shared_search), or None."""
+    return (RUNS.get(key) or {}).get("search_from")
+
+
+def shared_search_cache(wildcards):
+    """The Inductor cache holding the GEMM search this run starts from (search_from), or None."""
+    first = search_from(RunKey.of(wildcards))
+    return cache_dir_of(first) if first is not None else None
 
 
 # One Inductor cache tree per study directory (results/cpu -> resources/inductor_cache/cpu): two models never
@@ -305,7 +323,7 @@ def inductor_cache_dir(wildcards):
 def run_params(wildcards):
     """The RunConfig fields of one job: its wildcards plus its sub-grid's step settings."""
     key = RunKey.of(wildcards)
-    steps = {k: v for k, v in RUNS[key].items() if k != "sub_grid"}
+    steps = {k: v for k, v in RUNS[key].items() if k not in ("sub_grid", "search_from")}
     # evidence (phase split, profiler, inference) once per configuration: repeat 0
     return key._asdict() | steps | config["train"] | {"evidence": key.repeat == 0}
 

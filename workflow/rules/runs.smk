@@ -27,6 +27,7 @@ rule train_run:
         model=config["model"],
         device=DEVICE,
         cache_dir=inductor_cache_dir,
+        search_cache=shared_search_cache,
     run:
         jobs.train_run(
             params,

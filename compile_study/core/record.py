@@ -128,8 +128,11 @@ SCALARS = {
     "eager_fallback_steps": "steps run eagerly past the recompile limit",
     "dynamo_frames_compiled": "Dynamo frames compiled", "lazy_backward_compiles": "backward graphs compiled lazily",
     "cudagraph_recordings": "CUDA graphs recorded", "compile_events_s": "time inside compile events",
-    "graph_breaks": "graph breaks", "generated_kernels": "kernels Inductor generated (0 when cached)",
-    "gemm_searches": "GEMMs whose kernel choices max-autotune benchmarked (0 where the autotune cache had them all)",
+    # Inductor's counters: a graph loaded from its cache replays the counts of the compile that made it (torch 2.11:
+    # a warm run reports its cold run's kernels and searches), so these say what compiling the graphs took
+    "graph_breaks": "graph breaks", "generated_kernels": "kernels Inductor generated for the run's graphs",
+    "gemm_searches": "GEMMs whose kernel choices max-autotune benchmarked for the run's graphs (0 where the autotune "
+                     "cache had every choice's timing)",
     "compiled_autograd_captures": "backward graphs compiled autograd traced (scope step)",
     "compiled_autograd_compiles": "backward graphs compiled autograd compiled (scope step)",
     "inference_step_ms": "eval-mode step, subject", "inference_reference_step_ms": "eval-mode step, eager",

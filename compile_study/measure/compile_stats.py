@@ -5,10 +5,11 @@ kernels, CUDA-graph recordings.
 `counters["stats"]["unique_graphs"]`; reasons from `get_compilation_metrics()`; compile events
 (Dynamo frames, lazily compiled backwards, CUDA-graph recordings) from Dynamo's compile callbacks,
 which also time them. Graph breaks from `counters["graph_break"]` (reason -> count); kernels Inductor
-generated from `torch._inductor.metrics.generated_kernel_count` (zero when every graph came from the cache).
-Compiled autograd's captures and compiles from `counters["compiled_autograd"]`. GEMM searches (max-autotune
-benchmarking one GEMM's kernel choices; none where every choice's timing was in the autotune cache) from
-`counters["inductor"]["select_algorithm_autotune"]`.
+generated from `torch._inductor.metrics.generated_kernel_count`. Compiled autograd's captures and compiles from
+`counters["compiled_autograd"]`. GEMM searches (max-autotune benchmarking one GEMM's kernel choices; none where
+every choice's timing was in the autotune cache) from `counters["inductor"]["select_algorithm_autotune"]`. A graph
+loaded from Inductor's cache replays the counters of the compile that made it: on the H200 (torch 2.11) a warm
+max-autotune run reported its cold run's 852 kernels and 15 searches in 3.4 s of compile.
 """
 
 from __future__ import annotations

@@ -58,10 +58,11 @@ def run_check(data_dir: str, model: dict, device: str, settings: dict, log: str,
            "cache": cache or CACHE.format(device=device, mode=mode, batch=batch)}
     if cache is None:
         one("warm", run, ctx)  # fills the check's cache: every timed process below compiles warm
-    results = []
+    results, device_name = [], None
     for i in range(rounds):
         order = ("warm", "fresh") if i % 2 == 0 else ("fresh", "warm")
         got = {way: one(way, run, ctx) for way in order}
+        device_name = got["warm"]["env"].get("device_name")  # the host's facts name the CPU: the runs know the GPU
         speedup = {way: got[way]["metrics"]["in_process_speedup"] for way in order}
         results.append({"round": i, "order": f"{order[0]} first", "speedup": speedup,
                         "ratio": speedup["warm"] / speedup["fresh"],
@@ -71,7 +72,7 @@ def run_check(data_dir: str, model: dict, device: str, settings: dict, log: str,
     iv = speedup_interval(r["ratio"] for r in results)
     return {"applicable": True, "device": device, "compile_mode": mode, "compile_scope": "module",
             "shape_regime": "static", "precision": precision, "batch_size": batch, "rounds": rounds,
-            "settings": settings, "results": results, "env": ctx["host"],
+            "settings": settings, "results": results, "env": ctx["host"] | {"device_name": device_name},
             "summary": {"ratio": iv.point, "low": iv.low, "high": iv.high, "method": iv.method, "n": iv.n,
                         "level": iv.level}}
 

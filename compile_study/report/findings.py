@@ -115,8 +115,10 @@ def key(c: dict) -> tuple:
 
 def ranking(rows: pd.DataFrame, prefix: str = "speedup") -> dict:
     """The comparison rule over some configurations: `top` (not distinguishable from the best, best first; each
-    with the `overlaps` among those below, the ones the rule cannot rank it above), `below` (measurably below
-    the best) and `few` (fewer than MIN_N processes: named, not ranked)."""
+    with the `overlaps` among those below, the ones the rule cannot rank it above), `apart` (within `top`, each
+    one that some others of `top` are measurably above, with those: two of the top need not overlap each other,
+    though each overlaps the best), `below` (measurably below the best) and `few` (fewer than MIN_N processes:
+    named, not ranked)."""
     cs = [config(r) for _, r in rows.iterrows()]
     first, below = stats.top({key(c): c[prefix] for c in cs})
     by = {key(c): c for c in cs}
@@ -124,7 +126,8 @@ def ranking(rows: pd.DataFrame, prefix: str = "speedup") -> dict:
     top, under = [by[k] for k in first], [by[k] for k in below]
     for c in top:  # the best is faster than every one below; another of the top may overlap some of them
         c["overlaps"] = [b for b in under if stats.compare(c[prefix], b[prefix]) == "indistinct"]
-    return {"top": top, "below": under, "few": few}
+    apart = [{"lower": c, "above": [h for h in top if stats.compare(h[prefix], c[prefix]) == "higher"]} for c in top]
+    return {"top": top, "apart": [a for a in apart if a["above"]], "below": under, "few": few}
 
 
 def static_rows(ctx: Context, precision: str | None = None, scopes=TRAINING_SCOPES) -> pd.DataFrame:

@@ -43,11 +43,13 @@ ONE_SIDE_SCOPES = ("forward", "backward")  # Inductor on one side of the graph p
 # max-autotune's search, bounded to what the study asks of it, the GEMMs' kernels: Triton templates against cuBLAS,
 # benchmarked per shape (`max_autotune_gemm` in place of the mode's `max_autotune`, which also searches every
 # pointwise and reduction kernel's launch configs), with no coordinate-descent tuning and no benchmarking of each
-# template's epilogue fusions. On H200s (torch 2.11, batch 512, bf16; hosts differ by up to 15%) a cold compile
-# took over 280 s unbounded, 195 s without coordinate descent and epilogue benchmarking, and 145-148 s with the
-# GEMMs alone (both modes; turning decompose-K off as well took 168 s on a third host); the step of the GEMM-only
-# search was 7.96 ms with CUDA graphs, where the earlier bound's had been 8.28 ms on another host. Every record
-# of these modes keeps the bound (env `autotune_search`).
+# template's epilogue fusions. On H200s (torch 2.11, batch 512, bf16; their hosts compile up to 40% apart) a cold
+# compile took over 280 s unbounded, 195 s without coordinate descent and epilogue benchmarking, and 145-148 s with
+# the GEMMs alone (both modes; turning decompose-K off as well took 168 s on a third host; 208 s on the slower host
+# of reference/h200-full-2026-12-02, 150 s of it benchmarking 15 GEMMs); the step of the GEMM-only search was
+# 7.96 ms with CUDA graphs, where the earlier bound's had been 8.28 ms on another host. Every record of these modes
+# keeps the bound (env `autotune_search`). The two modes search the same GEMMs: a sub-grid can pay one search for
+# both (config `gemm_search: shared`, core/grid.py).
 AUTOTUNE_BOUND = {"max_autotune": False, "max_autotune_gemm": True, "coordinate_descent_tuning": False,
                   "benchmark_epilogue_fusion": False}
 

@@ -106,7 +106,7 @@ def test_escaping_neutralises_hostile_strings(hostile):
 def test_a_configuration_that_shared_a_gemm_search_has_no_cold_compile_and_the_paper_says_why(tmp_path):
     from compile_study.aggregate.summary import environment
     from compile_study.core import vocab
-    from compile_study.report.build import SEARCH_SHARED, modes_table
+    from compile_study.report.build import SHARED_SEARCH_CELL, modes_table
     from compile_study.report.document import Text
     from compile_study.report.method import costs
 
@@ -132,4 +132,4 @@ def test_a_configuration_that_shared_a_gemm_search_has_no_cold_compile_and_the_p
     sentence = paper.words(Text("method", "costs", facts))
     assert "`max-autotune-no-cudagraphs`" in sentence and "no cold compile" in sentence
     cold_column = {row[2]: row[6] for row in modes_table(ctx).rows}
-    assert cold_column["max-autotune-no-cudagraphs"] == SEARCH_SHARED and cold_column["max-autotune"].endswith("(1)")
+    assert cold_column["max-autotune-no-cudagraphs"] == SHARED_SEARCH_CELL and cold_column["max-autotune"].endswith("(1)")

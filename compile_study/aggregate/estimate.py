@@ -32,7 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from compile_study.aggregate import walltime
-from compile_study.core import record, vocab
+from compile_study.core import grid, record, vocab
 from compile_study.core.layout import Layout
 
 # Seconds, where nothing was measured yet; each says where it comes from.
@@ -153,9 +153,7 @@ def run_seconds(key: record.RunKey, device: str, known: dict, shared: bool = Fal
     """-> (estimated seconds of one run, whether it came from records). `shared`: a repeat 0 that starts from
     another mode's GEMM search (grid.shared_search): priced by such runs, else as a cold compiled run."""
     cls = _class(key.repeat == 0, key.compile_mode)
-    levels = _levels(key, cls)
-    if shared and key.repeat == 0:
-        levels = [lv for lv in _levels(key, SHARED) if lv[0] != "max-autotune modes"] + [("compiled", cls)]
+    levels = _levels(key, SHARED) + [("compiled", cls)] if shared else _levels(key, cls)
     for level in levels:
         if known.get(level):
             return statistics.mean(known[level]), True
@@ -165,8 +163,7 @@ def run_seconds(key: record.RunKey, device: str, known: dict, shared: bool = Fal
 
 def _shared(runs: dict, key: record.RunKey) -> bool:
     """Whether the plan's run `key` starts from another mode's GEMM search (grid.expand's `search_from`)."""
-    settings = runs.get(key)
-    return isinstance(settings, dict) and settings.get("search_from") is not None
+    return grid.search_from(runs, key) is not None
 
 
 def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> dict[str, list[float]]:
@@ -228,8 +225,6 @@ def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None, mlp_sizes
 
 def config_jobs(config: dict, runs: dict, device: str, pdf: bool | None = None) -> dict[str, int]:
     """plan_jobs of a whole study of `config` on `device` (`runs`: its grid, expanded)."""
-    from compile_study.core import grid
-
     return plan_jobs(len(grid.parity_pairs(runs)), (config.get("checks") or {}).get(device, []), pdf,
                      mlp_sizes(config, device))
 
@@ -286,8 +281,6 @@ def progress_message(runs: dict, layout: Layout, device: str, gpus: int = 1, mod
 
 
 def main(argv: list[str] | None = None) -> None:
-    from compile_study.core import grid
-
     parser = argparse.ArgumentParser(description="Estimate a study's wall time from its grid.")
     parser.add_argument("configs", nargs="+", help="config.yaml, then overlays")
     parser.add_argument("--device", required=True, choices=["cpu", "cuda"])

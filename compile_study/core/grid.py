@@ -72,6 +72,11 @@ def expand(grids: list[dict]) -> dict[RunKey, dict]:
     return runs
 
 
+def search_from(runs: dict[RunKey, dict], key: RunKey) -> RunKey | None:
+    """The run whose GEMM search `key` starts from in an expanded grid (expand's `search_from`), or None."""
+    return (runs.get(key) or {}).get("search_from")
+
+
 def shared_search(keys: list[RunKey], modes: list[str]) -> dict[RunKey, RunKey]:
     """Repeat 0 of each max-autotune mode after the first in `modes` -> repeat 0 of the first one at the same
     cell (scope, batch size, regime, precision), where both are among `keys`."""

@@ -33,7 +33,7 @@ def failed_cell(r) -> str:
 
 
 # a compiled configuration with no cold run of its own: its repeat 0 began from another mode's GEMM search
-SEARCH_SHARED = "none (GEMM search shared)"
+SHARED_SEARCH_CELL = "none (GEMM search shared)"
 
 
 # --- main-text tables ---------------------------------------------------------------------------------------
@@ -46,7 +46,7 @@ def modes_table(ctx: Context) -> Table:
         verdict = f"A/A band [{n.fixed(r['aa_low'])}, {n.fixed(r['aa_high'])}]" if not comp else (
             term("verdict_cell", code=r["verdict"]) if ok else n.DASH)
         cold = (f"{n.seconds(r['cold_compile_s'])} ({int(r['cold_n'])})" if c and n.finite(r["cold_compile_s"])
-                else SEARCH_SHARED if c and r.get("search_shared_n", 0) > 0 else n.DASH)
+                else SHARED_SEARCH_CELL if c and r.get("search_shared_n", 0) > 0 else n.DASH)
         even = (f"{n.steps(r['break_even_steps'])} ({n.sig(r['break_even_epochs'], 2)})"
                 if c and n.finite(r["break_even_epochs"]) else n.steps(r["break_even_steps"]) if c else n.DASH)
         rows.append([r["precision"], str(int(r["batch_size"])), r["compile_mode"],

@@ -296,7 +296,7 @@ def cold_run_record(wildcards):
 
 def search_from(key):
     """The run whose GEMM search this run's repeat 0 starts from (grid.shared_search), or None."""
-    return (RUNS.get(key) or {}).get("search_from")
+    return grid.search_from(RUNS, key)
 
 
 def shared_search_cache(wildcards):

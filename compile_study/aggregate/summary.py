@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from compile_study.core import record, stats, vocab
+from compile_study.core import compile_record, record, stats, vocab
 from compile_study.core.data import steps_per_epoch
 from compile_study.core.io import write_json_atomic, write_text_atomic
 
@@ -51,8 +51,17 @@ def _interval_columns(prefix: str, values) -> dict:
             f"{prefix}_n": iv.n}
 
 
-def _config_row(key: tuple, g: pd.DataFrame) -> dict:
-    """Medians over the configuration's successful repeats, plus status, spread and compile overheads."""
+def _cold_compiles(compiles: pd.DataFrame | None) -> dict[tuple, pd.DataFrame]:
+    """CONFIG values -> the configuration's successful cold compiles of the compile phase."""
+    if compiles is None or compiles.empty:
+        return {}
+    ok = compiles[compiles.status == "ok"]
+    return {k: g for k, g in ok.groupby(CONFIG, sort=True)}
+
+
+def _config_row(key: tuple, g: pd.DataFrame, cold: pd.DataFrame | None = None) -> dict:
+    """Medians over the configuration's successful repeats, plus status, spread and compile overheads; `cold`:
+    its cold compiles of the compile phase, where it has any."""
     ok = g[g.status == "ok"]
     status, error = _status(g)
     row = dict(zip(CONFIG, key)) | {"reference_regime": g.reference_regime.iloc[0], "n": len(g), "n_ok": len(ok),
@@ -73,7 +82,7 @@ def _config_row(key: tuple, g: pd.DataFrame) -> dict:
     for phase in ("forward", "backward", "optimizer"):  # per phase, eager reference / subject, same process
         row[f"{phase}_speedup"] = row[f"reference_{phase}_ms"] / row[f"{phase}_ms"]
     for state in ("cold", "warm"):  # as each run found its Inductor cache directory (the record's env)
-        sel = ok[ok.inductor_cache == state]
+        sel = cold if state == "cold" and cold is not None else ok[ok.inductor_cache == state]
         row[f"{state}_n"] = len(sel)
         row[f"{state}_epoch1_s"] = sel.epoch1_s.median() if len(sel) else np.nan
         # epoch 1 - epoch 2: compilation, recompilations, CUDA-graph recording
@@ -106,11 +115,14 @@ def _regime_gains(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
-def summarize(records: pd.DataFrame, train_rows: int) -> pd.DataFrame:
+def summarize(records: pd.DataFrame, train_rows: int, compiles: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per configuration: repeats, status, medians, speedup interval and verdict, compile cost, memory.
 
-    train_rows: the training rows the runs used (facts.json's splits.train.rows): epochs are counted in them."""
-    summary = pd.DataFrame([_config_row(key, g) for key, g in records.groupby(CONFIG, sort=True)])
+    train_rows: the training rows the runs used (facts.json's splits.train.rows): epochs are counted in them.
+    compiles: the compile phase's cold compiles (core/compile_record.py table); a configuration's cold compile
+    comes from them where it has any, else (a study made before the compile phase) from its cold runs."""
+    cold = _cold_compiles(compiles)
+    summary = pd.DataFrame([_config_row(key, g, cold.get(key)) for key, g in records.groupby(CONFIG, sort=True)])
     summary = _regime_gains(summary, records)
     speedups = stats.speedup_table(records, CONFIG, CELL).rename(
         columns={"aa_band_low": "aa_low", "aa_band_high": "aa_high"})
@@ -203,16 +215,19 @@ def _json_or(path, default):
     return json.loads(Path(path).read_text()) if path and Path(path).is_file() else default
 
 
-def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp_path=None) -> pd.DataFrame:
+def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp_path=None,
+          compile_paths=()) -> pd.DataFrame:
     """Records -> out["summary"] (csv), out["parity"] (csv), out["environment"] (json), out["claims"] (csv).
 
-    The peak and MLP results are optional (a stored study from before they existed has none)."""
+    The peak and MLP results and the cold compiles' records are optional (a stored study from before they
+    existed has none)."""
     from compile_study.aggregate.claims import claims_table
 
     records = record.table(record_paths)
+    compiles = compile_record.table(compile_paths)
     peaks = _json_or(peak_path, {"peaks": {}})["peaks"]
     facts = json.loads(Path(facts_path).read_text())
-    summary = add_mfu(summarize(records, facts["splits"]["train"]["rows"]), peaks)
+    summary = add_mfu(summarize(records, facts["splits"]["train"]["rows"], compiles), peaks)
     write_text_atomic(out["summary"], summary.to_csv(index=False))
     write_text_atomic(out["parity"], parity_table(parity_paths).to_csv(index=False))
     claims = claims_table(summary, _json_or(mlp_path, None), facts)

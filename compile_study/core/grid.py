@@ -92,6 +92,20 @@ def shared_search(keys: list[RunKey], modes: list[str]) -> dict[RunKey, RunKey]:
     return out
 
 
+def compiles(runs: dict[RunKey, dict], n_cold: int) -> dict[RunKey, dict]:
+    """The compile phase of an expanded grid: each compiled configuration (its repeat-0 key) -> how its cold
+    compiles run: `n` of them; `alone`, a max-autotune mode that searches its GEMMs itself (its search benchmarks
+    on the device: once, with the host to itself); `search_from`, the configuration whose GEMM search a mode
+    starts from (gemm_search: shared: once, among the others)."""
+    out = {}
+    for key, steps in runs.items():
+        if key.repeat == 0 and key.compile_mode != "eager":
+            first = steps.get("search_from")
+            alone = key.compile_mode in vocab.AUTOTUNE_MODES and first is None
+            out[key] = {"n": 1 if alone or first is not None else n_cold, "alone": alone, "search_from": first}
+    return out
+
+
 def parity_pairs(runs) -> list[tuple[str, str]]:
     """(precision, compile mode) of each compiled mode a grid's runs use, in each precision: a parity check each."""
     return sorted({(k.precision, k.compile_mode) for k in runs if k.compile_mode != "eager"})

@@ -27,7 +27,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from compile_study.core import deadline, env
+from compile_study.core import deadline, env, study_lock
 
 
 def _gpus() -> list[str]:
@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("put --time-limit before the study's directory")
     if args.time_limit is not None and args.time_limit <= 0:
         parser.error(f"--time-limit {args.time_limit:g}: it must be a positive number of seconds")
+    if study_lock.holder(".") is not None:  # refused before Snakemake starts: no call to log, nothing competes
+        print(study_lock.refusal("."), file=sys.stderr)
+        return 1
     logs = Path("logs") / args.study.name  # results/cuda -> logs/cuda, where the study's job logs go
     started, load_start = time.time(), os.getloadavg()
     rc, stopped_by = run_to_the_end(command, args.time_limit)

@@ -1,9 +1,10 @@
 rule summarize:
     """All run records -> per-configuration table with speedups over eager and intervals, and the claims checked."""
     input:
-        unpack(optional_inputs),
-        records=run_records,
-        parity=parity_records,
+        unpack(P.optional_inputs),
+        records=P.run_records,
+        compiles=P.compile_records,
+        parity=P.parity_records,
         facts=L.facts,
     output:
         summary=L.summary,
@@ -13,6 +14,6 @@ rule summarize:
     log:
         L.log("summarize"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     script:
         "../scripts/summarize.py"

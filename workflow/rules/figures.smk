@@ -3,12 +3,12 @@ rule figures:
     input:
         summary=L.summary,
         environment=L.environment,
-        records=run_records,
+        records=P.run_records,
     output:
         directory(L.figures),
     log:
         L.log("figures"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     script:
         "../scripts/figures.py"

@@ -1,9 +1,9 @@
 rule paper:
     """The Markdown and LaTeX papers from one report model (compile_study/report/build.py) and the templates."""
     input:
-        unpack(optional_inputs),
-        unpack(call_log),
-        templates=TEMPLATES,
+        unpack(P.optional_inputs),
+        unpack(P.call_log),
+        templates=P.templates,
         summary=L.summary,
         parity=L.parity_table,
         claims=L.claims,
@@ -17,9 +17,9 @@ rule paper:
     log:
         L.log("paper"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     params:
-        device=DEVICE,
+        device=P.device,
     script:
         "../scripts/render_paper.py"
 
@@ -34,7 +34,7 @@ rule paper_pdf:
     log:
         L.log("paper_pdf"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     script:
         "../scripts/paper_pdf.py"
 
@@ -45,10 +45,11 @@ rule study_readme:
     (compile_study/report/readme.py).
     """
     input:
-        unpack(call_log),
-        unpack(test_records),
-        unpack(reproduction_report),
-        records=run_records,
+        unpack(P.call_log),
+        unpack(P.test_records),
+        unpack(P.reproduction_report),
+        records=P.run_records,
+        compiles=P.compile_records,
         environment=L.environment,
         facts=L.facts,
         paper=L.paper("md"),
@@ -57,9 +58,9 @@ rule study_readme:
     log:
         L.log("study_readme"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     params:
-        rebuild=f"snakemake --cores all --directory {STUDY_DIR} --forcerun summarize",
-        logs=CALL_LOGS,
+        rebuild=f"snakemake --cores all --directory {P.study_dir} --forcerun summarize",
+        logs=P.call_logs,
     script:
         "../scripts/study_readme.py"

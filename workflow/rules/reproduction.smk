@@ -3,16 +3,16 @@ rule reproduction:
     by the rule in compile_study/aggregate/compare.py: reproduced, differs, or inconclusive.
     """
     input:
-        yardstick=yardstick_records,
-        records=run_records,
+        yardstick=P.yardstick_records,
+        records=P.run_records,
     output:
         md=L.reproduction("md"),
         csv=L.reproduction("csv"),
     log:
         L.log("reproduction"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     params:
-        names=REPRODUCTION_NAMES,
+        names=P.reproduction_names,
     script:
         "../scripts/reproduction.py"

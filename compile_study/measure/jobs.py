@@ -1,10 +1,13 @@
-"""The timed jobs as the rules call them: one job, one fresh process (measure/launch.py), its output written here.
+"""The jobs that make processes, as the rules call them: one job, one fresh process (measure/launch.py), its
+output written here.
 
-    rule train_run:  run: jobs.train_run(params, ...)                 -> launch.run(targets.run_job, ...)
-    rule parity:     run: jobs.parity_job(check_targets.parity, ...)   -> launch.run(check_targets.parity, ...)
+    rule cold_compile:  run: jobs.compile_run(params.job, ...)           -> launch.run(targets.compile_job, ...)
+    rule parity:        run: jobs.parity_job(check_targets.parity, ...)  -> launch.run(check_targets.parity, ...)
+    rule train_run:     run: jobs.train_run(params, ...)                 -> launch.run(targets.run_job, ...)
 
-Each runs in a thread of Snakemake's own process and never imports torch: it claims a GPU where the host has
-several (waiting is booked as `gpu_wait_s`), readies the Inductor cache, has the launcher make the process,
+Each runs in a thread of Snakemake's own process and never imports torch. A job of the compile phase takes a
+compile slot (compile_setup); a timed job waits for a host without compiles and claims a GPU where the host has
+several (job_setup; waiting is booked as `gpu_wait_s`); each readies the Inductor cache, has the launcher make the process,
 and writes the output from what the process sends back. A run's record is written last, atomically, with
 where its wall time went from the job's start to that write (`overhead_s`, record.OVERHEAD): the parts its
 process booked, how long its process took to exit (`teardown_s`) and the record's own writing (`record_s`).
@@ -14,11 +17,13 @@ A process that dies without an answer leaves a record of the failure; an interru
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from compile_study.core import deadline, env, record
+from compile_study.core import compile_record, deadline, env, record
 from compile_study.core.clock import Clock
 from compile_study.core.io import write_empty_trace, write_json_atomic
 from compile_study.measure import isolation, launch, targets

@@ -114,8 +114,11 @@ def claims_table(ctx: Context) -> Table | None:
 
 # --- sections ---------------------------------------------------------------------------------------------------
 def _fig(ctx: Context, key: str, file: str, data: dict | None = None) -> list[Figure]:
-    """The figure if aggregate/figures.py made it (its caption macro is `<key>_caption` in `file`)."""
-    return [Figure(key, Text(file, f"{key}_caption", data or {}), f"{ctx.figures}/{key}")] if key in ctx.drawn else []
+    """The figure if aggregate/figures.py made it (its caption macro is `<key>_caption` in `file`, called with
+    `data` and what the figure's index says it drew)."""
+    if key not in ctx.drawn:
+        return []
+    return [Figure(key, Text(file, f"{key}_caption", (data or {}) | ctx.drawn[key]), f"{ctx.figures}/{key}")]
 
 
 def _para(file: str, macro: str, data: dict) -> Para:
@@ -146,7 +149,7 @@ def shapes_section(ctx: Context) -> Section:
     return Section("Static, dynamic and bucketed shapes", [
         _para("shapes", "findings", {"found": found, "figure": "regimes" in ctx.drawn,
                                      "timeline": ctx.drawn.get("timeline")}), table,
-        *_fig(ctx, "regimes", "shapes"), *_fig(ctx, "timeline", "shapes", ctx.drawn.get("timeline"))])
+        *_fig(ctx, "regimes", "shapes"), *_fig(ctx, "timeline", "shapes")])
 
 
 def payback_section(ctx: Context) -> Section | None:

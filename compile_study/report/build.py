@@ -52,10 +52,9 @@ def modes_table(ctx: Context) -> Table:
         rows.append([r["precision"], str(int(r["batch_size"])), r["compile_mode"],
                      n.ms(r["steady_step_ms"]) if ok else failed_cell(r),
                      n.row_interval(r) if c else n.DASH, verdict, cold, even, n.percent(r["mfu"]) if ok else n.DASH])
-    cols = [Column("precision", weight=0.9), Column("batch", "r", 0.5), Column("mode", weight=1.6),
-            Column("step (ms)", "r", 0.6), Column("speedup [interval] (method)", "r", 2.9), Column("verdict", weight=1.3),
-            Column("cold compile (cold runs)", "r", 1.1), Column("break-even steps (epochs)", "r", 1.2),
-            Column("MFU", "r", 0.6)]
+    cols = [Column("precision"), Column("batch", "r"), Column("mode"), Column("step (ms)", "r"),
+            Column("speedup [interval] (method)", "r"), Column("verdict"), Column("cold compile (cold runs)", "r"),
+            Column("break-even steps (epochs)", "r"), Column("MFU", "r")]
     return Table("modes", Text("modes", "table_caption", {"rows": ctx.train_rows}), cols, rows)
 
 
@@ -74,10 +73,9 @@ def shapes_table(ctx: Context) -> Table | None:
                      n.count(r["graphs_compiled"]) if comp and ok else n.DASH, limit,
                      n.percent(r["padding_fraction"]) if ok else n.DASH,
                      n.seconds(r["cold_compile_s"]) if comp and ok else n.DASH])
-    cols = [Column("batch", "r", 0.6), Column("mode", weight=1.4), Column("shapes", weight=1.8),
-            Column("real tokens/s", "r", 1.0), Column("gain [interval] (method)", "r", 2.4),
-            Column("graphs", "r", 0.6), Column("recompile limit", weight=0.8), Column("padding", "r", 0.8),
-            Column("cold compile", "r", 0.9)]
+    cols = [Column("batch", "r"), Column("mode"), Column("shapes"), Column("real tokens/s", "r"),
+            Column("gain [interval] (method)", "r"), Column("graphs", "r"), Column("recompile limit"),
+            Column("padding", "r"), Column("cold compile", "r")]
     yard = (sel.get("gain_yardstick", pd.Series(dtype=str)) == "eager static runs").any()
     return Table("shapes", Text("shapes", "table_caption", {"yardstick": bool(yard)}), cols, rows)
 
@@ -96,7 +94,7 @@ def best_step_table(ctx: Context) -> Table | None:
                      n.ms(r["profile_wall_ms_per_step"]), n.ms(r["profile_device_busy_ms_per_step"]),
                      n.percent(r["profile_idle_fraction"], 2),
                      n.times(r["profile_wall_ms_per_step"] / r["profile_device_busy_ms_per_step"])])
-    cols = [Column("batch", "r", 0.6), Column("what runs", weight=2.2), Column("profiled step (ms)", "r"), Column("device busy (ms/step)", "r"), Column("device idle", "r", 0.8),
+    cols = [Column("batch", "r"), Column("what runs"), Column("profiled step (ms)", "r"), Column("device busy (ms/step)", "r"), Column("device idle", "r"),
             Column("profiled step / device busy", "r")]
     return Table("beststep", Text("beststep", "table_caption", {"precision": ctx.precision}), cols, rows)
 
@@ -108,14 +106,17 @@ def claims_table(ctx: Context) -> Table | None:
     rows = [[words(Text("claims", "statement", {"id": c["id"]})), words(Text("claims", "verdict", {"code": c["verdict"]})),
              words(Text("claims", "evidence", {"id": c["id"], "ev": c["evidence"], "rows": ctx.train_rows}))]
             for c in cs]
-    cols = [Column("claim", weight=2.0), Column("verdict", weight=1.2), Column("evidence", weight=5.0)]
+    cols = [Column("claim"), Column("verdict"), Column("evidence")]
     return Table("claims", Text("claims", "table_caption"), cols, rows)
 
 
 # --- sections ---------------------------------------------------------------------------------------------------
 def _fig(ctx: Context, key: str, file: str, data: dict | None = None) -> list[Figure]:
-    """The figure if aggregate/figures.py made it (its caption macro is `<key>_caption` in `file`)."""
-    return [Figure(key, Text(file, f"{key}_caption", data or {}), f"{ctx.figures}/{key}")] if key in ctx.drawn else []
+    """The figure if aggregate/figures.py made it (its caption macro is `<key>_caption` in `file`, called with
+    `data` and what the figure's index says it drew)."""
+    if key not in ctx.drawn:
+        return []
+    return [Figure(key, Text(file, f"{key}_caption", (data or {}) | ctx.drawn[key]), f"{ctx.figures}/{key}")]
 
 
 def _para(file: str, macro: str, data: dict) -> Para:
@@ -146,7 +147,7 @@ def shapes_section(ctx: Context) -> Section:
     return Section("Static, dynamic and bucketed shapes", [
         _para("shapes", "findings", {"found": found, "figure": "regimes" in ctx.drawn,
                                      "timeline": ctx.drawn.get("timeline")}), table,
-        *_fig(ctx, "regimes", "shapes"), *_fig(ctx, "timeline", "shapes", ctx.drawn.get("timeline"))])
+        *_fig(ctx, "regimes", "shapes"), *_fig(ctx, "timeline", "shapes")])
 
 
 def payback_section(ctx: Context) -> Section | None:

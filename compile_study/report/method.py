@@ -25,9 +25,9 @@ def grid_table(ctx: Context) -> Table:
                      ", ".join(str(b) for b in g["batch_size"]), ", ".join(g["shape_regime"]), ", ".join(g["precision"]),
                      str(g["repeats"]), f"{g['warmup_steps']} / {g['timed_steps']} / {g['interleave_chunk']}",
                      str(g["max_epoch_steps"]) if g.get("max_epoch_steps") else "whole split"])
-    cols = [Column("sub-grid", weight=1.2), Column("modes", weight=2.2), Column("scopes", weight=1.3),
-            Column("batch sizes", weight=1.0), Column("shapes", weight=1.3), Column("precision", weight=0.8),
-            Column("processes", "r", 0.8), Column("warm-up / timed / chunk", "r", 1.1), Column("epoch steps", "r", 0.8)]
+    cols = [Column("sub-grid"), Column("modes"), Column("scopes"), Column("batch sizes"), Column("shapes"),
+            Column("precision"), Column("processes", "r"), Column("warm-up / timed / chunk", "r"),
+            Column("epoch steps", "r")]
     return Table("grid", Text("method", "grid_caption"), cols, rows)
 
 

@@ -85,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("put --time-limit before the study's directory")
     if args.time_limit is not None and args.time_limit <= 0:
         parser.error(f"--time-limit {args.time_limit:g}: it must be a positive number of seconds")
+    problems = configfile_problems(command)
+    if problems:  # before the command starts: Snakemake's own message names no file
+        print("\n".join(problems), file=sys.stderr)
+        return 2
     logs = Path("logs") / args.study.name  # results/cuda -> logs/cuda, where the study's job logs go
     started, load_start = time.time(), os.getloadavg()
     rc, stopped_by = run_to_the_end(command, args.time_limit)
@@ -95,6 +99,29 @@ def main(argv: list[str] | None = None) -> int:
     print(f"call {line['call']}: {line['wall_s']:.0f} s, exit status {rc} ({args.study}/calls.jsonl; "
           f"{len(line['gpus'])} GPU(s))", file=sys.stderr)
     return rc
+
+
+def configfiles(command: list[str]) -> list[str]:
+    """The files a Snakemake command layers with --configfile (or --configfiles), in its order."""
+    found, taking = [], False
+    for arg in command:
+        if arg in ("--configfile", "--configfiles"):
+            taking = True
+        elif arg.startswith(("--configfile=", "--configfiles=")):
+            found.append(arg.partition("=")[2])
+            taking = False
+        elif arg.startswith("-"):
+            taking = False
+        elif taking:
+            found.append(arg)
+    return found
+
+
+def configfile_problems(command: list[str]) -> list[str]:
+    """Each config file of the command that is empty, no mapping, unreadable or not YAML, named with its path."""
+    from compile_study.core.grid import config_file_problem
+
+    return [p for p in map(config_file_problem, configfiles(command)) if p]
 
 
 STOPS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # a time limit, a closed terminal, ^C

@@ -11,7 +11,15 @@ import sys
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-from compile_study.core import config_check, damaged, grid, resume, study_lock, vocab
+from compile_study.core import (
+    config_check,
+    damaged,
+    data_check,
+    grid,
+    resume,
+    study_lock,
+    vocab,
+)
 from compile_study.aggregate.estimate import (
     known_runs,
     mlp_sizes,
@@ -377,6 +385,11 @@ def yardstick():
 
 
 YARDSTICK = yardstick()
+# Not the synthetic stand-in unseen where the yardstick trained on real text: stopped here, before any job.
+if not STORED:
+    config_check.refuse(
+        data_check.yardstick_refusal(config, DEVICE, YARDSTICK, DATA_DIR)
+    )
 # How the report names the two studies: the yardstick as configured, the study as its README does.
 REPRODUCTION_NAMES = [config["yardstick"][DEVICE], STUDY_DIR]
 

@@ -114,6 +114,24 @@ def test_the_shipped_config_is_valid():
     assert errors_of(copy.deepcopy(BASE)) == []
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize("content, problem", [
+    ("", "it is empty; a config file maps keys to values (data:, model:, grids:, ...)"),
+    ("# a comment alone\n", "it is empty; a config file maps keys to values"),
+    ("- data\n- model\n", "it holds a list, not a mapping of keys at the top level (data:, model:, grids:, ...)"),
+    ("just words\n", "it holds a str, not a mapping of keys at the top level"),
+    ("data: [unclosed\n", "not valid YAML or JSON (while parsing a flow sequence"),
+])
+def test_a_config_file_that_is_no_mapping_is_named_with_its_path(tmp_path, content, problem):
+    path = tmp_path / "mine.yaml"
+    path.write_text(content)
+    assert grid.config_file_problem(path).startswith(f"config file {path}: {problem}")
+    with pytest.raises(SystemExit, match=f"^config file {path}: "):  # estimate, grid, model: python -m compile_study
+        grid.load_config([REPO / "config.yaml", path])
+    assert grid.config_file_problem(tmp_path / "gone.yaml") == f"config file {tmp_path / 'gone.yaml'}: cannot be read (No such file or directory)"
+    assert grid.config_file_problem(REPO / "config.yaml") is None
+
+
 @pytest.mark.dag
 def test_workflow_reports_all_config_errors_at_once_without_a_traceback(tmp_path):
     cfg = edit("device", "tpu")

@@ -11,9 +11,10 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from compile_study.aggregate import compare as cmp
-from compile_study.core import layout
+from compile_study.core import data_check, grid, layout
 from compile_study.core.sources import KNOWN_SHA256
 from compile_study.report import reproduction
 
@@ -359,8 +360,9 @@ def test_allow_different_data_gives_the_verdicts_marked_but_never_across_protoco
         "Different data, verdicts given anyway (allow_different_data): train rows used 6,840 against 400; "
         f"{c['reproduced']} of {c['shared']} shared configurations reproduced, {c['differs']} differ, "
         f"{c['inconclusive']} inconclusive")
-    assert "**differ** in train rows used (verdicts given anyway: allow_different_data)." in reproduction.markdown(
-        result, NAMES)
+    md = reproduction.markdown(result, NAMES)
+    assert "**differ** in train rows used (verdicts given anyway: allow_different_data)." in md
+    assert md.count(" (on different data: allow_different_data) |") == len(result.table)
     both = cmp.compare(stored, changed(other, cell=RO_512, timed_steps=30), NAMES, allow_different_data=True)
     t = both.table.set_index(cmp.KEY)
     assert (t.loc[RO_512, "verdict"], t.loc[RO_512, "reason"]) == ("not comparable",
@@ -391,3 +393,78 @@ def test_the_data_facts_compared_are_each_sides_own():
     assert measured.data_differences(facts, facts) == [] and measured.data_of(None)["source"] == measured.UNKNOWN
     assert measured.data_of(SYNTHETIC_FACTS)["input_sha256"] == "none (generated)"
     assert measured.in_short(["train_rows_available", "eval_rows", "source"]) == ["rows used", "source"]
+
+
+# ---------------------------------------------------------------- no silent synthetic run (core/data_check.py)
+
+def gpu_config(**data) -> dict:
+    from snakemake.utils import validate
+
+    config = grid.merge(yaml.safe_load((REPO / "config.yaml").read_text()), {"device": "cuda", "data": data})
+    validate(config, str(grid.SCHEMA))
+    return config
+
+
+@pytest.mark.unit
+def test_a_study_that_would_fall_back_to_the_stand_in_under_a_real_data_yardstick_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the hub does not answer
+    monkeypatch.chdir(tmp_path)  # no ../shared/data/ag_news beside this directory
+    refusal = data_check.yardstick_refusal(gpu_config(), "cuda", str(STORED), "resources/data")
+    assert refusal.startswith(
+        "data: this study would train on the SYNTHETIC stand-in, not AG News (source auto: hub fancyzhx/ag_news: "
+        "unreachable within 3 s (or offline mode set); csv: no test.csv in '../shared/data/ag_news'), while its "
+        f"yardstick {cmp_default()} trained on AG News test split (7,600 rows), split 6,840 train / 760 eval: its "
+        "reproduction report could only say \"not comparable\". Stopped before any job. Give it the data, then run "
+        "again:\n  - put AG News' test.csv (alone, or beside train.csv) in ../shared/data/ag_news beside the clone ("
+        f"{tmp_path.parent / 'shared/data/ag_news'}), or\n  - name the directory that holds it")
+    assert refusal.endswith("Or run on synthetic data on purpose with data.source: synthetic (its reproduction report "
+                            "then lists the difference and gives no verdicts), or without a reproduction check: "
+                            "yardstick: {cuda: null}.")
+    assert data_check.yardstick_refusal(gpu_config(source="synthetic"), "cuda", str(STORED), "resources/data") is None
+    assert data_check.yardstick_refusal(gpu_config(), "cuda", None, "resources/data") is None  # no yardstick
+    prepared = tmp_path / "resources/data"  # prepared from real text already: nothing falls back
+    prepared.mkdir(parents=True)
+    shutil.copy(STORED / "facts.json", prepared / "facts.json")
+    assert data_check.yardstick_refusal(gpu_config(), "cuda", str(STORED), "resources/data") is None
+    shutil.copy(tmp_path / "resources/data/facts.json", tmp_path / "facts.json")
+    (tmp_path / "csv").mkdir()
+    (tmp_path / "csv/test.csv").write_text('"1","a title","some words"\n')  # the data in place: no refusal
+    assert data_check.yardstick_refusal(gpu_config(csv_dir=str(tmp_path / "csv")), "cuda", str(STORED), "x") is None
+
+
+def cmp_default() -> str:
+    return str(GPU_REFERENCE.relative_to(REPO))
+
+
+@pytest.mark.dag
+def test_the_dry_run_of_a_gpu_study_without_its_data_stops_before_any_job_saying_how_to_give_it(tmp_path):
+    from .test_workflow import job_counts, snakemake
+
+    quick = ["--configfile", str(REPO / "config.yaml"), str(REPO / "configs/gpu-quick.yaml")]
+    refused = snakemake("-n", *quick, "--config", "device=cuda", cwd=tmp_path)  # the hub offline (conftest)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
+    assert "data: this study would train on the SYNTHETIC stand-in, not AG News" in refused.stderr
+    assert "data.source: synthetic" in refused.stderr and "train_run" not in refused.stdout
+    on_purpose = snakemake("-n", *quick, "--config", "device=cuda", "data={source: synthetic}", cwd=tmp_path)
+    assert on_purpose.returncode == 0 and job_counts(on_purpose.stdout)["reproduction"] == 1, on_purpose.stderr
+
+
+@pytest.mark.dag
+def test_the_reproduction_rule_reads_both_studies_data_and_says_not_comparable_first(tmp_path):
+    from .test_workflow import snakemake
+
+    copy = tmp_path / "synthetic"  # the stored records, as if they had trained on the stand-in
+    copy_study(STORED, copy)
+    (copy / "facts.json").write_text(json.dumps(SYNTHETIC_FACTS))
+    res = snakemake("--cores", "1", "reproduction.md", "--config", f"yardstick={{cuda: {STORED}}}", cwd=copy)
+    assert res.returncode == 0, res.stderr[-2000:]
+    verdict = next(line for line in (copy / "reproduction.md").read_text().splitlines() if line.startswith("**"))
+    assert verdict.startswith("**Not comparable: the two studies trained on different data (this study: SYNTHETIC")
+    assert set(pd.read_csv(copy / "reproduction.csv").verdict) == {"not comparable"}
+    allow = tmp_path / "allow.yaml"  # (--config would pass the value as a string)
+    allow.write_text(yaml.safe_dump({"yardstick": {"cuda": str(STORED), "allow_different_data": True}}))
+    res = snakemake("--cores", "1", "reproduction.md", "--forcerun", "reproduction", "--configfile",
+                    str(copy / "config.yaml"), str(allow), cwd=copy)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "**Different data, verdicts given anyway (allow_different_data): " in (copy / "reproduction.md").read_text()
+    assert "not comparable" not in set(pd.read_csv(copy / "reproduction.csv").verdict)

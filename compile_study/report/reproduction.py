@@ -107,7 +107,8 @@ def _ratio(row: pd.Series) -> str:
 
 
 def _verdict(row: pd.Series) -> str:
-    return f"{row.verdict}: {row.reason}" if isinstance(row.reason, str) else row.verdict
+    verdict = f"{row.verdict}: {row.reason}" if isinstance(row.reason, str) else row.verdict
+    return verdict + (" (on different data: allow_different_data)" if row.get("different_data_allowed") else "")
 
 
 def table_lines(result: cmp.Comparison) -> list[str]:

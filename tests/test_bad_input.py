@@ -280,7 +280,8 @@ def test_an_empty_split_names_eval_fraction_and_the_class_counts(tmp_path):
     with pytest.raises(DataError, match="data.eval_fraction 0.9 leaves the train split empty"):
         load_csv(tmp_path, 0.9, 0, verify_sha256=False)  # the same check where the data is prepared (source auto)
     cfg["data"]["eval_fraction"] = 0.5
-    assert errors_of(cfg) == []
+    found = errors_of(cfg)  # the split is fine; its 4 train rows fill no batch of the grids (core/sizes.py)
+    assert found and all("is more than the 4 rows of the train split of" in e for e in found), found
 
 
 @pytest.mark.unit

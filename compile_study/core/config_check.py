@@ -84,14 +84,14 @@ def semantic_errors(config: dict, devices: list[str] | None = None) -> list[Prob
     if model["d_model"] % model["n_heads"]:
         out.append(Problem(f"model.d_model: {model['d_model']} is not divisible by model.n_heads ({model['n_heads']})",
                            ("model", "d_model"), ("model", "n_heads")))
-    out += data_errors(config["data"])
-    out += [Problem(text, path) for path, text in named_csv_dir_problems(config["data"])]
-    out += model_errors(model)
+    data = data_errors(config["data"]) + [Problem(text, path) for path, text in named_csv_dir_problems(config["data"])]
+    out += data + model_errors(model)
     for device, grids in config["grids"].items():
         if devices is None or device in devices:
             out += grid_errors(device, grids, model["max_len"])
             out += plug_grid_errors(device, grids, model)
-    out += [Problem(text, path) for path, text in sizes.fill_problems(config, devices)]
+    if not data:  # batches against rows of data that is itself wrong would only repeat it
+        out += [Problem(text, path) for path, text in sizes.fill_problems(config, devices)]
     return out + [Problem(text, path) for path, text in sizes.problems(config, devices)]
 
 

@@ -390,7 +390,8 @@ def test_the_data_facts_compared_are_each_sides_own():
     data = measured.data_of(facts)
     assert (data["source"], data["train_rows"], data["eval_rows"], data["vocab_size"]) == ("csv", "6,840", "760", "8,192")
     assert data["input_sha256"] == f"test.csv {KNOWN_SHA256['test.csv']}"
-    assert measured.data_differences(facts, facts) == [] and measured.data_of(None)["source"] == measured.UNKNOWN
+    assert not measured.data_table(facts, facts).differs.any() and measured.data_of(None)["source"] == measured.UNKNOWN
+    assert list(measured.data_table(facts, None).differs) == [False] + [True] * len(measured.DATA)
     assert measured.data_of(SYNTHETIC_FACTS)["input_sha256"] == "none (generated)"
     assert measured.in_short(["train_rows_available", "eval_rows", "source"]) == ["rows used", "source"]
 

@@ -35,7 +35,6 @@ their ratio beside both hosts' GPU and CPU models, and judges speedups only.
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ from scipy import stats as sps
 
 from compile_study.aggregate import measured, summary
 from compile_study.core import record, stats
+from compile_study.core.data import read_facts
 from compile_study.core.layout import Layout, is_stored_study
 
 LEVEL = 0.95  # of the Welch interval on the difference of mean log speedups
@@ -219,8 +219,8 @@ def compare(stored: Study, study: Study, names: tuple[str, str] = ("stored", "st
     configuration (a configuration whose data or protocol differ is "not comparable")."""
     devices = device_of(stored.records, names[0]), device_of(study.records, names[1])
     if devices[0] != devices[1]:
-        raise SystemExit(f"{names[1]} ran on {devices[1]} and {names[0]} on {devices[0]}: a reproduction compares studies "
-                         "of one device type (a CPU study with a CPU study, a GPU study with a GPU study)")
+        raise SystemExit(f"{names[1]} ran on {devices[1]} and {names[0]} on {devices[0]}: a reproduction compares "
+                         "studies of one device type (a CPU study with a CPU study, a GPU study with a GPU study)")
     data = measured.data_table(stored.facts, study.facts)
     differing = measured.in_short(list(data.index[data.differs]))
     a, b = (configurations(s.records).join(measured.protocol_of(s.records, summary.CONFIG), on=summary.CONFIG)
@@ -233,12 +233,6 @@ def compare(stored: Study, study: Study, names: tuple[str, str] = ("stored", "st
                       allow_different_data)
 
 
-def load_facts(path: str | Path) -> dict | None:
-    """A study's data facts (facts.json), or None where it has none (a study stored before they were kept)."""
-    path = Path(path)
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def load(directory: str | Path) -> Study:
     """A study directory's run records and data facts (a live one, results/<device>, or a stored one), with a
     clear refusal."""
@@ -249,4 +243,4 @@ def load(directory: str | Path) -> Study:
     paths = layout.stored_records()
     if not paths:
         raise SystemExit(f"{directory}: no run records under runs/")
-    return Study(record.table(paths), load_facts(layout.facts))
+    return Study(record.table(paths), read_facts(layout.facts))

@@ -1,7 +1,8 @@
 """What two studies measured, established before any reproduction verdict: like is compared with like (torch-free).
 
     from compile_study.aggregate import measured
-    measured.data_differences(stored_facts, study_facts)    # ["source", "train rows used", ...] or []
+    table = measured.data_table(stored_facts, study_facts)    # what each trained on; a column `differs`
+    measured.in_short(list(table.index[table.differs]))       # ["source", "rows used", ...] or []
 
 A speedup is a property of a model trained on some data by some protocol. aggregate/compare.py judges a study's
 speedups against a stored study's only where the two measured the same thing:
@@ -67,21 +68,10 @@ def data_table(stored_facts: dict | None, study_facts: dict | None) -> pd.DataFr
     return table
 
 
-def data_differences(stored_facts: dict | None, study_facts: dict | None) -> list[str]:
-    """What differs between the two studies' data, in a few words (SHORT); an unknown side differs in all."""
-    table = data_table(stored_facts, study_facts)
-    return in_short(list(table.index[table.differs]))
-
-
 def in_short(keys: list[str]) -> list[str]:
     """DATA keys -> their SHORT names, each once; rows available left out where rows used already differ."""
     names = list(dict.fromkeys(SHORT[k] for k in keys))
     return [n for n in names if not (n == "rows available" and "rows used" in names)]
-
-
-def trained_on(facts: dict | None) -> str:
-    """What a study trained on, in the words of its facts (the paper's own description)."""
-    return data_of(facts)["description"]
 
 
 ENV_SETTINGS = ("float32_matmul_precision", "cuda_matmul_allow_tf32")  # None there: not recorded (or not CUDA)

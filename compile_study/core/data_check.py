@@ -10,13 +10,13 @@ yardstick (workflow/rules/common.smk).
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import yaml
 
 from compile_study.core import grid
+from compile_study.core.data import read_facts
 from compile_study.core.sources import CSV_LAYOUT, DataError, csv_files, is_real_data, synthetic_fallback
 
 
@@ -59,18 +59,13 @@ def named_csv_dir_problems(data: dict) -> list[tuple[tuple, str]]:
              "synthetic to run on the stand-in on purpose")]
 
 
-def _facts(path: str | Path) -> dict | None:
-    path = Path(path)
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def yardstick_refusal(config: dict, device: str, yardstick: str | None, data_dir: str) -> str | None:
     """Why a study stops at its dry run, before any job: its yardstick (a stored study's directory) trained on real
     text, and it would train on the synthetic stand-in (source auto finding neither csv_dir's test.csv nor the
     hub), which its reproduction report could only call "not comparable". None where there is no yardstick, the
     yardstick trained on the stand-in, the data is real, or it was prepared from real text already (data_dir)."""
-    theirs = _facts(Path(yardstick) / "facts.json") if yardstick else None
-    if not is_real_data(theirs) or is_real_data(_facts(Path(data_dir) / "facts.json")):
+    theirs = read_facts(Path(yardstick) / "facts.json") if yardstick else None
+    if not is_real_data(theirs) or is_real_data(read_facts(Path(data_dir) / "facts.json")):
         return None
     data = config["data"]
     why = synthetic_fallback(data)

@@ -213,8 +213,9 @@ def write_records(stored: dict, study: dict, names: tuple[str, str], out: dict,
     """Rule reproduction: each study's record paths ("records") and facts.json ("facts", absent: unknown) ->
     out["md"] and out["csv"]."""
     from compile_study.core import record
+    from compile_study.core.data import read_facts
 
-    sides = [cmp.Study(record.table(s["records"]), cmp.load_facts(s["facts"]) if s.get("facts") else None)
+    sides = [cmp.Study(record.table(s["records"]), read_facts(s["facts"]) if s.get("facts") else None)
              for s in (stored, study)]
     result = cmp.compare(*sides, names, allow_different_data)
     write(result, names, out)

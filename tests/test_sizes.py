@@ -68,7 +68,7 @@ def test_an_absurd_size_is_reported_under_the_file_that_set_it(host_16_gib):
 
 @pytest.mark.parametrize("path, value, message", [
     ("data.hf_timeout_s", 10**12, "data.hf_timeout_s: 1000000000000 is greater than the maximum of 60 (it bounds "
-                                  "one TCP connect to huggingface.co"),
+                                  "the hub check (name resolution and one TCP connect to huggingface.co)"),
     ("data.synthetic_rows", 10**12, "data.synthetic_rows: 1000000000000 is greater than the maximum of 10000000 "
                                     "(a bound against typos"),
     ("data.vocab_size", 2**40, "data.vocab_size: 1099511627776 is greater than the maximum of 2147483647 (token ids "

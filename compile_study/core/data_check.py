@@ -10,6 +10,7 @@ yardstick (workflow/rules/common.smk).
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from compile_study.core.data import read_facts
 from compile_study.core.sources import CSV_LAYOUT, DataError, csv_files, is_real_data, synthetic_fallback
 
 
+@functools.cache
 def default_csv_dir() -> str:
     """Where source auto looks for AG News' CSV unless told (the schema's default: ../shared/data/ag_news)."""
     schema = yaml.safe_load(grid.SCHEMA.read_text())

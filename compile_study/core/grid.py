@@ -125,14 +125,43 @@ def merge(config: dict, overlay: dict) -> dict:
     return config
 
 
+def config_file_problem(path: str | Path) -> str | None:
+    """Why a config file cannot be layered (None: a mapping of keys), naming the file: Snakemake's own message for
+    an empty or non-mapping one ("Config file must be given as JSON or YAML with keys at top level") does not."""
+    import yaml
+
+    path = Path(path)
+    try:
+        content = yaml.safe_load(path.read_text())
+    except OSError as e:
+        return f"config file {path}: cannot be read ({e.strerror})"
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        return f"config file {path}: not valid YAML or JSON ({' '.join(str(e).split())})"
+    if content is None:
+        return f"config file {path}: it is empty; a config file maps keys to values (data:, model:, grids:, ...)"
+    if not isinstance(content, dict):
+        return (f"config file {path}: it holds a {type(content).__name__}, not a mapping of keys at the top level "
+                "(data:, model:, grids:, ...)")
+    return None
+
+
+def read_config_file(path: str | Path) -> dict:
+    """One config file's mapping; a file that is none stops with config_file_problem's message."""
+    import yaml
+
+    problem = config_file_problem(path)
+    if problem:
+        raise SystemExit(problem)
+    return yaml.safe_load(Path(path).read_text())
+
+
 def load_config(paths) -> dict:
     """config.yaml, then overlays, merged as Snakemake merges them and validated (the schema's defaults filled in)."""
-    import yaml
     from snakemake.utils import validate
 
     config: dict = {}
     for path in paths:
-        merge(config, yaml.safe_load(Path(path).read_text()))
+        merge(config, read_config_file(path))
     validate(config, str(SCHEMA))
     return config
 

@@ -20,7 +20,7 @@ import sys
 
 from compile_study.aggregate import estimate
 from compile_study.checks import targets as check_targets
-from compile_study.core import config_check, damaged, grid, study_lock
+from compile_study.core import config_check, damaged, data_check, grid, study_lock
 from compile_study.core.layout import (
     CHECKS,
     Layout,
@@ -77,6 +77,8 @@ class Plan:
         # how the README names the study's directory in its rebuild command
         self.study_dir = f"reference/{os.path.basename(os.getcwd())}" if self.stored else L.root
         self.yardstick = self._yardstick()
+        if not self.stored:  # not the synthetic stand-in unseen where the yardstick trained on real text
+            config_check.refuse(data_check.yardstick_refusal(config, self.device, self.yardstick, DATA_DIR))
         self.reproduction_names = [config["yardstick"][self.device], self.study_dir]
 
     # --- loading -------------------------------------------------------------------------------------------
@@ -301,6 +303,10 @@ class Plan:
     def yardstick_records(self, wildcards=None) -> list[str]:
         """The yardstick's run records, as paths from the working directory (a stored study's too)."""
         return [os.path.relpath(p) for p in Layout(self.yardstick).stored_records()]
+
+    def yardstick_facts(self, wildcards=None) -> str:
+        """The yardstick's data facts (what it trained on), as a path from the working directory."""
+        return os.path.relpath(Layout(self.yardstick).facts)
 
     def reproduction_report(self, wildcards=None) -> dict:
         """For the study's README: the report rule reproduction makes, or the one a stored study kept."""

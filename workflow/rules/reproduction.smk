@@ -1,10 +1,13 @@
 rule reproduction:
     """This study's speedups against those of its yardstick (config `yardstick`), configuration by configuration,
-    by the rule in compile_study/aggregate/compare.py: reproduced, differs, or inconclusive.
+    by the rule in compile_study/aggregate/compare.py: reproduced, differs, or inconclusive, once the two are
+    known to have measured the same data and protocol (else "not comparable").
     """
     input:
         yardstick=P.yardstick_records,
+        yardstick_facts=P.yardstick_facts,
         records=P.run_records,
+        facts=L.facts,
     output:
         md=L.reproduction("md"),
         csv=L.reproduction("csv"),
@@ -14,5 +17,6 @@ rule reproduction:
         **P.cpu_job,
     params:
         names=P.reproduction_names,
+        allow_different_data=config["yardstick"]["allow_different_data"],
     script:
         "../scripts/reproduction.py"

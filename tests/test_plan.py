@@ -161,3 +161,15 @@ def test_the_plan_repairs_only_in_an_invocation_that_runs_jobs(tmp_path, monkeyp
     real.all_targets()  # once per invocation
     assert not torn.exists() and Path("results/cpu/damaged", *torn.parts[2:]).is_file()
     assert capsys.readouterr().err.count("set aside as") == 1
+
+
+def test_a_run_that_cannot_write_a_missing_output_says_where_and_what_is_stale(tmp_path, monkeypatch):
+    layout = Layout(str(tmp_path / "results" / "cpu"))
+    Path(layout.paper("md")).parent.mkdir(parents=True)
+    Path(layout.paper("md")).write_text("old paper")
+    missing = layout.record(RunKey("eager", "module", 8, "static", "fp32", 0))
+    assert repairs.unwritable(layout, [missing]) is None  # (root may write anywhere)
+    monkeypatch.setattr(os, "access", lambda path, mode: not str(path).startswith(str(tmp_path / "results")))
+    line = repairs.unwritable(layout, [missing])
+    assert line == (f"cannot make {missing}: {tmp_path}/results/cpu: no write permission on {tmp_path}/results/cpu; "
+                    f"{layout.paper('md')} stay as they are and may be stale")

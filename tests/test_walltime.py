@@ -150,6 +150,7 @@ def test_a_run_is_priced_from_its_warm_cache_and_a_cold_compile_as_a_job_of_its_
 def test_the_compile_phase_runs_its_slots_at_once_and_its_searches_alone():
     assert estimate.phase_seconds([10.0] * 8, [], 8) == pytest.approx(10.0 * estimate.AT_ONCE)
     assert estimate.phase_seconds([10.0] * 16, [200.0], 8) == pytest.approx(20.0 * estimate.AT_ONCE + 200.0)
+    assert estimate.phase_seconds([10.0] * 9, [], 8) == pytest.approx(20.0 * estimate.AT_ONCE)  # one slot twice
     assert estimate.phase_seconds([60.0, 5.0, 5.0], [], 8) == pytest.approx(60.0 * estimate.AT_ONCE)  # the longest
     assert estimate.phase_seconds([], [], 8) == 0.0
 

@@ -221,10 +221,13 @@ def compile_seconds(key: record.RunKey, device: str, known: dict, search: str | 
 
 
 def phase_seconds(at_once: list[float], alone: list[float], slots: int) -> float:
-    """The compile phase's wall time: `at_once` jobs (cold compiles, parity checks) `slots` at a time, each AT_ONCE
-    times as long as alone, the longest one a bound; then the `alone` ones (GEMM searches) one by one."""
-    shared = max(sum(at_once) * AT_ONCE / max(slots, 1), max(at_once, default=0.0) * AT_ONCE) if at_once else 0.0
-    return shared + sum(alone)
+    """The compile phase's wall time: the `at_once` jobs (cold compiles, parity checks), longest first, each to the
+    slot free first, each AT_ONCE times as long as alone (the last slot to finish ends them); then the `alone` ones
+    (GEMM searches) one by one."""
+    ends = [0.0] * max(slots, 1)
+    for seconds in sorted(at_once, reverse=True):
+        ends[ends.index(min(ends))] += seconds * AT_ONCE
+    return max(ends) + sum(alone)
 
 
 def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> dict[str, list[float]]:
@@ -338,7 +341,12 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
 def plan_message(runs: dict, layout: Layout, device: str, gpus: int = 1, jobs: dict | None = None,
                  model: dict | None = None, compiles: dict | None = None, slots: int = 1) -> str:
     """One line: runs to do and the whole plan's estimated wall time (walltime.plan_seconds reads it back)."""
-    e = estimate(runs, layout, device, jobs, gpus, model=model, compiles=compiles, slots=slots)
+    return message(estimate(runs, layout, device, jobs, gpus, model=model, compiles=compiles, slots=slots), device,
+                   gpus, slots)
+
+
+def message(e: dict, device: str, gpus: int, slots: int) -> str:
+    """The plan line of an estimate (estimate's parts)."""
     source = f"{e['measured']} of {e['todo']} runs from earlier records" if e["measured"] else "per-mode priors"
     where = (f"on {gpus} GPUs with --resources timed_run={gpus}" if device == "cuda" and gpus > 1
              else "on one GPU" if device == "cuda" else "on the CPU")
@@ -363,6 +371,24 @@ def progress_message(runs: dict, layout: Layout, device: str, gpus: int = 1, mod
     return f"progress: {cold}{len(done)}/{len(runs)} runs recorded; runs left: about {left / 60:.1f} min"
 
 
+# The host a study of each device is planned for where none is named: the lent H200 hosts' 16 cores; a CPU study
+# on the machine at hand.
+HOST_CORES = {"cuda": 16}
+
+
+def config_estimate(config: dict, device: str, layout: Layout, gpus: int = 1, cores: int | None = None,
+                    references: str = "reference", pdf: bool | None = None) -> tuple[dict, int]:
+    """The estimate of a whole study of a (validated) config -> (estimate's parts, compile slots): its grid, its
+    compile phase (`cores` / compile_phase.cores_per_compile at once) and every other job."""
+    runs = grid.expand(config["grids"][device])
+    phase = config["compile_phase"][device]
+    cores = cores or HOST_CORES.get(device) or len(os.sched_getaffinity(0))
+    slots = max(1, cores // phase["cores_per_compile"])
+    e = estimate(runs, layout, device, config_jobs(config, runs, device, pdf), gpus, references, config["model"],
+                 grid.compiles(runs, phase["n_cold"]), slots)
+    return e, slots
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Estimate a study's wall time from its grid.")
     parser.add_argument("configs", nargs="+", help="config.yaml, then overlays")
@@ -372,13 +398,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="the study host's cores (default: 16 for cuda, as the H200 hosts; this machine's for cpu)")
     args = parser.parse_args(argv)
     config = grid.load_config(args.configs)
-    runs = grid.expand(config["grids"][args.device])
-    jobs = config_jobs(config, runs, args.device)
-    phase = config["compile_phase"][args.device]
-    cores = args.cores or (16 if args.device == "cuda" else len(os.sched_getaffinity(0)))
-    slots = max(1, cores // phase["cores_per_compile"])
-    print(plan_message(runs, Layout(f"results/{args.device}"), args.device, args.gpus, jobs, config["model"],
-                       grid.compiles(runs, phase["n_cold"]), slots))
+    e, slots = config_estimate(config, args.device, Layout(f"results/{args.device}"), args.gpus, args.cores)
+    print(message(e, args.device, args.gpus, slots))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ compile phase is split the same way under "compile phase", or "GEMM search" wher
 
 The floor of a study is the part of its wall time that must hold the device alone (FLOOR: the timed blocks,
 the evidence, each timed process's warm-cache load, the method checks, the matmul peak, the MLP claim and the
-GEMM searches): nothing else could run beside it, so no schedule is shorter. Torch-free.
+GEMM searches): nothing else could run beside it, so no schedule is shorter. In a study made before the compile
+phase, a run that compiled cold books that compile as "runs: cold compile" (the compile phase's work, no part of
+the floor), or as a GEMM search where it searched its own. Torch-free.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from compile_study.core import record
+from compile_study.core import record, vocab
 
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 _START = re.compile(r"^(?:local)?rule (\w+):$")
@@ -150,7 +152,20 @@ def run_parts(rec: dict | None, seconds: float, kind: str = "runs") -> dict[str,
         return {f"{kind}: unbooked": seconds}
     parts = {f"{kind}: {k.removesuffix('_s').replace('_', ' ')}": seconds * (overhead.get(k) or 0.0) / total
              for k in record.OVERHEAD if k != "total_s"}
+    if kind == "runs" and _compiled_cold(rec):  # a study made before the compile phase compiled in its runs
+        parts[cold_part(rec)] = parts.pop("runs: compile")
     return parts | {f"{kind}: unbooked": seconds - sum(parts.values())}
+
+
+def _compiled_cold(rec: dict) -> bool:
+    return rec["env"].get("inductor_cache") in ("cold", vocab.SEARCH_SHARED) and rec["config"]["compile_mode"] != "eager"
+
+
+def cold_part(rec: dict) -> str:
+    """Where a run's cold compile is booked: a max-autotune mode's own GEMM search holds the device alone; any other
+    compile could have run in a compile phase (it is no part of the floor)."""
+    own_search = rec["config"]["compile_mode"] in vocab.AUTOTUNE_MODES and rec["env"]["inductor_cache"] == "cold"
+    return f"{SEARCH}: compile" if own_search else "runs: cold compile"
 
 
 def _kind(rule: str, rec: dict | None) -> str | None:

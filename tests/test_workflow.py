@@ -122,14 +122,18 @@ def test_dry_run_lists_every_stage_and_the_whole_grid(device, tmp_path):
 
 @pytest.mark.dag
 def test_the_mode_that_shares_a_gemm_search_waits_for_the_search(tmp_path):
-    """Repeat 0 of max-autotune-no-cudagraphs starts from max-autotune's search: the DAG runs that first."""
+    """max-autotune-no-cudagraphs compiles from max-autotune's search: the compile phase runs that search first,
+    and every timed run of the mode (all warm) waits only for its own configuration's compile."""
     target = "results/cuda/runs/static/bf16/max-autotune-no-cudagraphs/module/bs512/r{}.json"
-    for repeat, runs in ((0, 2), (1, 3)):  # its own repeat 0 and the search's run; a later repeat waits for both
+    search = "results/cuda/compiles/static/bf16/max-autotune/module/bs512/c0.json"
+    for repeat in (0, 1):
         res = snakemake("-n", target.format(repeat), "--config", "device=cuda", "data={source: synthetic}", "--configfile",
                         str(REPO / "config.yaml"), cwd=tmp_path)
         assert res.returncode == 0, res.stderr
-        assert job_counts(res.stdout)["train_run"] == runs
-        assert "results/cuda/runs/static/bf16/max-autotune/module/bs512/r0.json" in res.stdout
+        counts = job_counts(res.stdout)
+        assert (counts["train_run"], counts["cold_compile"]) == (1, 2)  # the run; its compile and the search's
+        assert f"output: {search}" in res.stdout
+        assert "max-autotune/module/bs512/r0.json" not in res.stdout  # no timed run of the searching mode
 
 
 @pytest.mark.dag

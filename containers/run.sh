@@ -40,8 +40,8 @@ host_gpus() {  # how many GPUs the host's driver lists (0 where there is no driv
 
 gpu_flags() {  # GPU_FLAGS: how this engine hands the GPUs to a container; else every missing piece and its command
     local missing=() spec runtime
-    spec="a CDI spec naming the GPUs, which podman reads: sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
-    runtime="Docker's nvidia runtime: sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker"
+    spec="a CDI spec naming the GPUs, which podman reads: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
+    runtime="Docker's nvidia runtime: nvidia-ctk runtime configure --runtime=docker && systemctl restart docker"
     [[ $(host_gpus) -gt 0 ]] \
         || missing+=("the NVIDIA driver (R580 or newer, for the image's CUDA 13.0): nvidia-smi lists no GPU")
     if ! command -v nvidia-ctk >/dev/null; then

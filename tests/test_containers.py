@@ -182,8 +182,8 @@ def test_gpu_check_names_every_missing_piece_and_its_command(host, name):
     assert lines[0] == f"no GPU for a container here ({name}); missing:"
     assert "the NVIDIA driver (R580 or newer, for the image's CUDA 13.0): nvidia-smi lists no GPU" in lines[1]
     assert "the NVIDIA Container Toolkit (no nvidia-ctk): apt-get install -y nvidia-container-toolkit" in lines[2]
-    then = ("sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml" if name == "podman" else
-            "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker")
+    then = ("nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml" if name == "podman" else
+            "nvidia-ctk runtime configure --runtime=docker && systemctl restart docker")
     assert lines[3].startswith("  - then ") and lines[3].endswith(then) and len(lines) == 4
 
 
@@ -196,7 +196,7 @@ def test_gpu_check_with_the_toolkit_but_no_cdi_spec_names_the_command_that_makes
     res = run_sh(project, bin_dir, "gpu-check")
     assert res.returncode == 2
     assert res.stderr.splitlines()[1:] == ["  - a CDI spec naming the GPUs, which podman reads: "
-                                           "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"]
+                                           "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"]
 
 
 @pytest.mark.unit

@@ -4,7 +4,6 @@ checks that it shows every figure (`report_results` reads it)."""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from pathlib import Path
@@ -22,12 +21,18 @@ from .conftest import GPU_REFERENCE, REPO
 CAPTIONS = REPO / "workflow" / "report"
 
 
+# The link targets Snakemake adds to every caption (snakemake/report/__init__.py), for a caption's Workflow_
+LINKS = "\n\n.. _Workflow: javascript:show_panel('workflow')\n.. _Statistics: javascript:show_panel('statistics')\n"
+
+
 def caption_html(name: str, **wildcards) -> str:
-    """A caption as Snakemake renders it (Jinja2 with its settings, then docutils), failing on an undefined name."""
+    """A caption as Snakemake renders it (Jinja2 with its settings, then docutils), failing on an undefined name;
+    a docutils warning or error shows in the HTML as a system-message."""
     env = Environment(trim_blocks=True, lstrip_blocks=True, undefined=StrictUndefined)
     snakemake = SimpleNamespace(wildcards=SimpleNamespace(**wildcards), config={"device": "cpu"})
-    text = env.from_string((CAPTIONS / name).read_text()).render(snakemake=snakemake, categories={}, files=[])
-    return publish_parts(text, writer="html", settings_overrides={"report_level": 5})["body"]
+    text = env.from_string((CAPTIONS / name).read_text() + LINKS).render(snakemake=snakemake, categories={}, files=[])
+    settings = {"report_level": 2, "halt_level": 5, "warning_stream": False}
+    return publish_parts(text, writer="html", settings_overrides=settings)["body"]
 
 
 @pytest.mark.unit
@@ -64,8 +69,35 @@ def test_a_cpu_study_has_no_cuda_and_several_values_are_all_listed(tmp_path):
     assert labels["commit"] == "0" * 12
 
 
-def report_results(html: str) -> dict[str, dict]:
-    """The results a Snakemake report holds: file name -> its entry (caption, labels, category...)."""
-    match = re.search(r"var results = (\{.*?\});\n", html, re.S)
-    assert match, "no results in the report"
-    return {Path(k).name: v for k, v in json.loads(match[1]).items()}
+def report_variable(html: str, name: str):
+    """One of the JSON values a Snakemake report's page declares (`var results = {...};`)."""
+    for match in re.finditer(rf"var {name} = ", html):  # the page's scripts declare other variables so named
+        try:
+            return json.JSONDecoder().raw_decode(html, match.end())[0]
+        except json.JSONDecodeError:
+            continue
+    raise AssertionError(f"the report declares no {name} as JSON")
+
+
+def text(html: str) -> str:
+    return " ".join(re.sub("<[^>]+>", " ", html).split())
+
+
+def check_report(report: Path, drawn: dict, rules: set[str]) -> None:
+    """The study's Snakemake report shows every figure it drew, each with its caption, the paper, the software
+    columns and the run time of every rule named."""
+    html = report.read_text()
+    results = {Path(path).name: entry for path, entry in report_variable(html, "results").items()}
+    figures_shown = {name for name, e in results.items() if e["job_properties"]["rule"] == "figures"}
+    assert figures_shown == {f"{name}.png" for name in drawn}
+    for name in drawn:
+        entry = results[f"{name}.png"]
+        assert entry["labels"] == {"figure": name} and entry["mime_type"] == "image/png"
+        assert text(entry["caption"]) == text(caption_html("figure.rst", figure=name))
+    assert results["paper.md"]["labels"] == {"format": "Markdown"}
+    env = report.parent / "environment.json"
+    software = workflow_report.software(None, SimpleNamespace(environment=str(env)))
+    assert results["environment.json"]["labels"] == software
+    assert software["commit"] == json.loads(env.read_text())["git_commit"][:12]
+    timed = {row["rule"] for row in report_variable(html, "runtimes_spec")["data"]["values"]}
+    assert rules <= timed and rules <= set(report_variable(html, "rules"))

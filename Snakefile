@@ -15,6 +15,10 @@ bytecode.keep(".snakemake/pycache")
 configfile: "config.yaml"
 
 
+# The front page of Snakemake's own report (snakemake --report report.html; captions in workflow/report/).
+report: "workflow/report/workflow.rst"
+
+
 # Used with --sdm apptainer (containers/compile-study.def says how to build it).
 container: "containers/compile-study.sif"
 

@@ -20,6 +20,7 @@ from compile_study.report import numbers
 from compile_study.report.paper import md_escape, term
 
 from .conftest import AG_NEWS_DIR, REPO, TINY_MODEL
+from .test_workflow_report import check_report
 
 
 def snakemake(*args, cwd=REPO, timeout=900) -> subprocess.CompletedProcess:
@@ -195,6 +196,10 @@ def test_tiny_study_end_to_end(tmp_path):
     assert {"speedup", "overhead"} <= set(drawn) and not (root / "figures/timeline.png").exists()
     if shutil.which("latexmk"):
         assert (root / "paper.pdf").read_bytes().startswith(b"%PDF")
+    # Snakemake's own report of it: every figure drawn, with its caption; the paper; software; rules, run times
+    res = snakemake(*profile, "--report", "results/cpu/report.html", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    check_report(root / "report.html", drawn, {"train_run", "summarize", "figures", "paper"})
     # where the time went: every record says, and the parts add up
     parts = {k: v for k, v in m["overhead_s"].items() if k != "total_s"}
     assert min(parts.values()) >= 0 and sum(parts.values()) == pytest.approx(m["overhead_s"]["total_s"], rel=0.05)

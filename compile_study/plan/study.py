@@ -35,6 +35,7 @@ from compile_study.core.record import CONFIGURATION_KEYS, RunKey
 from compile_study.measure import isolation, jobs, launch
 from compile_study.measure.isolation import count_gpus
 from compile_study.plan import repairs
+from compile_study.report import workflow_report
 
 DATA_DIR = "resources/data"
 DATA_FILES = [f"{DATA_DIR}/{split}_{part}.npy" for split in ("train", "eval") for part in ("ids", "lengths", "labels")
@@ -57,6 +58,7 @@ class Plan:
         self.templates = os.path.join(workflow.basedir, "paper", "templates")
         self.data_dir, self.data_files = DATA_DIR, DATA_FILES
         self.method_checks = CHECKS  # the checks rule method_check can make (config `checks` picks them)
+        self.software_labels = workflow_report.software  # environment.json's columns in Snakemake's report
         self._device_errors: list[str] = []
         self._sources: list = []
         self._repaired = False

@@ -7,10 +7,25 @@ rule summarize:
         parity=P.parity_records,
         facts=L.facts,
     output:
-        summary=L.summary,
+        summary=report(
+            L.summary,
+            caption="../report/summary.rst",
+            category="Tables",
+            labels={"table": "summary"},
+        ),
         parity=L.parity_table,
-        environment=L.environment,
-        claims=L.claims,
+        environment=report(
+            L.environment,
+            caption="../report/software.rst",
+            category="Software",
+            labels=P.software_labels,
+        ),
+        claims=report(
+            L.claims,
+            caption="../report/claims.rst",
+            category="Tables",
+            labels={"table": "claims"},
+        ),
     log:
         L.log("summarize"),
     resources:

@@ -5,7 +5,13 @@ rule figures:
         environment=L.environment,
         records=P.run_records,
     output:
-        directory(L.figures),
+        report(
+            directory(L.figures),
+            patterns=["{figure}.png"],
+            caption="../report/figure.rst",
+            category="Figures",
+            labels={"figure": "{figure}"},
+        ),
     log:
         L.log("figures"),
     resources:

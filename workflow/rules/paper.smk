@@ -12,7 +12,12 @@ rule paper:
         config=L.config,
         figures=L.figures,
     output:
-        md=L.paper("md"),
+        md=report(
+            L.paper("md"),
+            caption="../report/paper.rst",
+            category="Paper",
+            labels={"format": "Markdown"},
+        ),
         tex=L.paper("tex"),
     log:
         L.log("paper"),
@@ -30,7 +35,12 @@ rule paper_pdf:
         tex=L.paper("tex"),
         figures=L.figures,
     output:
-        L.paper("pdf"),
+        report(
+            L.paper("pdf"),
+            caption="../report/paper.rst",
+            category="Paper",
+            labels={"format": "PDF"},
+        ),
     log:
         L.log("paper_pdf"),
     resources:

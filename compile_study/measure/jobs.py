@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from compile_study.core import deadline, env, record
+from compile_study.core import deadline, disturbance, env, record
 from compile_study.core.clock import Clock
 from compile_study.core.io import write_empty_trace, write_json_atomic
 from compile_study.measure import isolation, launch
@@ -68,7 +68,7 @@ def train_run(params, data_dir: str, record_path: str, trace_path: str, log: str
     with job_setup(log, threads, device, clock, params["cache_dir"], fresh, params.get("search_cache")) as (setup, cache):
         kwargs = {"model": dict(params["model"]), "run": run, "data_dir": data_dir, "device": device,
                   "threads": setup.threads, "trace_path": trace_path, "host": host}
-        outcome = launch.run(RUN, kwargs, setup, clock, way)
+        outcome = redo_disturbed(kwargs, setup, clock, way, params, cache, record_path)
     if outcome.answered:
         rec = outcome.value
     else:  # the process died: its configuration's outcome is that failure
@@ -78,6 +78,34 @@ def train_run(params, data_dir: str, record_path: str, trace_path: str, log: str
     rec["env"] |= {"inductor_cache": cache, "launcher": outcome.way}
     finish(rec, outcome.clock, record_path, progress)
     return rec
+
+
+def redo_disturbed(kwargs: dict, setup: launch.Setup, clock: Clock, way: str | None, params, cache: str | None,
+                   record_path: str) -> launch.Outcome:
+    """The run's process, started again while its record is disturbed (core/disturbance.py, config `disturbance`),
+    at most `redos` times -> the last attempt's outcome. Its record keeps the judgement (`disturbed`: None, or the
+    evidence where it stayed disturbed) and every earlier attempt's record whole (`earlier_attempts`): nothing
+    measured is lost, and the summary reads only the last. A redo starts as the first attempt did: a cold run's
+    Inductor cache is emptied again. Its clock runs on from the job's start, the earlier attempts booked `redo_s`."""
+    limits = disturbance.Limits.of(params.get("disturbance"))
+    before, earlier = dict(clock.parts), []
+    while True:
+        outcome = launch.run(RUN, kwargs, setup, clock, way)
+        if not outcome.answered:
+            return outcome
+        rec = outcome.value
+        rec["disturbed"] = disturbance.judge(rec, limits)
+        if rec["disturbed"] is None or len(earlier) == limits.redos:
+            rec["earlier_attempts"] = earlier
+            return outcome
+        earlier.append(rec | {"env": rec["env"] | {"inductor_cache": cache, "launcher": outcome.way}})
+        print(f"{record_path}: disturbed ({disturbance.describe(rec['disturbed'])}); redoing it, "
+              f"{len(earlier)} of at most {limits.redos}", flush=True)
+        spent = outcome.clock.elapsed() - sum(before.values())
+        clock = Clock(outcome.clock.origin, before | {"redo_s": spent})
+        if params.get("cache_dir") is not None:
+            cache = isolation.prepare_cache(params["cache_dir"], kwargs["run"]["repeat"] == 0,
+                                            params.get("search_cache"))[1]
 
 
 def finish(rec: dict, clock: Clock, record_path: str, progress: Callable[[], str] | None) -> None:

@@ -28,6 +28,7 @@ rule train_run:
         device=DEVICE,
         cache_dir=inductor_cache_dir,
         search_cache=shared_search_cache,
+        disturbance=config["disturbance"],
     run:
         jobs.train_run(
             params,

@@ -234,6 +234,7 @@ class HostWatch:
     pid: int = field(default_factory=os.getpid)
     cores: list[int] = field(default_factory=lambda: sorted(os.sched_getaffinity(0)))
     windows: dict[str, dict] = field(default_factory=dict)
+    named: int = BUSIEST  # outside processes named per window
 
     def __post_init__(self) -> None:
         self.nvml = Nvml(self.uuid) if self.uuid else None
@@ -266,7 +267,7 @@ class HostWatch:
         resolution = 2 * len(end.cores) * TICK_S
         outside = max(0.0, busy - own_s - study_s)
         busiest = sorted(((p, end.procs[p].name, round(s, 3)) for p, s in spent.items()
-                          if p not in own | study and s > 0), key=lambda x: -x[2])[:BUSIEST]
+                          if p not in own | study and s > 0), key=lambda x: -x[2])[:self.named]
         out = {"wall_s": wall, "cores": sorted(end.cores), "busy_cpu_s": busy, "own_cpu_s": own_s,
                "study_cpu_s": study_s, "outside_cpu_s": outside, "steal_cpu_s": steal, "resolution_cpu_s": resolution,
                "outside_cores": max(0.0, outside - resolution) / wall, "busiest": [list(b) for b in busiest],

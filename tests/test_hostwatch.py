@@ -45,6 +45,7 @@ def test_own_study_and_outside_time_from_two_readings():
     assert got["outside_cores"] == pytest.approx((1.55 - 4 * TICK_S) / 2.0)
     assert got["busiest"] == [[200, "neighbour", 1.2], [400, "new", 0.2]]  # the reused pid is no one's time
     assert got["cpu_mhz"] == [2000.0, 1900.0] and got["wall_s"] == 2.0 and "gpu" not in got
+    assert got["unix"] == [1000.0, 1002.0]  # when the window ran
 
 
 @pytest.mark.unit
@@ -273,6 +274,27 @@ def test_what_the_gpu_does_not_report_is_none_and_power_falls_back_to_two_readin
     assert got["gpu"]["other_sm_util"] == 0
     got, _, _ = _gpu_window(monkeypatch, {}, samples=unsupported)
     assert got["gpu"]["other_sm_util"] is None  # not measured: core/disturbance.py does not judge it
+
+
+@pytest.mark.unit
+def test_a_reading_that_fails_is_said_in_the_window_and_never_fails_the_run(monkeypatch):
+    got, fake, _ = _gpu_window(monkeypatch, {"procs": "not a mapping"})  # the end's reading raises AttributeError
+    assert got["gpu"] == {"unavailable": "NVML reading failed: AttributeError: 'str' object has no attribute 'items'"}
+    assert got["outside_cpu_s"] >= 0  # the CPU's side is read all the same
+
+    class Mismatch(Exception):  # nvidia-ml-py's NVMLLibraryMismatchError is no NVMLError
+        pass
+
+    def mismatch(handle):
+        raise Mismatch("Unversioned function called and the pyNVML version does not match the NVML lib version")
+
+    fake.NVMLLibraryMismatchError = Mismatch
+    fake.nvmlDeviceGetComputeRunningProcesses = mismatch
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    watch = HostWatch("GPU-fake")
+    with watch.window("block"):
+        pass
+    assert watch.windows["block"]["gpu"]["other_processes"] is None  # not read: this driver lacks the call
 
 
 @pytest.mark.unit

@@ -36,7 +36,7 @@ import psutil  # process listing that survives processes ending mid-scan
 from compile_study.core.clock import Clock
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")  # /proc's CPU time unit
-BUSIEST = 3  # outside processes named in a window's record
+BUSIEST = 5  # outside processes named in a window's record
 
 
 def gpu_uuid(device) -> str | None:
@@ -156,11 +156,15 @@ class Nvml:
         except pynvml.NVMLError as e:
             self.problem = f"NVML not read: {e}"
 
+    def _failures(self) -> tuple:
+        # an unversioned call that this driver's NVML lacks raises a mismatch error that is no NVMLError
+        return (self.nv.NVMLError, *[e for e in (getattr(self.nv, "NVMLLibraryMismatchError", None),) if e])
+
     def _get(self, fn, *args):
         """fn(handle, *args), or None where this GPU or driver does not support it."""
         try:
             return fn(self.handle, *args)
-        except self.nv.NVMLError:
+        except self._failures():
             return None
 
     def read(self) -> dict:
@@ -182,7 +186,7 @@ class Nvml:
         """The largest SM share (percent) each process had in NVML's samples since `since_unix`; None if unsupported."""
         try:
             samples = self.nv.nvmlDeviceGetProcessUtilization(self.handle, int(since_unix * 1e6))
-        except self.nv.NVMLError as e:
+        except self._failures() as e:
             return {} if getattr(e, "value", None) == self.nv.NVML_ERROR_NOT_FOUND else None  # NOT_FOUND: no samples
         out: dict[int, int] = {}
         for s in samples:
@@ -239,8 +243,16 @@ class HostWatch:
     def __post_init__(self) -> None:
         self.nvml = Nvml(self.uuid) if self.uuid else None
 
+    def _gpu(self) -> dict | None:
+        if self.nvml is None or self.nvml.problem:
+            return None
+        try:
+            return self.nvml.read()
+        except Exception as e:  # reading the GPU's state must never fail the run it watches: the window says why
+            return {"error": f"{type(e).__name__}: {e}"}
+
     def read(self) -> Reading:
-        gpu = self.nvml.read() if self.nvml is not None and self.nvml.problem is None else None
+        gpu = self._gpu()
         t = time.perf_counter()  # the cores' counters are read now: the window's edge
         return Reading(t, time.time(), core_times(self.cores), processes(), reaped_children_s(), cpu_mhz(self.cores), gpu)
 
@@ -268,12 +280,14 @@ class HostWatch:
         outside = max(0.0, busy - own_s - study_s)
         busiest = sorted(((p, end.procs[p].name, round(s, 3)) for p, s in spent.items()
                           if p not in own | study and s > 0), key=lambda x: -x[2])[:self.named]
-        out = {"wall_s": wall, "cores": sorted(end.cores), "busy_cpu_s": busy, "own_cpu_s": own_s,
+        out = {"unix": [round(start.unix, 3), round(end.unix, 3)], "wall_s": wall, "cores": sorted(end.cores), "busy_cpu_s": busy, "own_cpu_s": own_s,
                "study_cpu_s": study_s, "outside_cpu_s": outside, "steal_cpu_s": steal, "resolution_cpu_s": resolution,
                "outside_cores": max(0.0, outside - resolution) / wall, "busiest": [list(b) for b in busiest],
                "cpu_mhz": [start.mhz, end.mhz]}
         if self.nvml is not None:
+            failed = next((g["error"] for g in (start.gpu, end.gpu) if g and "error" in g), None)
             out["gpu"] = ({"unavailable": self.nvml.problem} if self.nvml.problem else
+                          {"unavailable": f"NVML reading failed: {failed}"} if failed else
                           gpu_window(self.nvml, start.gpu, end.gpu, start.unix, wall, self.pid))
         return out
 

@@ -1,0 +1,150 @@
+"""A busy neighbour on the cores during a tiny study's timed run: the run is flagged, redone, and counted in the
+paper; the runs the neighbour did not touch are flagged exactly where their own readings exceed the limits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+import yaml
+
+from compile_study.core.disturbance import Limits, judge
+
+from .test_resilience import tiny_study, with_sitecustomize
+
+pytestmark = pytest.mark.dag
+
+# Loaded by every Python process of the test's study (via PYTHONPATH): the study's first steady-state block asks
+# the test for its neighbour and waits until it spins, and at its end waits until the neighbour is gone, so that
+# the neighbour loads that block alone (a redo, every other run and every other block find the host as it is).
+HANDSHAKE = '''
+import os, time
+from pathlib import Path
+from compile_study.measure import run
+
+_block = run.interleaved_block
+SIGNALS = Path(os.environ["COMPILE_STUDY_TEST_SIGNALS"])
+
+
+def _wait(name):
+    deadline = time.time() + 300
+    while not (SIGNALS / name).exists():
+        if time.time() > deadline:
+            raise TimeoutError(f"the test never wrote {name}")
+        time.sleep(0.02)
+
+
+def interleaved_block(*args, **kwargs):
+    try:
+        (SIGNALS / "start").open("x").close()  # the study's first block only
+    except FileExistsError:
+        return _block(*args, **kwargs)
+    _wait("up")
+    try:
+        return _block(*args, **kwargs)
+    finally:
+        (SIGNALS / "stop").touch()
+        _wait("down")
+
+
+run.interleaved_block = interleaved_block
+'''
+SPIN = "while True: pass"
+
+
+def _neighbours(n: int) -> list[psutil.Process]:
+    """n busy processes of this test's own (not of the study's process tree), spinning once this returns."""
+    procs = [psutil.Process(subprocess.Popen([sys.executable, "-c", SPIN]).pid) for _ in range(n)]
+    deadline = time.time() + 60
+    while time.time() < deadline and not all(sum(p.cpu_times()[:2]) > 0.02 for p in procs):
+        time.sleep(0.02)
+    return procs
+
+
+def _run_with_neighbour(cmd: list[str], tmp_path: Path, env: dict, signals: Path) -> tuple[int, list[int], list[float]]:
+    """The study, its first steady-state block loaded by one busy process per core -> (exit status, their pids,
+    [when they all spun, when they were gone])."""
+    out = open(tmp_path / "snakemake.out", "w")
+    study = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+    neighbours, pids, spun, deadline = [], [], [], time.time() + 900
+    try:
+        while study.poll() is None and time.time() < deadline:
+            if (signals / "start").exists() and not (signals / "up").exists():
+                neighbours = _neighbours(len(os.sched_getaffinity(0)))
+                pids, spun = [p.pid for p in neighbours], [time.time()]
+                (signals / "up").touch()
+            if (signals / "stop").exists() and not (signals / "down").exists():
+                for p in neighbours:
+                    p.kill()
+                psutil.wait_procs(neighbours, timeout=10)
+                spun.append(time.time())
+                (signals / "down").touch()
+            time.sleep(0.02)
+    finally:
+        for p in neighbours:
+            if p.is_running():
+                p.kill()
+        if study.poll() is None:
+            study.kill()
+        out.close()
+    return study.wait(), pids, spun
+
+
+def test_a_busy_neighbour_flags_the_run_it_loads_which_is_redone_and_counted(tmp_path):
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    env = with_sitecustomize(tmp_path, HANDSHAKE) | {"COMPILE_STUDY_TEST_SIGNALS": str(signals)}
+    cmd = tiny_study(tmp_path, [8, 16])
+    cmd[cmd.index("--cores") + 1] = "1"  # one torch thread: a tiny step on two threads of a busy host crawls
+    cfg = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    cfg["grids"]["cpu"][0] |= {"timed_steps": 120, "interleave_chunk": 20}  # blocks well above the counters' ticks
+    # one redo: the neighbour's run is redone once; a run that other work on a shared host disturbs is too
+    cfg["disturbance"] = {"redos": 1}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    limits = Limits.of(cfg["disturbance"])
+
+    rc, pids, spun = _run_with_neighbour(cmd, tmp_path, env, signals)
+    log = (tmp_path / "snakemake.out").read_text()
+    assert rc == 0, log[-3000:]
+    assert pids and (signals / "down").exists()
+
+    records = {p: json.loads(p.read_text()) for p in sorted((tmp_path / "results/cpu/runs").rglob("r*.json"))}
+    assert len(records) == 2
+    # the block the neighbour loaded (its window spans the neighbour's spinning) is a kept, flagged first attempt
+    attempts = [a for r in records.values() for a in [*r["earlier_attempts"], r]]
+    [first] = [a for a in attempts if a["metrics"]["host_load"]["block"]["unix"][0] <= spun[0]
+               and a["metrics"]["host_load"]["block"]["unix"][1] >= spun[1] - 1.0]  # "down" follows the window's end
+    assert any(first is r["earlier_attempts"][0] for r in records.values() if r["earlier_attempts"])
+    block = first["metrics"]["host_load"]["block"]
+    assert "cpu-load" in first["disturbed"]["reasons"] and block["outside_cores"] > limits.max_outside_cores
+    assert set(pids) & {pid for pid, _, _ in first["disturbed"]["busiest"]}  # the evidence names the neighbour
+    assert block["outside_cpu_s"] > 0.5 * block["wall_s"]  # at least half a core of the block went elsewhere
+    assert "redoing it, 1 of at most 1" in log
+    # every attempt, the neighbour's or not, is flagged exactly when its own readings exceed the limits
+    for a in attempts:
+        assert (a["disturbed"] is not None) == (judge(a, limits) is not None)
+        assert a["metrics"]["host_load"]["block"]["wall_s"] > 0
+    quiet = [a for a in attempts if a is not first]
+    print(f"quiet attempts flagged: {sum(a['disturbed'] is not None for a in quiet)} of {len(quiet)}; "
+          f"their outside load: {[round(a['metrics']['host_load']['block']['outside_cores'], 3) for a in quiet]} cores")
+    # a run is redone only while it is disturbed, at most `redos` times
+    for r in records.values():
+        assert all(e["disturbed"] is not None for e in r["earlier_attempts"])
+        assert len(r["earlier_attempts"]) <= limits.redos
+
+    summary = pd.read_csv(tmp_path / "results/cpu/summary.csv")
+    assert summary.redone_n.sum() == sum(bool(r["earlier_attempts"]) for r in records.values())
+    assert summary.disturbed_n.sum() == sum(r["disturbed"] is not None for r in records.values())
+    after_load = sum(bool(r["earlier_attempts"]) and r["earlier_attempts"][0]["disturbed"]["reasons"][0] != "aa-stray"
+                     for r in records.values())
+    paper = (tmp_path / "results/cpu/paper.md").read_text()
+    assert f"This study has {after_load} run{'s' if after_load != 1 else ''} redone after outside load" in paper
+    environment = json.loads((tmp_path / "results/cpu/environment.json").read_text())
+    assert environment["disturbance"]["recorded"] == 2 and environment["disturbance"]["redone_runs"] >= 1

@@ -25,7 +25,7 @@ SPIN = "import time\nend = time.time() + 30\nwhile time.time() < end: pass"  # b
 @pytest.mark.unit
 def test_own_study_and_outside_time_from_two_readings():
     """The run (pid 100) with a compile worker, under a launcher and Snakemake; a neighbour, a process started
-    during the window, and a pid reused by a process that started before it."""
+    during the window, and a pid whose process ended and was reused by one started during the window."""
     watch = HostWatch(pid=100, cores=[0, 1])
     procs = {1: Proc("init", 0, 5.0, 0.0), 50: Proc("snakemake", 1, 10.0, 1.0), 60: Proc("forkserver", 50, 3.0, 2.0),
              100: Proc("python", 60, 7.0, 3.0), 101: Proc("compile_worker", 100, 2.0, 4.0),
@@ -33,8 +33,8 @@ def test_own_study_and_outside_time_from_two_readings():
     start = Reading(0.0, 1000.0, {0: (10.0, 0.0), 1: (20.0, 0.5)}, procs, 0.2, 2000.0)
     later = dict(procs) | {50: Proc("snakemake", 1, 10.05, 1.0), 100: Proc("python", 60, 8.0, 3.0),
                            101: Proc("compile_worker", 100, 2.3, 4.0), 200: Proc("neighbour", 1, 41.2, 1.0),
-                           300: Proc("reused", 1, 4.0, 999.0),  # same pid, another process, started before
-                           400: Proc("new", 1, 0.2, 1000.5)}  # started inside the window
+                           300: Proc("reused", 1, 0.4, 1001.0),  # the pid of a process that ended meanwhile
+                           400: Proc("new", 1, 0.2, 999.5)}  # started inside the window (its start time rounded)
     end = Reading(2.0, 1002.0, {0: (11.5, 0.0), 1: (21.5, 0.6)}, later, 0.3, 1900.0)
     got = watch.account(start, end)
     assert got["busy_cpu_s"] == pytest.approx(3.0) and got["steal_cpu_s"] == pytest.approx(0.1)
@@ -43,7 +43,7 @@ def test_own_study_and_outside_time_from_two_readings():
     assert got["outside_cpu_s"] == pytest.approx(3.0 - 1.4 - 0.05)
     assert got["resolution_cpu_s"] == pytest.approx(2 * 2 * TICK_S)
     assert got["outside_cores"] == pytest.approx((1.55 - 4 * TICK_S) / 2.0)
-    assert got["busiest"] == [[200, "neighbour", 1.2], [400, "new", 0.2]]  # the reused pid is no one's time
+    assert got["busiest"] == [[200, "neighbour", 1.2], [300, "reused", 0.4], [400, "new", 0.2]]
     assert got["cpu_mhz"] == [2000.0, 1900.0] and got["wall_s"] == 2.0 and "gpu" not in got
     assert got["unix"] == [1000.0, 1002.0]  # when the window ran
 

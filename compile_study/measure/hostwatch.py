@@ -273,7 +273,7 @@ class HostWatch:
         steal = sum(end.cores[c][1] - start.cores[c][1] for c in end.cores if c in start.cores)
         own = {self.pid} | descendants(self.pid, start.procs) | descendants(self.pid, end.procs)
         study = (ancestors(self.pid, start.procs) | ancestors(self.pid, end.procs)) - own
-        spent = {p: _spent(start.procs.get(p), end.procs[p], start.unix) for p in end.procs}
+        spent = {p: _spent(start.procs.get(p), end.procs[p]) for p in end.procs}
         own_s = sum(spent[p] for p in own if p in spent) + (end.reaped_s - start.reaped_s)
         study_s = sum(spent[p] for p in study if p in spent)
         resolution = 2 * len(end.cores) * TICK_S
@@ -292,9 +292,10 @@ class HostWatch:
         return out
 
 
-def _spent(before: Proc | None, after: Proc, since_unix: float) -> float:
-    """CPU seconds a process took between two readings: all of it for one started in between, none for a pid
-    that was reused by a process seen only at the end but started before (it cannot be told apart)."""
+def _spent(before: Proc | None, after: Proc) -> float:
+    """CPU seconds a process took between two readings. One the first reading did not list (or whose pid another
+    process had then: another start time) started after it: all its time. Start times are compared with each
+    other only, never with the clock: /proc gives them against a boot time rounded to the second."""
     if before is not None and before.created == after.created:
         return max(0.0, after.cpu_s - before.cpu_s)
-    return after.cpu_s if after.created >= since_unix - TICK_S else 0.0
+    return after.cpu_s

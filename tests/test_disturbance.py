@@ -219,13 +219,18 @@ def test_the_setup_counts_the_runs_redone_after_outside_load(tmp_path):
     text = _setup_sentence(study)
     assert "This study has 2 runs redone after outside load." in text
     assert "kept more than 0.30 of its cores busy, another process used more than 5% of its GPU's SMs" in text
-    assert "redone, up to two times" in text and "stayed disturbed" not in text
+    assert "redone, at most twice" in text and "stayed disturbed" not in text
     records.loc[records.index[0], "disturbed"] = True
     study["environment"]["disturbance"] = disturbance_counts(records)
     study["summary"].loc[study["summary"].index[0], "verdict"] = "disturbed"
     assert "1 run stayed disturbed after its redos, and 1 configuration gets no verdict." in _setup_sentence(study)
     paper = words(build(study).main[1].blocks[2].text)  # the whole report model places the same sentence
     assert paper == _setup_sentence(study)
+    study["summary"].loc[study["summary"].index[0], "verdict"] = "aa"  # an eager-only cell: no verdict to withhold
+    assert _setup_sentence(study).endswith("1 run stayed disturbed after its redos.")
+    study["config"]["disturbance"]["redos"] = 0
+    assert "it was flagged and not redone." in _setup_sentence(study)
+    assert _setup_sentence(study).endswith("1 run stayed disturbed.")
 
 
 def test_a_study_without_the_readings_says_they_were_not_recorded(tmp_path):

@@ -68,7 +68,7 @@ def describe(found: dict) -> str:
     """The evidence in one line, for the job's log: "other processes kept 1.02 cores busy (limit 0.25)"."""
     lim, words = found["limits"], []
     if "cpu-load" in found["reasons"]:
-        who = ", ".join(f"{name} {pid}" for pid, name, _ in found.get("busiest") or [])
+        who = ", ".join(f"{name} {pid}" for pid, name, _ in (found.get("busiest") or [])[:3])
         words.append(f"other processes kept {found['outside_cores']:.2f} of its cores busy (limit "
                      f"{lim['max_outside_cores']}){f'; busiest: {who}' if who else ''}")
     if "gpu-load" in found["reasons"]:

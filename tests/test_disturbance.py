@@ -314,3 +314,20 @@ def test_too_few_runs_to_fit_gives_no_fit_and_the_environment_carries_the_result
     env = environment(table)
     assert env["step_variance"]["recorded"] == ["cpu_mhz"] and env["step_variance"]["constant"] == ["cpu_mhz"]
     assert env["disturbance"]["redone_runs"] == 2
+
+
+def test_the_appendix_words_the_fit_and_names_what_did_not_vary():
+    from compile_study.report.document import Text
+
+    v = variance.explained(_runs(effect=1.0, noise=0.01, seed=3), CONFIG)
+    text = words(Text("appendix", "variance", {"v": v}))
+    assert f"explains R² = {v['fit']['r2']:.2f} of the step's variance between processes" in text
+    assert "(30 runs in 6 configurations)" in text and f"({v['fit']['adjusted_r2']:.2f} adjusted for the three" in text
+    assert "on the recorded SM clock, GPU temperature and GPU power," in text
+    assert "The memory clock and CPU frequency did not vary within a configuration and were left out." in text
+    assert f"eager on static batches at batch {v['spread']['batch_size']} (bf16)" in text
+    cpu = _runs()
+    for q in variance.QUANTITIES[:-1]:
+        cpu[f"host_{q}"] = None  # a CPU study: only the CPU's frequency, constant on this kind of host
+    text = words(Text("appendix", "variance", {"v": variance.explained(cpu, CONFIG)}))
+    assert "The recorded CPU frequency did not vary within any configuration, so it explains none of that spread." in text

@@ -15,7 +15,9 @@ container (which this one cannot even list), the study's other jobs wherever the
 kernel's work for any of them, and time a hypervisor gave another guest (steal). It is the busy time of the
 run's cores (/proc/stat, per core) less own and study time: `outside_cpu_s`; per second of the window, less the
 counters' resolution (a tick per core at either end: a short window cannot show a small load), `outside_cores`.
-`busiest` names the visible outside processes that took the most CPU time during the window, on any core.
+`busiest` names the visible outside processes that took the most CPU time during the window, on any core: of
+those alive at its end (a process the first reading did not list started meanwhile and counts whole; one that
+ended inside the window is in the cores' total but cannot be named).
 
 On a GPU (NVML through nvidia-ml-py, read-only: nothing is set), each end reads the SM and memory clocks, the
 temperature, the power and the clocks' event (throttle) reasons; the window gets the mean power from the

@@ -51,7 +51,7 @@ def test_outside_load_is_judged_against_its_limit_and_only_above_it():
     found = judge(rec(outside=0.26), LIMITS)
     assert found["reasons"] == ["cpu-load"] and found["outside_cores"] == 0.26
     assert found["limits"] == asdict(LIMITS) and found["busiest"] == [[4242, "neighbour", 1.9]]
-    assert "other processes kept 0.26 of its cores busy (limit 0.25); busiest: neighbour 4242" in disturbance.describe(found)
+    assert "other processes took 0.26 CPU s/s on its cores (limit 0.25); busiest: neighbour 4242" in disturbance.describe(found)
 
 
 def test_another_process_on_the_gpu_is_judged_only_where_nvml_told_the_processes_apart():
@@ -121,7 +121,7 @@ def test_a_disturbed_run_is_redone_and_its_disturbed_attempt_kept_inside_the_new
     assert calls[0].get("redo_s", 0) == 0 and calls[1]["redo_s"] > 0 and overhead["redo_s"] == calls[1]["redo_s"]
     assert overhead["timed_s"] == 1.0  # the last attempt's own parts; the first one's are inside redo_s
     assert overhead["total_s"] >= overhead["redo_s"] + overhead["gpu_wait_s"]
-    assert "disturbed (other processes kept 0.90 of its cores busy (limit 0.25)); redoing it, 1 of at most 2" in capsys.readouterr().out
+    assert "disturbed (other processes took 0.90 CPU s/s on its cores (limit 0.25)); redoing it, 1 of at most 2" in capsys.readouterr().out
     assert record.problem(tmp_path / "r0.json") is None  # the record keeps today's shape
     assert record.table([tmp_path / "r0.json"]).redone.tolist() == [1]
 
@@ -218,7 +218,7 @@ def test_the_setup_counts_the_runs_redone_after_outside_load(tmp_path):
     study["config"]["disturbance"] = {"max_outside_cores": 0.3, "redos": 2}
     text = _setup_sentence(study)
     assert "This study has 2 runs redone after outside load." in text
-    assert "kept more than 0.30 of its cores busy, another process used more than 5% of its GPU's SMs" in text
+    assert "took more than 0.30 CPU seconds a second on its cores, another process used more than 5% of its GPU's SMs" in text
     assert "redone, at most twice" in text and "stayed disturbed" not in text
     records.loc[records.index[0], "disturbed"] = True
     study["environment"]["disturbance"] = disturbance_counts(records)

@@ -3,7 +3,7 @@
     found = judge(rec, Limits.of(config["disturbance"]))   # None, or the evidence: reasons and their numbers
 
 A run is disturbed when, during its steady-state block (the interleaved block its speedup comes from):
-- `cpu-load`: processes outside the study kept more than `max_outside_cores` of the run's cores busy on average
+- `cpu-load`: processes outside the study took more than `max_outside_cores` CPU seconds a second on the run's cores
   (the record's `host_load.block.outside_cores`, measured by measure/hostwatch.py, which says what "outside" is);
 - `gpu-load`: another process used more than `max_other_gpu_util` percent of the run's GPU's SMs (NVML's
   per-process samples; absent where NVML cannot tell, which is then no evidence either way);
@@ -65,11 +65,11 @@ def judge(rec: dict, limits: Limits) -> dict | None:
 
 
 def describe(found: dict) -> str:
-    """The evidence in one line, for the job's log: "other processes kept 1.02 cores busy (limit 0.25)"."""
+    """The evidence in one line, for the job's log: "other processes took 1.02 CPU s/s on its cores (limit 0.25)"."""
     lim, words = found["limits"], []
     if "cpu-load" in found["reasons"]:
         who = ", ".join(f"{name} {pid}" for pid, name, _ in (found.get("busiest") or [])[:3])
-        words.append(f"other processes kept {found['outside_cores']:.2f} of its cores busy (limit "
+        words.append(f"other processes took {found['outside_cores']:.2f} CPU s/s on its cores (limit "
                      f"{lim['max_outside_cores']}){f'; busiest: {who}' if who else ''}")
     if "gpu-load" in found["reasons"]:
         words.append(f"another process used {found['other_sm_util']}% of the GPU's SMs (limit {lim['max_other_gpu_util']}%)")

@@ -143,6 +143,14 @@ def test_redos_zero_flags_without_redoing_and_a_crash_is_not_redone(tmp_path, mo
     assert len(calls) == 1 and got["status"] == "error" and got["earlier_attempts"] == []
 
 
+def test_no_redo_is_started_that_the_calls_time_limit_would_cut_short(tmp_path, monkeypatch, capsys):
+    calls = _answers(monkeypatch, [0.9, 0.0])
+    monkeypatch.setattr(jobs.deadline, "seconds_left", lambda: -1.0)  # the limit has come: a redo would be lost
+    got = _train_run(tmp_path)
+    assert len(calls) == 1 and got["disturbed"]["reasons"] == ["cpu-load"] and got["earlier_attempts"] == []
+    assert "disturbed, and not redone: a redo takes about 0 s and the call's time limit comes in 0 s" in capsys.readouterr().out
+
+
 def test_a_cold_runs_redo_starts_from_an_empty_inductor_cache_again(tmp_path, monkeypatch):
     seen = []
     _answers(monkeypatch, [0.9, 0.0])

@@ -86,26 +86,39 @@ def redo_disturbed(kwargs: dict, setup: launch.Setup, clock: Clock, way: str | N
     at most `redos` times -> the last attempt's outcome. Its record keeps the judgement (`disturbed`: None, or the
     evidence where it stayed disturbed) and every earlier attempt's record whole (`earlier_attempts`): nothing
     measured is lost, and the summary reads only the last. A redo starts as the first attempt did: a cold run's
-    Inductor cache is emptied again. Its clock runs on from the job's start, the earlier attempts booked `redo_s`."""
+    Inductor cache is emptied again. Its clock runs on from the job's start, the earlier attempts booked `redo_s`.
+    Under a call's time limit (core/deadline.py) a redo that would not end before it is not started: the
+    disturbed record is kept as it is rather than lost with a redo cut short."""
     limits = disturbance.Limits.of(params.get("disturbance"))
-    before, earlier = dict(clock.parts), []
+    before, earlier, started = dict(clock.parts), [], clock.elapsed()
     while True:
         outcome = launch.run(RUN, kwargs, setup, clock, way)
         if not outcome.answered:
             return outcome
         rec = outcome.value
         rec["disturbed"] = disturbance.judge(rec, limits)
-        if rec["disturbed"] is None or len(earlier) == limits.redos:
+        if rec["disturbed"] is None or len(earlier) == limits.redos or not _time_for_redo(
+                outcome.clock.elapsed() - started, record_path):
             rec["earlier_attempts"] = earlier
             return outcome
         earlier.append(rec | {"env": rec["env"] | {"inductor_cache": cache, "launcher": outcome.way}})
         print(f"{record_path}: disturbed ({disturbance.describe(rec['disturbed'])}); redoing it, "
               f"{len(earlier)} of at most {limits.redos}", flush=True)
-        spent = outcome.clock.elapsed() - sum(before.values())
-        clock = Clock(outcome.clock.origin, before | {"redo_s": spent})
+        started = outcome.clock.elapsed()
+        clock = Clock(outcome.clock.origin, before | {"redo_s": started - sum(before.values())})
         if params.get("cache_dir") is not None:
             cache = isolation.prepare_cache(params["cache_dir"], kwargs["run"]["repeat"] == 0,
                                             params.get("search_cache"))[1]
+
+
+def _time_for_redo(attempt_s: float, record_path: str) -> bool:
+    """Whether a redo, taking about as long as the attempt before it, ends before the call's time limit (if any)."""
+    left = deadline.seconds_left()
+    if left is None or attempt_s <= left:
+        return True
+    print(f"{record_path}: disturbed, and not redone: a redo takes about {attempt_s:.0f} s and the call's time limit "
+          f"comes in {max(left, 0):.0f} s; the record keeps its flag", flush=True)
+    return False
 
 
 def finish(rec: dict, clock: Clock, record_path: str, progress: Callable[[], str] | None) -> None:

@@ -241,6 +241,20 @@ def test_the_setup_counts_the_runs_redone_after_outside_load(tmp_path):
     assert _setup_sentence(study).endswith("1 run stayed disturbed.")
 
 
+def test_a_study_whose_older_records_lack_the_readings_says_how_many_have_them(tmp_path):
+    study = make_study(tmp_path)
+    records = study["records"].copy()
+    ok = records.index[records.status == "ok"]
+    records["host_outside_cores"] = 0.01
+    records.loc[ok[0], "host_outside_cores"] = None  # a record from before the readings
+    records.loc[records.status != "ok", "host_outside_cores"] = None  # a failed run measured nothing
+    study["environment"] = study["environment"] | {"disturbance": disturbance_counts(records)}
+    text = _setup_sentence(study)
+    assert text.startswith(f"{len(ok) - 1} of the {len(ok)} successful runs' records say what else ran on the host "
+                           "during their timed blocks; the others do not (not recorded).")
+    assert text.endswith("No run was redone.")
+
+
 def test_a_study_without_the_readings_says_they_were_not_recorded(tmp_path):
     study = make_study(tmp_path)  # records of schema 3: no host readings
     assert study["environment"]["disturbance"]["recorded"] == 0

@@ -192,11 +192,13 @@ def environment(records: pd.DataFrame) -> dict:
 
 
 def disturbance_counts(records: pd.DataFrame) -> dict:
-    """What the Setup says of other work on the host: the records that carry its readings, the runs redone (by
-    the first reason of their first disturbed attempt), the attempts kept aside, the runs that stayed disturbed."""
+    """What the Setup says of other work on the host: of the successful runs' records, those that carry its
+    readings (a failed run may have none); the runs redone (by the first reason of their first disturbed attempt),
+    the attempts kept aside, the runs that stayed disturbed."""
+    ok = records[records.status == "ok"]
     redone = records[records.redone > 0]
     first = redone.redone_reasons.str.split(",").str[0]
-    return {"recorded": int(records.host_outside_cores.notna().sum()), "records": len(records),
+    return {"recorded": int(ok.host_outside_cores.notna().sum()), "records": len(ok),
             "redone_runs": len(redone), "attempts_set_aside": int(records.redone.sum()),
             "redone_by": {str(reason): int(k) for reason, k in first.value_counts().items()},
             "stayed_disturbed": int(records.disturbed.sum())}

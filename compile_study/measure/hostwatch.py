@@ -47,7 +47,10 @@ def gpu_uuid(device) -> str | None:
         return None
     import torch
 
-    return f"GPU-{torch.cuda.get_device_properties(device).uuid}"
+    try:
+        return f"GPU-{torch.cuda.get_device_properties(device).uuid}"
+    except (AttributeError, RuntimeError) as e:  # a build without device UUIDs: NVML is not read, the window says why
+        return f"GPU-unknown ({type(e).__name__})"
 
 
 # --- the CPU side -------------------------------------------------------------------------------------------------
@@ -160,7 +163,8 @@ class Nvml:
 
     def _failures(self) -> tuple:
         # an unversioned call that this driver's NVML lacks raises a mismatch error that is no NVMLError
-        return (self.nv.NVMLError, *[e for e in (getattr(self.nv, "NVMLLibraryMismatchError", None),) if e])
+        mismatch = getattr(self.nv, "NVMLLibraryMismatchError", None)
+        return (self.nv.NVMLError, mismatch) if mismatch else (self.nv.NVMLError,)
 
     def _get(self, fn, *args):
         """fn(handle, *args), or None where this GPU or driver does not support it."""
@@ -178,7 +182,7 @@ class Nvml:
         return {"sm_clock_mhz": nv(self.nv.nvmlDeviceGetClockInfo, self.nv.NVML_CLOCK_SM),
                 "memory_clock_mhz": nv(self.nv.nvmlDeviceGetClockInfo, self.nv.NVML_CLOCK_MEM),
                 "temperature_c": nv(self.nv.nvmlDeviceGetTemperature, self.nv.NVML_TEMPERATURE_GPU),
-                "power_w": power / 1e3 if power is not None else None,  # milliwatts
+                "power_w": _scaled(power, 1e-3),  # milliwatts
                 "energy_j": _scaled(nv(self.nv.nvmlDeviceGetTotalEnergyConsumption), 1e-3),  # millijoules
                 "clocks_event_reasons": nv(self.nv.nvmlDeviceGetCurrentClocksEventReasons),
                 "utilization": utilization.gpu if utilization is not None else None,

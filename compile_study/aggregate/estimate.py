@@ -106,6 +106,7 @@ def run_cost(rec: dict, device: str) -> float | None:
     total = o.get("total_s")
     if not total or rec.get("env", {}).get("device_type") != device:
         return None
+    total -= o.get("redo_s") or 0.0  # one attempt: a run redone after a disturbance paid for its earlier ones
     if rec["env"].get("launcher"):
         return total
     unbooked = total - sum(v for k, v in o.items() if k != "total_s" and v)

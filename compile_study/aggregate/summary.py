@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from compile_study.aggregate import variance
 from compile_study.core import compile_record, record, stats, vocab
 from compile_study.core.data import steps_per_epoch
 from compile_study.core.io import write_json_atomic, write_text_atomic
@@ -127,7 +128,20 @@ def summarize(records: pd.DataFrame, train_rows: int, compiles: pd.DataFrame | N
     speedups = stats.speedup_table(records, CONFIG, CELL).rename(
         columns={"aa_band_low": "aa_low", "aa_band_high": "aa_high"})
     summary = summary.merge(speedups, on=CONFIG, how="left")
-    return _against_eager(summary, records, train_rows)
+    return _against_eager(withhold_disturbed(summary, records), records, train_rows)
+
+
+def withhold_disturbed(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
+    """A configuration with a run that stayed disturbed after its redos (core/disturbance.py), or whose cell's
+    eager runs (its A/A control) have one, gets no verdict: "disturbed". Its numbers stay. Beside it, how many
+    of its runs were redone (`redone_n`) and how many stayed disturbed (`disturbed_n`)."""
+    by = records.assign(was_redone=records.redone > 0).groupby(CONFIG)
+    counts = pd.DataFrame({"disturbed_n": by.disturbed.sum(), "redone_n": by.was_redone.sum()}).astype(int)
+    summary = summary.merge(counts.reset_index(), on=CONFIG, how="left")
+    eager = records[(records.compile_mode == "eager") & (records.compile_scope == "module") & records.disturbed]
+    control = summary[CELL].apply(tuple, axis=1).isin(set(eager[CELL].apply(tuple, axis=1)))
+    summary.loc[((summary.disturbed_n > 0) | control) & (summary.verdict != "aa"), "verdict"] = "disturbed"
+    return summary
 
 
 def _eager_of_cell(records: pd.DataFrame) -> dict:
@@ -185,7 +199,21 @@ def environment(records: pd.DataFrame) -> dict:
     env["overhead_s"] = {k: float(pd.to_numeric(records[f"overhead_{k}"], errors="coerce").sum())
                          for k in record.OVERHEAD if records[f"overhead_{k}"].notna().any()}
     env["statuses"] = records.status.value_counts().to_dict()
-    return env | provenance(records)
+    return env | provenance(records) | {"disturbance": disturbance_counts(records),
+                                        "step_variance": variance.explained(records, CONFIG)}
+
+
+def disturbance_counts(records: pd.DataFrame) -> dict:
+    """What the Setup says of other work on the host: of the successful runs' records, those that carry its
+    readings (a failed run may have none); the runs redone (by the first reason of their first disturbed attempt),
+    the attempts kept aside, the runs that stayed disturbed."""
+    ok = records[records.status == "ok"]
+    redone = records[records.redone > 0]
+    first = redone.redone_reasons.str.split(",").str[0]
+    return {"recorded": int(ok.host_outside_cores.notna().sum()), "records": len(ok),
+            "redone_runs": len(redone), "attempts_set_aside": int(records.redone.sum()),
+            "redone_by": {str(reason): int(k) for reason, k in first.value_counts().items()},
+            "stayed_disturbed": int(records.disturbed.sum())}
 
 
 def provenance(records: pd.DataFrame) -> dict:

@@ -33,7 +33,9 @@ band, "slower" only when it lies below it, "within-noise" when it lies inside th
 overlaps an edge. Only a stated-coverage interval (n >= MIN_N) gets a verdict: fewer processes give "few-runs"
 (where a configuration varies more between processes than eager does, a range of two values lies wholly
 outside the band by chance far more often than 5%: tests/test_stats.py); a cell without eager runs gives
-"no-control". The paper's templates turn the codes into words.
+"no-control"; a configuration whose runs (or its cell's eager runs) stayed disturbed by other work on the host
+after their redos gets "disturbed" (aggregate/summary.py withhold_disturbed). The paper's templates turn the
+codes into words.
 
 Comparison rule (`compare`), the one rule behind every comparative word of the paper ("faster than",
 "fastest", "most"): two configurations' intervals (speedups over eager, gains, or step times read as their
@@ -57,7 +59,7 @@ MIN_N = 3  # fewest processes for an interval, a verdict and a comparative word
 BAND_SDS = 1.0  # the A/A band's second term: |mean| + BAND_SDS x SD of the per-process A/A log ratios
 NAN = float("nan")
 # verdict codes (the templates word them): against the A/A band, or why there is none
-VERDICTS = ("faster", "slower", "within-noise", "indistinct", "few-runs", "no-control", "aa", "no-run")
+VERDICTS = ("faster", "slower", "within-noise", "indistinct", "few-runs", "no-control", "aa", "no-run", "disturbed")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from compile_study.core import compile_record, deadline, env, record
+from compile_study.core import compile_record, deadline, disturbance, env, record
 from compile_study.core.clock import Clock
 from compile_study.core.io import write_empty_trace, write_json_atomic
 from compile_study.measure import isolation, launch, targets
@@ -117,7 +117,7 @@ def train_run(params, data_dir: str, record_path: str, trace_path: str, log: str
     with job_setup(log, threads, device, clock, params["cache_dir"]) as (setup, cache):
         kwargs = {"model": dict(params["model"]), "run": run, "data_dir": data_dir, "device": device,
                   "threads": setup.threads, "trace_path": trace_path, "host": host}
-        outcome = launch.run(targets.run_job, kwargs, setup, clock, way)
+        outcome = redo_disturbed(kwargs, setup, clock, way, params, cache, record_path)
     if outcome.answered:
         rec = outcome.value
     else:  # the process died: its configuration's outcome is that failure
@@ -127,6 +127,44 @@ def train_run(params, data_dir: str, record_path: str, trace_path: str, log: str
     rec["env"] |= {"inductor_cache": cache, "launcher": outcome.way}
     finish(rec, outcome.clock, record_path, progress)
     return rec
+
+
+def redo_disturbed(kwargs: dict, setup: launch.Setup, clock: Clock, way: str | None, params, cache: str | None,
+                   record_path: str) -> launch.Outcome:
+    """The run's process, started again while its record is disturbed (core/disturbance.py, config `disturbance`),
+    at most `redos` times -> the last attempt's outcome. Its record keeps the judgement (`disturbed`: None, or the
+    evidence where it stayed disturbed) and every earlier attempt's record whole (`earlier_attempts`): nothing
+    measured is lost, and the summary reads only the last. A redo starts as the first attempt did: a cold run's
+    Inductor cache is emptied again. Its clock runs on from the job's start, the earlier attempts booked `redo_s`.
+    Under a call's time limit (core/deadline.py) a redo that would not end before it is not started: the
+    disturbed record is kept as it is rather than lost with a redo cut short."""
+    limits = disturbance.Limits.of(params.get("disturbance"))
+    before, earlier, started = dict(clock.parts), [], clock.elapsed()
+    while True:
+        outcome = launch.run(targets.run_job, kwargs, setup, clock, way)
+        if not outcome.answered:
+            return outcome
+        rec = outcome.value
+        rec["disturbed"] = disturbance.judge(rec, limits)
+        if rec["disturbed"] is None or len(earlier) == limits.redos or not _time_for_redo(
+                outcome.clock.elapsed() - started, record_path):
+            rec["earlier_attempts"] = earlier
+            return outcome
+        earlier.append(rec | {"env": rec["env"] | {"inductor_cache": cache, "launcher": outcome.way}})
+        print(f"{record_path}: disturbed ({disturbance.describe(rec['disturbed'])}); redoing it, "
+              f"{len(earlier)} of at most {limits.redos}", flush=True)
+        started = outcome.clock.elapsed()
+        clock = Clock(outcome.clock.origin, before | {"redo_s": started - sum(before.values())})
+
+
+def _time_for_redo(attempt_s: float, record_path: str) -> bool:
+    """Whether a redo, taking about as long as the attempt before it, ends before the call's time limit (if any)."""
+    left = deadline.seconds_left()
+    if left is None or attempt_s <= left:
+        return True
+    print(f"{record_path}: disturbed, and not redone: a redo takes about {attempt_s:.0f} s and the call's time limit "
+          f"comes in {max(left, 0):.0f} s; the record keeps its flag", flush=True)
+    return False
 
 
 def finish(rec: dict, clock: Clock, record_path: str, progress: Callable[[], str] | None) -> None:

@@ -100,6 +100,12 @@ def noise_table(ctx: Context) -> Table:
     return Table("noise", Text("appendix", "noise_caption", {"sds": stats.BAND_SDS}), cols, rows)
 
 
+def variance_para(ctx: Context) -> Para | None:
+    """How much of the step's spread between processes the host's recorded state explains (aggregate/variance.py)."""
+    found = ctx.env.get("step_variance")
+    return Para(Text("appendix", "variance", {"v": found})) if found else None
+
+
 def regime_table(ctx: Context) -> Table | None:
     sel = regime_rows(ctx)
     if sel.empty:
@@ -293,6 +299,9 @@ def sections(ctx: Context, parity: pd.DataFrame, claims: Table | None = None) ->
               ("Profiler detail", profile_table(ctx)), ("Top kernels" if ctx.gpu else "Top operators", kernel_table(ctx)),
               ("Parity", parity_table(parity))]
     out = [Section(title, [t]) for title, t in tables if t is not None]
+    spread = variance_para(ctx)
+    if spread is not None:  # beside the noise table: what the host's state explains of the spread it shows
+        next(s for s in out if s.title == "Noise and controls").blocks.append(spread)
     found = check_tables(ctx.checks) + [
         p for p in (concurrency_para(ctx.checks.get("concurrency") or {}, ctx.summary),
                     launcher_para(ctx.checks.get("launcher") or {}, ctx.summary)) if p]

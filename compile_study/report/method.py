@@ -9,8 +9,9 @@ Every definition is the one summary.py and stats.py implement; every condition i
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 
-from compile_study.core import grid, record, stats, vocab
+from compile_study.core import disturbance, grid, record, stats, vocab
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Para, Table, Text, plain
 from compile_study.report.findings import Context, data_facts, model, value
@@ -120,4 +121,13 @@ def setup(ctx: Context) -> list:
     data = {"host": host(ctx), "concurrency": concurrency(ctx), "matmul": matmul(ctx), "calls": calls(ctx),
             "commits": commits(ctx), "recorded_calls": bool(ctx.calls), "env_keys": record.ENV_KEYS}
     return [Para(Text("setup", "conditions", data)), Para(Text("setup", "provenance", data)),
-            Para(Text("setup", "carries", {"gpu": ctx.gpu}))]
+            Para(Text("setup", "disturbance", disturbed_runs(ctx))), Para(Text("setup", "carries", {"gpu": ctx.gpu}))]
+
+
+def disturbed_runs(ctx: Context) -> dict:
+    """Runs redone after other work disturbed them, by reason, and those that stayed disturbed (summary.py
+    disturbance_counts), the configured limits, and the configurations that get no verdict for it."""
+    counts = ctx.env.get("disturbance") or {"recorded": 0, "records": int(ctx.env.get("n_records") or 0)}
+    return {"d": {"redone_by": {}, "stayed_disturbed": 0} | counts, "gpu": ctx.gpu,
+            "limits": asdict(disturbance.Limits.of(ctx.config.get("disturbance"))),
+            "withheld": int((ctx.summary.get("verdict") == "disturbed").sum())}

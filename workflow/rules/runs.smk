@@ -28,6 +28,7 @@ rule train_run:
         model=config["model"],
         device=P.device,
         cache_dir=P.inductor_cache_dir,
+        disturbance=config["disturbance"],
     run:
         jobs.train_run(
             params,

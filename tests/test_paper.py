@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from compile_study.aggregate import claims
+from compile_study.aggregate.decide import decide
 from compile_study.core import stats
 from compile_study.report import build as report
 from compile_study.report import findings, numbers, paper
@@ -114,8 +115,8 @@ def test_main_text_of_the_stored_h200_paper_is_at_most_3000_words():
     env = json.loads((STORED / "environment.json").read_text())
     checks = {k: json.loads((STORED / f).read_text())["results"] if (STORED / f).is_file() else []
               for k, f in (("timer", "checks/timer_check.json"), ("drift", "checks/reference_drift.json"))}
-    rep = report.build(summary, pd.read_csv(STORED / "parity.csv"), claims.claims_table(summary, mlp, facts), env,
-                       facts, yaml.safe_load((STORED / "config.yaml").read_text()), "cuda", checks, "figures")
+    rep = report.build(summary, pd.read_csv(STORED / "parity.csv"), claims.claims_table(summary, mlp, facts),
+                       decide(summary, {}), env, facts, yaml.safe_load((STORED / "config.yaml").read_text()), "cuda", checks, "figures")
     words = paper.word_counts(paper.render(rep, "md"))
     assert words["main"] + words["main_tables"] <= 3000, words
     assert words["appendix"] + words["appendix_tables"] > 0
@@ -143,8 +144,9 @@ def test_the_concurrency_check_is_read_against_its_cells_band_and_absent_where_i
     iv = stats.speedup_interval([1.01, 1.02, 1.00])
     eager = study["summary"].query("compile_mode == 'eager' and batch_size == 32 and shape_regime == 'static'").iloc[0]
     assert para.data["iv"] == iv and para.data["cores"] == 8 and para.data["rounds"] == 3
-    assert (para.data["band"].low, para.data["band"].high) == (eager.aa_low, eager.aa_high)
-    assert para.data["verdict"] == stats.verdict(iv, para.data["band"]) and para.data["verdict"] != "faster"
+    band = para.data["band"]
+    assert (band["low"], band["high"]) == (eager.aa_low, eager.aa_high)
+    assert para.data["verdict"] == stats.verdict(iv, stats.Band(band["low"], band["high"], 0, 0, 3)) != "faster"
     text = paper.words(para)
     for number in (iv.point, iv.low, iv.high, eager.aa_low, eager.aa_high):  # its interval against its cell's band
         assert f"{number:.2f}" in text
@@ -161,7 +163,7 @@ def test_comparative_words_come_from_the_rule_on_the_stored_studys_intervals():
     facts = json.loads((STORED / "facts.json").read_text())
 
     def context(s: pd.DataFrame) -> findings.Context:
-        return findings.Context(s, None, json.loads((STORED / "environment.json").read_text()), facts,
+        return findings.Context(s, None, decide(s, {}), json.loads((STORED / "environment.json").read_text()), facts,
                                 yaml.safe_load((STORED / "config.yaml").read_text()), "cuda", "figures", [], {})
 
     ctx = context(summary)

@@ -1,6 +1,6 @@
 """Figures from the summary table and the run records (plotting only; never touches a device).
 
-    figures.draw_all(summary, record.table(paths), environment, "paper/figures")   # -> the figures made
+    figures.draw_all(summary, record.table(paths), environment, "results/cpu/figures")   # -> the figures made
 
 Only a figure with data is made: `drawable` decides which, `draw_all` draws those as PNG and as a PDF without a
 creation date (byte-identical on a rebuild) and writes `index.json`, the list the paper cites (read_index).
@@ -24,6 +24,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
 
+from compile_study.aggregate.columns import POINT  # noqa: E402
 from compile_study.core import record, stats, vocab  # noqa: E402
 
 FIGURES = ("overhead", "speedup", "roofline", "regimes", "timeline", "breakeven", "kernels", "buckets")
@@ -85,7 +86,7 @@ def _line(ax, sizes: list, x, y, dodge: float = 1.0, **kw) -> None:
 
 def _interval(ax, x, row, prefix: str, colour, marker, horizontal=False) -> None:
     """One point with its interval (MIN_N processes or more) or a hollow marker (fewer: no interval)."""
-    point = row[{"speedup": "speedup", "gain": "gain_over_eager_static"}[prefix]]
+    point = row[POINT[prefix]]
     n, lo, hi = row.get(f"{prefix}_n", 0), row[f"{prefix}_low"], row[f"{prefix}_high"]
     has = n >= stats.MIN_N and np.isfinite(lo) and np.isfinite(hi)
     err = [[point - lo], [hi - point]] if has else None

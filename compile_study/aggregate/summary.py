@@ -3,7 +3,7 @@
     snakemake --cores all results/cpu/summary.csv        (rule summarize calls `write`)
 
 Speedup: every run times its subject (eager or compiled) interleaved with an eager reference in the same
-process; the run's ratio reference/subject is its speedup, and for an eager subject it is the A/A control.
+process; the run's ratio, reference over subject, is its speedup, and for an eager subject it is the A/A control.
 Across the configuration's processes (repeats) stats.py gives the interval (method and n beside it), the
 cell's A/A band and the verdict. Everything else is the median over the successful repeats.
 """
@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from compile_study.aggregate.columns import columns
 from compile_study.core import record, stats, vocab
 from compile_study.core.data import steps_per_epoch
 from compile_study.core.io import write_json_atomic, write_text_atomic
@@ -33,8 +34,6 @@ PARITY_COLUMNS = [
     "compile_mode", "precision", "batch_size", "loss_steps", "train_steps", "max_rel_loss_diff", "loss_rtol",
     "loss_ok", "eager_accuracy", "compiled_accuracy", "accuracy_delta_points", "accuracy_ok",
 ]
-# an interval's point column per prefix: every point shown beside an interval is that interval's centre
-POINT = {"speedup": "speedup", "gain": "gain_over_eager_static", "inference": "inference_speedup", "step": "step_ms"}
 
 
 def _status(g: pd.DataFrame) -> tuple[str, str | None]:
@@ -46,9 +45,7 @@ def _status(g: pd.DataFrame) -> tuple[str, str | None]:
 
 def _interval_columns(prefix: str, values) -> dict:
     """The interval across processes (stats.speedup_interval) and its point, the geometric mean."""
-    iv = stats.speedup_interval(pd.to_numeric(pd.Series(values), errors="coerce").dropna())
-    return {POINT[prefix]: iv.point, f"{prefix}_low": iv.low, f"{prefix}_high": iv.high, f"{prefix}_method": iv.method,
-            f"{prefix}_n": iv.n}
+    return columns(prefix, stats.speedup_interval(pd.to_numeric(pd.Series(values), errors="coerce").dropna()))
 
 
 def _config_row(key: tuple, g: pd.DataFrame) -> dict:
@@ -203,11 +200,15 @@ def _json_or(path, default):
     return json.loads(Path(path).read_text()) if path and Path(path).is_file() else default
 
 
-def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp_path=None) -> pd.DataFrame:
-    """Records -> out["summary"] (csv), out["parity"] (csv), out["environment"] (json), out["claims"] (csv).
+def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp_path=None,
+          check_paths: dict | None = None) -> pd.DataFrame:
+    """Records -> out["summary"] (csv), out["parity"] (csv), out["environment"] (json), out["claims"] (csv),
+    out["decisions"] (json: aggregate/decide.py).
 
-    The peak and MLP results are optional (a stored study from before they existed has none)."""
+    The peak and MLP results and the method checks ({name: path}) are optional (a stored study from before they
+    existed has none)."""
     from compile_study.aggregate.claims import claims_table
+    from compile_study.aggregate.decide import decide, to_json
 
     records = record.table(record_paths)
     peaks = _json_or(peak_path, {"peaks": {}})["peaks"]
@@ -217,6 +218,8 @@ def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp
     write_text_atomic(out["parity"], parity_table(parity_paths).to_csv(index=False))
     claims = claims_table(summary, _json_or(mlp_path, None), facts)
     write_text_atomic(out["claims"], claims.to_csv(index=False))
+    checks = {name: _json_or(path, {}) for name, path in (check_paths or {}).items()}
+    write_text_atomic(out["decisions"], to_json(decide(summary, checks)))
     write_json_atomic(out["environment"],
                       environment(records) | {"peak_tflops": {p: v["tflops"] for p, v in peaks.items()}})
     return summary

@@ -5,7 +5,7 @@
 A record is `{"schema_version", "config", "env", "status", "error", "metrics"}`: `config` is a RunConfig plus
 the model, `env` the hardware and versions (env.py), `status` one of vocab.STATUSES, `metrics` the names
 declared below (absent ones were not measured). Older records are upgraded on reading (`upgrade`), so
-summary, figures, rebuild and benchmarks/records_table.py see one shape. Torch-free.
+summary, figures, rebuild and `python -m compile_study record` see one shape. Torch-free.
 """
 
 from __future__ import annotations
@@ -318,7 +318,7 @@ def table(paths) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """One line per record: status, configuration, step time, speedup (the old benchmarks/records_table.py)."""
+    """One line per record: status, configuration, step time, speedup."""
     for path in argv if argv is not None else sys.argv[1:]:
         try:
             rec = read(path)

@@ -1,4 +1,5 @@
-"""Speedup intervals with stated coverage, the A/A band of a cell, and the verdict rule (torch-free).
+"""Speedup intervals with stated coverage, the A/A band of a cell, and the verdict rule (torch-free). The rule's
+constants (LEVEL, MIN_N, BAND_SDS) and the Interval and Band types are in core/intervals.py, which the report reads.
 
     from compile_study.core.stats import speedup_table
     table = speedup_table(records, config=CONFIG, cell=CELL)   # records: one row per run (summary.load_records)
@@ -46,41 +47,17 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-LEVEL = 0.95  # nominal coverage of every interval
-MIN_N = 3  # fewest processes for an interval, a verdict and a comparative word
-BAND_SDS = 1.0  # the A/A band's second term: |mean| + BAND_SDS x SD of the per-process A/A log ratios
-NAN = float("nan")
+from compile_study.core.intervals import BAND_SDS, LEVEL, MIN_N, NAN, Band, Interval
+
+__all__ = ["BAND_SDS", "LEVEL", "MIN_N", "NAN", "VERDICTS", "Band", "Interval", "aa_band", "compare", "speedup_interval",
+           "speedup_table", "top", "verdict"]
 # verdict codes (the templates word them): against the A/A band, or why there is none
 VERDICTS = ("faster", "slower", "within-noise", "indistinct", "few-runs", "no-control", "aa", "no-run")
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A configuration's speedup: point, interval ends (NaN if none), how they were made, nominal coverage."""
-
-    point: float
-    low: float
-    high: float
-    method: str  # a label for summary.csv: "t on log ratio, n = 5", "n = 2, no interval", "single run"
-    n: int  # processes with a finite speedup
-    level: float  # nominal coverage; NaN where none is claimed (n < 3)
-
-
-@dataclass(frozen=True)
-class Band:
-    """The A/A band [low, high] of a cell and the measured variation it is made from (log units)."""
-
-    low: float
-    high: float
-    chunk_noise: float  # pooled within-process SD of per-chunk A/A log ratios
-    between_sd: float  # SD of the per-process A/A log ratios (NaN with fewer than 2)
-    n: int  # eager processes
 
 
 def _finite_positive(values: Iterable) -> np.ndarray:

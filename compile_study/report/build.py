@@ -1,11 +1,12 @@
 """The report model: the paper's sections as blocks (sentences as template calls with their numbers, tables
 as rows of formatted cells, figures), built once from the study's files.
 
-    rep = build.build(summary, parity, claims, environment, facts, config, device, checks, "figures",
+    rep = build.build(summary, parity, claims, decisions, environment, facts, config, device, checks, "figures",
                       calls=[...], drawn=("speedup", ...))
     paper.render(rep, "md")   # or "tex"
 
-`summary` is summary.csv (one row per configuration), `claims` claims.csv (codes and numbers), `checks` the
+`summary` is summary.csv (one row per configuration), `claims` claims.csv (codes and numbers), `decisions`
+decisions.json (every ranking, comparison and method-check verdict: aggregate/decide.py), `checks` the
 method checks ({"timer": rows, "drift": rows, "concurrency": its JSON}), `calls` calls.jsonl, `drawn` the
 figures aggregate/figures.py made (its index): only those are placed and cited. Every sentence is a Text
 (document.py): a macro of paper/templates/sections/*.j2 and its data; findings.py, method.py, conclusions.py
@@ -190,11 +191,11 @@ def _number(sections: list[Section], numbers: dict[str, int]) -> None:
                 numbers[f"{'tab' if b.kind == 'table' else 'fig'}:{b.key}"] = b.number
 
 
-def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | None, environment: dict, facts: dict,
-          config: dict, device: str, checks: dict, figure_dir_rel: str, calls: list[dict] | None = None,
+def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | None, decisions: dict, environment: dict,
+          facts: dict, config: dict, device: str, checks: dict, figure_dir_rel: str, calls: list[dict] | None = None,
           drawn: dict | None = None) -> Report:
     """The whole paper as blocks (see the module docstring)."""
-    ctx = Context(summary.copy(), claims, environment, facts, config, device, figure_dir_rel, calls or [],
+    ctx = Context(summary.copy(), claims, decisions, environment, facts, config, device, figure_dir_rel, calls or [],
                   checks or {}, dict(drawn or {}))
     main = main_sections(ctx)
     extra = appendix.sections(ctx, parity, claims_table(ctx))
@@ -210,7 +211,7 @@ def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | No
 def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: str | Path) -> None:
     """The study directory's files (layout.py) -> paper.md and paper.tex (figure paths relative to each paper).
 
-    inputs: summary, parity, claims, environment, facts, figures, and where present calls (calls.jsonl) and
+    inputs: summary, parity, claims, decisions, environment, facts, figures, and where present calls (calls.jsonl) and
     the method checks (timer_check, reference_drift, concurrency, launcher)."""
     from compile_study.aggregate.figures import read_index
     from compile_study.aggregate.walltime import read_calls
@@ -224,6 +225,7 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     claims = pd.read_csv(inputs["claims"]) if inputs.get("claims") else None
     summary, parity = pd.read_csv(inputs["summary"]), pd.read_csv(inputs["parity"])
     env = json.loads(Path(inputs["environment"]).read_text())
+    decisions = json.loads(Path(inputs["decisions"]).read_text())
     facts = json.loads(Path(inputs["facts"]).read_text())
     checks = {key: check(name) if name in ("concurrency", "launcher") else check(name).get("results", [])
               for name, key in appendix.CHECK_KEYS.items()}
@@ -231,5 +233,5 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     drawn = read_index(inputs["figures"])
     for fmt, dest in (("md", md_out), ("tex", tex_out)):
         figs = Path(os.path.relpath(inputs["figures"], os.path.dirname(os.path.abspath(dest)))).as_posix()
-        rep = build(summary, parity, claims, env, facts, config, device, checks, figs, calls, drawn)
+        rep = build(summary, parity, claims, decisions, env, facts, config, device, checks, figs, calls, drawn)
         write_text_atomic(dest, paper.render(rep, fmt))

@@ -1,5 +1,5 @@
 """Conclusions and recommendations ("for this model on this device, do X") as codes and numbers, each by a
-stated rule over intervals (findings.py, stats.compare) and traced to the table it rests on; the data of
+stated rule over intervals (decided in aggregate/decide.py, read by findings.py) and traced to the table it rests on; the data of
 "How far from the best step"; the paper's byline and notices. conclusions.j2 and beststep.j2 word them.
 """
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from compile_study.core import stats, vocab
+from compile_study.core import vocab
+from compile_study.core.intervals import MIN_N
 from compile_study.report import numbers as n
 from compile_study.report.document import Text, plain
 from compile_study.report.findings import (
@@ -17,7 +18,6 @@ from compile_study.report.findings import (
     data_facts,
     per_batch,
     precisions,
-    ranking,
     shape_findings,
     static_rows,
     value,
@@ -42,13 +42,14 @@ def best_step(ctx: Context) -> dict:
     """At the smallest and largest profiled batch: eager and the best module-scope configuration by the
     comparison rule (first of its top), each from its own profiler window; the whole step compiled."""
     s = _profiled(ctx)
+    tops = {r["batch"]: r["top"] for r in ctx.rankings("speedup-module")}
     ends = []
     for b in sorted({s.batch_size.min(), s.batch_size.max()}) if len(s) else []:
         g = s[(s.batch_size == b) & (s.compile_scope == "module")]
-        eager, top = g[g.compile_mode == "eager"], ranking(compiled(g))["top"]
-        if len(eager) and top:
-            row = compiled(g)[compiled(g).compile_mode == top[0]["mode"]].iloc[0]
-            ends.append({"batch": int(b), "eager": _profile(eager.iloc[0]), "best": _profile(row)})
+        eager, top = g[g.compile_mode == "eager"], tops.get(int(b))
+        best = compiled(g)[compiled(g).compile_mode == top[0]["mode"]] if top else g.iloc[:0]
+        if len(eager) and len(best):
+            ends.append({"batch": int(b), "eager": _profile(eager.iloc[0]), "best": _profile(best.iloc[0])})
     return {"ends": ends, "graph": bool((ctx.summary.compile_scope == "step-graph").any()), "step": step_scope(ctx)}
 
 
@@ -77,7 +78,7 @@ def mode_advice(ctx: Context) -> Text | None:
     if not batches:
         return None
     decided = compiled(static_rows(ctx))
-    decided = decided[decided.speedup_n >= stats.MIN_N]
+    decided = decided[decided.speedup_n >= MIN_N]
     verdicts = set(decided.verdict)
     return Text("conclusions", "modes", {"batches": batches, "precision": ctx.precision, "device": ctx.device_name,
                                          "all_slower": verdicts == {"slower"}, "any_faster": "faster" in verdicts})
@@ -134,7 +135,7 @@ def host_advice(ctx: Context) -> Text | None:
 
 def evidence_advice(ctx: Context) -> Text | None:
     c = compiled(ctx.head)
-    few = int((c.speedup_n.fillna(0) < stats.MIN_N).sum())
+    few = int((c.speedup_n.fillna(0) < MIN_N).sum())
     return Text("conclusions", "evidence", {"few": few, "total": len(c)}) if few else None
 
 

@@ -1,8 +1,8 @@
 """The method and Setup sections as numbers, codes and labels: model and data, the grid, the timing and
-interval rules (stats.py's own constants), cache states and compile cost, where the time went, and the
+interval rules (the constants of core/intervals.py), cache states and compile cost, where the time went, and the
 conditions of the runs (hardware, cores, concurrency, TF32, calls, commits, versions).
 
-Every definition is the one summary.py and stats.py implement; every condition is read from the records
+Every definition is the one aggregate/summary.py implements; every condition is read from the records
 (environment.json), the study's calls.jsonl and its method checks, and said to be unrecorded where it is.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from compile_study.core import grid, record, stats, vocab
+from compile_study.core import grid, record, vocab
+from compile_study.core.intervals import BAND_SDS, LEVEL, MIN_N
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Para, Table, Text, plain
 from compile_study.report.findings import Context, data_facts, model, value
@@ -32,8 +33,8 @@ def grid_table(ctx: Context) -> Table:
 
 
 def intervals() -> dict:
-    """The interval and verdict rules, from stats.py's constants."""
-    return {"level": stats.LEVEL, "min_n": stats.MIN_N, "band_sds": stats.BAND_SDS}
+    """The interval and verdict rules, from their constants."""
+    return {"level": LEVEL, "min_n": MIN_N, "band_sds": BAND_SDS}
 
 
 def costs(ctx: Context) -> dict:

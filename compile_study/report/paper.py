@@ -1,7 +1,7 @@
 """Place a report model (build.py) into Markdown or LaTeX, and build the PDF.
 
     text = paper.render(build.build(...), "md")       # or "tex"
-    paper.build_pdf("paper/paper.tex")                # latexmk, when installed
+    paper.build_pdf("results/cpu/paper.tex")              # latexmk, when installed
 
 Two kinds of template. The sentence templates (paper/templates/sections/*.j2, Jinja's usual delimiters) hold
 every sentence of the paper as macros: `words(Text)` calls one with the numbers, intervals, codes and labels
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jinja2
 
-from compile_study.core import stats
+from compile_study.core.intervals import LEVEL, MIN_N
 from compile_study.report import numbers
 from compile_study.report.document import Text, hide_paths
 
@@ -91,7 +91,7 @@ def _prose(text, escape, code, ref) -> str:
 _SENTENCES = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                                 autoescape=False)
 _SENTENCES.filters |= numbers.FILTERS
-_SENTENCES.globals |= {"level": stats.LEVEL, "min_n": stats.MIN_N}  # the interval rules, said as the code has them
+_SENTENCES.globals |= {"level": LEVEL, "min_n": MIN_N}  # the interval rules, said as the code has them
 _MODULES: dict[str, object] = {}
 _BEFORE = re.compile(r"\s+([,;.:)])")  # a space a template left before punctuation
 

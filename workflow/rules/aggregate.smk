@@ -10,6 +10,7 @@ rule summarize:
         parity=L.parity_table,
         environment=L.environment,
         claims=L.claims,
+        decisions=L.decisions,
     log:
         L.log("summarize"),
     resources:

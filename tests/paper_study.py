@@ -86,7 +86,10 @@ def make_study(tmp_path, hostile: str = HOSTILE, device: str = "cuda", peak: flo
 def build(study: dict) -> report.Report:
     """The report of a study as rule paper makes it; its decisions made from its summary and checks as they are
     now (a test may have edited either), as rule summarize makes them."""
-    decisions = decide(study["summary"], study["checks"])
+    checks = study["checks"]  # the report's names -> the study's files (layout.CHECKS), as rule summarize reads them
+    decisions = decide(study["summary"], {"timer_check": {"results": checks.get("timer") or []},
+                                          "concurrency": checks.get("concurrency") or {},
+                                          "launcher": checks.get("launcher") or {}})
     return report.build(study["summary"], study["parity"], study["claims"], decisions,
                         *(study[k] for k in ("environment", "facts", "config", "device", "checks", "figure_dir_rel",
                                              "calls", "drawn")))

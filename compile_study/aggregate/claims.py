@@ -161,27 +161,23 @@ def forward_claim(summary: pd.DataFrame) -> tuple[str, list[dict]]:
 
 
 def short_runs_claim(summary: pd.DataFrame, facts: dict) -> tuple[str, list[dict]]:
-    """A short run is one epoch of the training rows used. Per compiled static configuration: the break-even
-    interval, cold compile over the step time saved at each end of the speedup interval, is wholly above
-    one epoch ("more"), wholly below ("less") or neither."""
+    """A short run is one epoch of the training rows used. Per compiled static configuration: its break-even
+    interval (summary.csv: cold compile over the time a step saves, from both sides' intervals) wholly above one
+    epoch ("more"), wholly below ("less") or neither; a configuration that never pays back (its step is not
+    faster) costs more on any run ("more"); without a break-even interval (fewer than MIN_N cold compiles or
+    processes), "few-runs"."""
     rows_used = facts["splits"]["train"]["rows"]
     s = _static_module(summary)
     s = s[(s.compile_mode != "eager")].dropna(subset=["cold_compile_s"])
     ev = []
     for _, r in s.sort_values(["precision", "batch_size"]).iterrows():
-        iv, epoch = _iv(r), steps_per_epoch(r.batch_size, rows_used)
-        cold = max(float(r.cold_compile_s), 0.0)
-
-        def steps(speedup):
-            saved_s = r.reference_step_ms * (1 - 1 / speedup) / 1e3 if _num(speedup) else float("nan")
-            return float("inf") if saved_s <= 0 else cold / saved_s
-
-        lo, hi = (steps(iv.high), steps(iv.low)) if _decided(iv) else (float("nan"), float("nan"))
-        code = "few-runs" if not _decided(iv) else "more" if lo > epoch else "less" if hi < epoch else "straddles"
-        ev.append(key(r) | _iv_json(iv) | {"steps": _num(r.break_even_steps), "steps_low": _num(lo),
-                                            "steps_high": _num(hi), "epoch_steps": epoch,
-                                            "cold_compile_s": _num(r.cold_compile_s), "code": code,
-                                            "cold_n": int(r.cold_n) if _num(r.get("cold_n")) is not None else 0})
+        be, epoch, never = _iv(r, "break_even"), steps_per_epoch(r.batch_size, rows_used), r.get("payback") == "never"
+        code = ("more" if never else "few-runs" if not _decided(be) else
+                "more" if be.low > epoch else "less" if be.high < epoch else "straddles")
+        ev.append(key(r) | {"speedup": _iv_json(_iv(r)), "steps": _num(be.point), "steps_low": _num(be.low),
+                            "steps_high": _num(be.high), "method": be.method, "epoch_steps": epoch, "never": bool(never),
+                            "cold_compile_s": _num(r.cold_compile_s), "code": code,
+                            "cold_n": int(r.cold_n) if _num(r.get("cold_n")) is not None else 0})
     return _verdict([e["code"] for e in ev], "more", "less"), ev
 
 

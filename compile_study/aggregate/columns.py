@@ -12,7 +12,8 @@ import math
 from compile_study.core.intervals import LEVEL, Interval
 
 # an interval's point column per prefix: every point shown beside an interval is that interval's centre
-POINT = {"speedup": "speedup", "gain": "gain_over_eager_static", "inference": "inference_speedup", "step": "step_ms"}
+POINT = {"speedup": "speedup", "gain": "gain_over_eager_static", "inference": "inference_speedup", "step": "step_ms",
+         "cold": "cold_compile_s", "break_even": "break_even_steps"}
 
 
 def _finite(v) -> bool:

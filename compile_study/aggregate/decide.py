@@ -16,6 +16,7 @@ import math
 import re
 import statistics
 
+import numpy as np
 import pandas as pd
 
 from compile_study.aggregate.columns import interval_of
@@ -41,9 +42,12 @@ def key(r) -> dict:
 
 
 def ordered(df: pd.DataFrame, *first: str) -> pd.DataFrame:
-    """Rows sorted by the given columns, then mode and scope in the vocabulary's order."""
-    return df.assign(_m=df.compile_mode.map(MODE_ORDER), _s=df.compile_scope.map(SCOPE_ORDER)).sort_values(
-        [*first, "_m", "_s"]).drop(columns=["_m", "_s"])
+    """Rows sorted by the given columns, then mode and scope in the vocabulary's order (stable)."""
+    if len(df) < 2:
+        return df
+    keys = [pd.factorize(df[c], sort=True)[0] for c in first]  # each column's values as their rank
+    keys += [df.compile_mode.map(MODE_ORDER).to_numpy(), df.compile_scope.map(SCOPE_ORDER).to_numpy()]
+    return df.iloc[np.lexsort(keys[::-1])]  # lexsort: the last key sorts first
 
 
 def _compiled(df: pd.DataFrame) -> pd.DataFrame:
@@ -148,21 +152,59 @@ def _band(summary: pd.DataFrame, mode: str, check: dict) -> stats.Band | None:
     s = summary
     cell = s[(s.compile_mode == mode) & (s.compile_scope == "module") & (s.shape_regime == check["shape_regime"])
              & (s.precision == check["precision"]) & (s.batch_size == check["batch_size"])]
-    if not len(cell) or not math.isfinite(float(cell.aa_low.iloc[0])):
+    if not len(cell) or not math.isfinite(float(cell.aa_low.iloc[0])):  # a cell with no eager runs has no band
         return None
     return stats.Band(cell.aa_low.iloc[0], cell.aa_high.iloc[0], stats.NAN, stats.NAN, int(cell.aa_n.iloc[0]))
 
 
+def check_code(iv: stats.Interval, band: stats.Band) -> str:
+    """A method check's verdict: stats.verdict, but an interval that overlaps the band and is wider than it on both
+    sides is "underpowered" (it can show neither agreement nor a difference as large as the noise), not
+    "indistinct"."""
+    code = stats.verdict(iv, band)
+    return "underpowered" if code == "indistinct" and iv.low < band.low and iv.high > band.high else code
+
+
 def check_verdict(check: dict, summary: pd.DataFrame, mode: str) -> dict | None:
     """A method check's ratios (one per round) as an interval, read against the A/A band of its cell as a
-    speedup is (stats.verdict); None where the check did not apply."""
+    speedup is (check_code); None where the check did not apply."""
     if not check.get("applicable"):
         return None
     iv = stats.speedup_interval(r["ratio"] for r in check["results"])
     band = _band(summary, mode, check)
     return {"interval": interval_json(iv), "rounds": len(check["results"]),
             "band": [_num(band.low), _num(band.high)] if band else None,
-            "verdict": stats.verdict(iv, band) if band else None}
+            "verdict": check_code(iv, band) if band else None}
+
+
+def timer_disagreements(rows: list[dict], summary: pd.DataFrame) -> list[dict]:
+    """The timer check's compiled rows outside its 3% target, each with what it means for the configuration's
+    speedup: the harness reads the compiled step `ratio` of Timer's and eager's `eager_ratio` (1 where the check
+    has no eager row), so the speedup may read eager_ratio / ratio too high; the speedup interval divided by that
+    factor, and its verdict against the cell's band then ("holds" where it is the verdict measured)."""
+    eager = {(r["batch_size"], r["precision"]): r["harness_vs_timer"] for r in rows if r["compile_mode"] == "eager"}
+    out = []
+    for r in rows:
+        if r["compile_mode"] == "eager" or r.get("within_3pct", True):
+            continue
+        cell = {"compile_mode": r["compile_mode"], "shape_regime": "static", "precision": r["precision"],
+                "batch_size": r["batch_size"]}
+        band, match = _band(summary, r["compile_mode"], cell), _rows_of(summary, cell)
+        if band is None or match.empty:
+            continue
+        iv, factor = interval_of(match.iloc[0]), eager.get((r["batch_size"], r["precision"]), 1.0) / r["harness_vs_timer"]
+        moved = stats.Interval(iv.point / factor, iv.low / factor, iv.high / factor, iv.method, iv.n, iv.level)
+        out.append({"config": key(match.iloc[0]), "ratio": r["harness_vs_timer"], "eager_ratio": eager.get(
+            (r["batch_size"], r["precision"])), "factor": factor, "verdict": match.iloc[0].verdict,
+            "moved": interval_json(moved), "moved_verdict": stats.verdict(moved, band)})
+    return out
+
+
+def _rows_of(summary: pd.DataFrame, cell: dict) -> pd.DataFrame:
+    """The module-scope row of a check's cell."""
+    s = summary
+    return s[(s.compile_mode == cell["compile_mode"]) & (s.compile_scope == "module") & (s.shape_regime == cell["shape_regime"])
+             & (s.precision == cell["precision"]) & (s.batch_size == cell["batch_size"])]
 
 
 def checks_decided(checks: dict, summary: pd.DataFrame) -> dict:
@@ -179,6 +221,9 @@ def checks_decided(checks: dict, summary: pd.DataFrame) -> dict:
     if decided:
         fixed = {way: statistics.median(r["fixed_cost_s"][way] for r in launcher["results"]) for way in ("warm", "fresh")}
         out["launcher"] = decided | {"fixed_cost_s": fixed}
+    timer = timer_disagreements((checks.get("timer_check") or {}).get("results", []), summary)
+    if timer:
+        out["timer"] = timer
     return out
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 LEVEL = 0.95  # nominal coverage of every interval
 MIN_N = 3  # fewest processes for an interval, a verdict and a comparative word
+BREAK_EVEN_SIDE = 1 - (1 - LEVEL) / 2  # a break-even's interval takes each side's at this level (Bonferroni)
 BAND_SDS = 1.0  # the A/A band's second term: |mean| + BAND_SDS x SD of the per-process A/A log ratios
 NAN = float("nan")
 

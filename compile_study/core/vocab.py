@@ -149,6 +149,18 @@ HF_SET_BY_STUDY = {"vocab_size": "the tokenizer's vocabulary, data.vocab_size", 
                    "pad_token_id": "the tokenizer's padding id, 0"}
 
 
+# a transformers config's names for its depth and width, by model family (first found wins)
+HF_LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+HF_WIDTH = ("hidden_size", "d_model", "n_embd", "dim")
+
+
+def hf_size(hf_config: dict | None) -> dict:
+    """A transformers config's layers and width as it names them ({} where it names neither)."""
+    found = {"layers": next((hf_config[k] for k in HF_LAYERS if k in hf_config), None),
+             "width": next((hf_config[k] for k in HF_WIDTH if k in hf_config), None)} if hf_config else {}
+    return {k: v for k, v in found.items() if v is not None}
+
+
 def plug_not_applicable(scope: str, regime: str) -> str | None:
     """Why a plugged model cannot run this scope and regime (None: it can)."""
     return BUILTIN_ONLY_SCOPES.get(scope) or BUILTIN_ONLY_REGIMES.get(Regime.parse(regime).kind)

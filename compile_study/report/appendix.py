@@ -65,19 +65,18 @@ def scopes_table(ctx: Context) -> Table | None:
         return None
     rows = []
     for k in keys.sort_values(["precision", "batch_size"]).itertuples():
-        sel = s[(s.precision == k.precision) & (s.batch_size == k.batch_size) & (s.shape_regime == "static")
-                & s.compile_mode.isin(["eager", "default"])]
+        sel = s[(s.precision == k.precision) & (s.batch_size == k.batch_size) & (s.shape_regime == "static")]
         sel = ordered(sel.assign(_e=sel.compile_mode != "eager"), "_e")
         for _, r in sel.iterrows():
             ok, c = _ok(r), _ok(r) and r["compile_mode"] != "eager"
             phases = " / ".join(n.times(r[f"{p}_speedup"]) for p in ("forward", "backward", "optimizer"))
             rows.append([r["precision"], str(int(r["batch_size"])),
-                         f"eager ({r['compile_scope']})" if r["compile_mode"] == "eager" else r["compile_scope"],
+                         term("mode", c=config(r), code=False),
                          n.ms(r["steady_step_ms"]) if ok else _failed(r), n.row_interval(r) if c else n.DASH,
                          _verdict(r["verdict"]) if c else n.DASH, n.count(r["graphs_compiled"]) if c else n.DASH,
                          n.count(r["graph_breaks"]) if c else n.DASH, phases if c else n.DASH,
                          n.seconds(r["cold_compile_s"]) if c else n.DASH])
-    cols = _cols("precision|batch:r|what is compiled:l1.4|step (ms):r|speedup [interval] (method):r2.4|verdict:l1.2|"
+    cols = _cols("precision|batch:r|what is compiled:l1.9|step (ms):r|speedup [interval] (method):r2.4|verdict:l1.2|"
                  "graphs:r|graph breaks:r|phase speedups fwd / bwd / opt (one process):l1.8|cold compile:r")
     scopes = sorted(set(s.compile_scope), key=vocab.COMPILE_SCOPES.index)
     return Table("scopes", Text("appendix", "scopes_caption", {"scopes": scopes}), cols, rows)
@@ -117,7 +116,7 @@ def regime_table(ctx: Context) -> Table | None:
     cols = _cols("batch:r|mode:l1.3|shapes:l1.8|speedup, same batches [interval] (method):r2.4|verdict:l1.2|"
                  f"distinct shapes:r|eager steps past the limit:r|{graphs}epoch 1, cold:r|epoch 1, warm:r|epoch 2:r")
     kinds = [k for k in vocab.REGIME_KINDS if k in {vocab.Regime.parse(x).kind for x in sel.shape_regime}]
-    return Table("regimes", Text("appendix", "regimes_caption", {"kinds": kinds}), cols, rows)
+    return Table("regimes", Text("appendix", "regimes_caption", {"kinds": kinds, "precision": ctx.precision}), cols, rows)
 
 
 def short_kernel(name: str) -> str:
@@ -245,6 +244,23 @@ def launcher_para(check: dict, decided: dict | None) -> Para | None:
         "warm_s": decided["fixed_cost_s"]["warm"], "fresh_s": decided["fixed_cost_s"]["fresh"], "c": _cell(check)}))
 
 
+def decided_launcher(ctx: Context) -> dict | None:
+    """The launcher check's interval, rounds and verdict as decided (None where it did not run or apply)."""
+    decided = (ctx.decisions.get("checks") or {}).get("launcher")
+    return _decided(decided) if decided and (ctx.checks.get("launcher") or {}).get("applicable") else None
+
+
+def timer_para(ctx: Context) -> Para | None:
+    """The timer check's disagreements where they bear on a speedup (aggregate/decide.py timer_disagreements)."""
+    found = (ctx.decisions.get("checks") or {}).get("timer") or []
+    if not found:
+        return None
+    return Para(Text("appendix", "timer", {"found": [
+        {"c": ctx.named(f["config"]) | {"verdict": f["verdict"]}, "ratio": f["ratio"], "eager_ratio": f["eager_ratio"],
+         "factor": f["factor"], "moved": _interval(f["moved"]), "verdict": f["verdict"],
+         "moved_verdict": f["moved_verdict"]} for f in found]}))
+
+
 def missing_runs(summary: pd.DataFrame, grids: list[dict]) -> list[list[str]]:
     """Configurations of the grid with fewer records than repeats: planned, made, missing."""
     expected = Counter(key.with_repeat(0) for key in grid.expand(grids))  # one count per configuration
@@ -289,7 +305,7 @@ def sections(ctx: Context, parity: pd.DataFrame, claims: Table | None = None) ->
     out = [Section(title, [t]) for title, t in tables if t is not None]
     decided = ctx.decisions.get("checks") or {}
     found = check_tables(ctx.checks) + [
-        p for p in (concurrency_para(ctx.checks.get("concurrency") or {}, decided.get("concurrency")),
+        p for p in (timer_para(ctx), concurrency_para(ctx.checks.get("concurrency") or {}, decided.get("concurrency")),
                     launcher_para(ctx.checks.get("launcher") or {}, decided.get("launcher"))) if p]
     missing = [name for name in ctx.config.get("checks", {}).get(ctx.device, []) if not ctx.checks.get(CHECK_KEYS[name])]
     if missing:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from compile_study.core import vocab
+from compile_study.core.intervals import BREAK_EVEN_SIDE
 from compile_study.report import appendix, conclusions, findings, method
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Items, Para, Report, Section, Table, Text
@@ -39,25 +40,29 @@ SHARED_SEARCH_CELL = "none (GEMM search shared)"
 
 # --- main-text tables ---------------------------------------------------------------------------------------
 def modes_table(ctx: Context) -> Table:
-    """Static shapes, the module compiled: step, speedup with its interval, verdict, cold compile, break-even, MFU."""
+    """Static shapes, the module compiled: step, speedup with its interval, verdict, MFU (cold compile and
+    break-even: payback_table)."""
     rows = []
     for _, r in ordered(vocab.headline(ctx.summary), "precision", "batch_size").iterrows():
         ok, comp = r["status"] in vocab.USABLE_STATUSES, r["compile_mode"] != "eager"
         c = ok and comp
         verdict = f"A/A band [{n.fixed(r['aa_low'])}, {n.fixed(r['aa_high'])}]" if not comp else (
             term("verdict_cell", code=r["verdict"]) if ok else n.DASH)
-        cold = (f"{n.seconds(r['cold_compile_s'])} ({int(r['cold_n'])})" if c and n.finite(r["cold_compile_s"])
-                else SHARED_SEARCH_CELL if c and r.get("search_shared_n", 0) > 0 else n.DASH)
-        even = (f"{n.steps(r['break_even_steps'])} ({n.sig(r['break_even_epochs'], 2)})"
-                if c and n.finite(r["break_even_epochs"]) else n.steps(r["break_even_steps"]) if c else n.DASH)
         rows.append([r["precision"], str(int(r["batch_size"])), r["compile_mode"],
                      n.ms(r["steady_step_ms"]) if ok else failed_cell(r),
-                     n.row_interval(r) if c else n.DASH, verdict, cold, even, n.percent(r["mfu"]) if ok else n.DASH])
+                     n.row_interval(r) if c else n.DASH, verdict, n.percent(r["mfu"]) if ok else n.DASH])
     cols = [Column("precision", weight=0.9), Column("batch", "r", 0.5), Column("mode", weight=1.6),
             Column("step (ms)", "r", 0.6), Column("speedup [interval] (method)", "r", 2.9), Column("verdict", weight=1.3),
-            Column("cold compile (cold runs)", "r", 1.1), Column("break-even steps (epochs)", "r", 1.2),
             Column("MFU", "r", 0.6)]
-    return Table("modes", Text("modes", "table_caption", {"rows": ctx.train_rows}), cols, rows)
+    return Table("modes", Text("modes", "table_caption", {"rows": ctx.train_rows,
+                                                         "payback": findings.payback(ctx) is not None}), cols, rows)
+
+
+def gain_cell(r) -> str:
+    """A gain with its interval, or why a row has none (it is the yardstick, or its cell has no eager static runs)."""
+    if n.finite(r["gain_over_eager_static"]):
+        return n.row_interval(r, "gain")
+    return "yardstick" if r["gain_method"] == "the yardstick" else "none: no eager static runs"
 
 
 def shapes_table(ctx: Context) -> Table | None:
@@ -71,7 +76,7 @@ def shapes_table(ctx: Context) -> Table | None:
         limit = ("hit" if bool(r.get("recompile_limit_hit")) else "no") if comp and ok else n.DASH
         rows.append([str(int(r["batch_size"])), r["compile_mode"], r["shape_regime"],
                      n.sig(r["real_tokens_per_s"]) if ok else failed_cell(r),
-                     n.row_interval(r, "gain") if ok else n.DASH,
+                     gain_cell(r) if ok else n.DASH,
                      n.count(r["graphs_compiled"]) if comp and ok else n.DASH, limit,
                      n.percent(r["padding_fraction"]) if ok else n.DASH,
                      n.seconds(r["cold_compile_s"]) if comp and ok else n.DASH])
@@ -79,8 +84,7 @@ def shapes_table(ctx: Context) -> Table | None:
             Column("real tokens/s", "r", 1.0), Column("gain [interval] (method)", "r", 2.4),
             Column("graphs", "r", 0.6), Column("recompile limit", weight=0.8), Column("padding", "r", 0.8),
             Column("cold compile", "r", 0.9)]
-    yard = (sel.get("gain_yardstick", pd.Series(dtype=str)) == "eager static runs").any()
-    return Table("shapes", Text("shapes", "table_caption", {"yardstick": bool(yard)}), cols, rows)
+    return Table("shapes", Text("shapes", "table_caption", {"precision": ctx.precision}), cols, rows)
 
 
 def best_step_table(ctx: Context) -> Table | None:
@@ -93,12 +97,12 @@ def best_step_table(ctx: Context) -> Table | None:
         return None
     rows = []
     for _, r in ordered(s, "batch_size").iterrows():
-        rows.append([str(int(r["batch_size"])), term("mode", c=config(r), code=False),
+        rows.append([str(int(r["batch_size"])), term("mode", c=config(r), code=False), n.ms(r["steady_step_ms"]),
                      n.ms(r["profile_wall_ms_per_step"]), n.ms(r["profile_device_busy_ms_per_step"]),
-                     n.percent(r["profile_idle_fraction"], 2),
-                     n.times(r["profile_wall_ms_per_step"] / r["profile_device_busy_ms_per_step"])])
-    cols = [Column("batch", "r", 0.6), Column("what runs", weight=2.2), Column("profiled step (ms)", "r"), Column("device busy (ms/step)", "r"), Column("device idle", "r", 0.8),
-            Column("profiled step / device busy", "r")]
+                     n.percent(r["profile_idle_fraction"], 2), n.times(r["host_ratio"])])
+    cols = [Column("batch", "r", 0.6), Column("what runs", weight=2.2), Column("timed step (ms)", "r"),
+            Column("profiled step (ms)", "r"), Column("device busy (ms/step)", "r"), Column("device idle", "r", 0.8),
+            Column("timed step / device busy", "r")]
     return Table("beststep", Text("beststep", "table_caption", {"precision": ctx.precision}), cols, rows)
 
 
@@ -130,6 +134,9 @@ def modes_section(ctx: Context) -> Section:
                                          "beststep": best_step_table(ctx) is not None, "scopes": scopes,
                                          "figure": figs["speedup"]}),
               _para("modes", "verdicts", {"v": findings.verdicts(ctx)})]
+    timer, launcher = appendix.timer_para(ctx), appendix.decided_launcher(ctx)
+    if timer or (launcher and launcher["verdict"] not in ("within-noise", None)):
+        blocks.append(_para("modes", "checks", {"timer": timer.text.data["found"] if timer else [], "launcher": launcher}))
     if len(set(ctx.head.precision)) > 1:
         blocks.append(_para("modes", "precisions", {"pairs": findings.precisions(ctx)}))
     blocks += [modes_table(ctx), *_fig(ctx, "speedup", "modes")]
@@ -150,13 +157,33 @@ def shapes_section(ctx: Context) -> Section:
         *_fig(ctx, "regimes", "shapes"), *_fig(ctx, "timeline", "shapes", ctx.drawn.get("timeline"))])
 
 
+def payback_table(ctx: Context, p: dict) -> Table:
+    """Per compiled configuration (main precision, static shapes, the scopes one trains with): verdict, cold compile
+    with its interval, warm-cache load, break-even with its interval, when it pays."""
+    rows = []
+    for c in p["rows"]:
+        warm = f"{n.seconds(c['warm_s'])} ({int(c['warm_n'])})" if n.finite(c["warm_s"]) else n.DASH
+        epochs = (f"{n.sig(c['epochs'], 2)} [{n.sig(c['epochs_low'], 2)}, {n.epochs(c['epochs_high'])}]"
+                  if n.finite(c["steps_low"]) else n.epochs(c["epochs"]))
+        steps = (f"{n.steps(c['steps'])} [{n.steps(c['steps_low'])}, {n.steps(c['steps_high'])}]"
+                 if n.finite(c["steps_low"]) else n.steps(c["steps"]))
+        rows.append([c["precision"], str(c["batch"]), term("mode", c=c, code=False),
+                     n.interval(c["cold"], fmt=n.seconds) if c["code"] != "no-cold-compile" else SHARED_SEARCH_CELL,
+                     warm, steps, epochs, words(Text("payback", "when", {"code": c["code"], "recommended": c["recommended"]}))])
+    cols = [Column("precision", weight=0.7), Column("batch", "r", 0.5), Column("what runs", weight=1.8),
+            Column("cold compile [interval] (method)", "r", 1.7), Column("warm-cache load (warm runs)", "r", 1.0),
+            Column("break-even steps [interval]", "r", 1.4), Column("epochs [interval]", "r", 1.1),
+            Column("when it pays", weight=1.6)]
+    return Table("payback", Text("payback", "table_caption", {"train_rows": ctx.train_rows}), cols, rows)
+
+
 def payback_section(ctx: Context) -> Section | None:
     p = findings.payback(ctx)
     if p is None:
         return None
-    return Section("When compilation pays for itself", [
-        _para("payback", "text", {"p": p, "precision": ctx.precision, "figure": "breakeven" in ctx.drawn}),
-        *_fig(ctx, "breakeven", "payback")])
+    return Section("When does compiling pay?", [
+        _para("payback", "rule", {"p": p, "figure": "breakeven" in ctx.drawn, "side": BREAK_EVEN_SIDE}),
+        _para("payback", "advice", {"p": p}), payback_table(ctx, p), *_fig(ctx, "breakeven", "payback")])
 
 
 def best_step_section(ctx: Context) -> Section:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from compile_study.aggregate.summary import HOST_BOUND
 from compile_study.core import vocab
 from compile_study.core.intervals import MIN_N
 from compile_study.report import numbers as n
@@ -16,6 +17,7 @@ from compile_study.report.findings import (
     compiled,
     config,
     data_facts,
+    payback,
     per_batch,
     precisions,
     shape_findings,
@@ -23,8 +25,6 @@ from compile_study.report.findings import (
     value,
 )
 from compile_study.report.paper import words
-
-HOST_BOUND = 1.25  # profiled step / device-busy time above which the host still sets the pace
 
 
 def _profiled(ctx: Context) -> pd.DataFrame:
@@ -34,8 +34,7 @@ def _profiled(ctx: Context) -> pd.DataFrame:
 
 def _profile(r) -> dict:
     return config(r) | {"wall": r.profile_wall_ms_per_step, "busy": r.profile_device_busy_ms_per_step,
-                        "idle": r.profile_idle_fraction, "host": r.profile_cpu_ms_per_step,
-                        "gap": r.profile_wall_ms_per_step / r.profile_device_busy_ms_per_step}
+                        "idle": r.profile_idle_fraction, "host": r.profile_cpu_ms_per_step, "gap": r.host_ratio}
 
 
 def best_step(ctx: Context) -> dict:
@@ -97,19 +96,11 @@ def shapes_advice(ctx: Context) -> Text | None:
 
 
 def payback_advice(ctx: Context) -> Text | None:
-    """The longest break-even among the configurations recommended above (tops with MIN_N processes that are
-    faster than eager), in steps and in epochs of the training rows used."""
-    recommended = [c for b in per_batch(ctx) for c in b["top"] if c["verdict"] == "faster"]
-    keys = {(c["mode"], c["scope"], c["batch"]) for c in recommended}
-    s = static_rows(ctx)
-    chosen = [(r.compile_mode, r.compile_scope, int(r.batch_size)) in keys for r in s.itertuples()]
-    s = s[pd.Series(chosen, index=s.index, dtype=bool)]  # a mask (an empty list would select no columns)
-    s = s[s.break_even_steps.map(n.finite)]
-    if s.empty:
-        return None
-    r = s.loc[s.break_even_steps.idxmax()]
-    return Text("conclusions", "payback", {"c": config(r), "steps": r.break_even_steps, "epochs": r.break_even_epochs,
-                                           "rows": ctx.train_rows})
+    """Per configuration recommended above (tops with MIN_N processes that are faster than eager): compile for runs
+    longer than its own break-even, with its interval; never a maximum over configurations."""
+    p = payback(ctx)
+    chosen = [c for c in (p or {}).get("rows", []) if c["recommended"] and c["code"] == "pays-after"]
+    return Text("conclusions", "payback", {"chosen": chosen}) if chosen else None
 
 
 def slower_advice(ctx: Context) -> Text | None:

@@ -9,6 +9,7 @@ says "higher"; cells with fewer than MIN_N processes are named with their n and 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -16,8 +17,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from compile_study.aggregate.decide import key, ordered
+from compile_study.aggregate.summary import compact
 from compile_study.core import grid, vocab
-from compile_study.core.intervals import LEVEL, MIN_N
+from compile_study.core.intervals import LEVEL
 from compile_study.report import numbers as n
 from compile_study.report.document import Text, plain
 
@@ -39,9 +41,12 @@ class Context:
     drawn: dict = field(default_factory=dict)  # the figures made (aggregate/figures.py's index): only these are cited
 
     def __post_init__(self) -> None:
-        # one block per dtype: read_csv's block per column makes every column added to it warn
-        self.summary = self.summary.copy()
+        # one block per dtype (read_csv's block per column makes every column added to it warn), and text as plain
+        # objects: the report selects rows hundreds of times, and each selection copies every column
+        self.summary = compact(self.summary)
         self._rows = {tuple(key(r).values()): r for _, r in self.summary.iterrows()}
+        self._precision = main_precision(self.summary)
+        self._memo: dict = {}
 
     def named(self, k: dict) -> dict:
         """A configuration named by its key (decisions.json), as the templates name it."""
@@ -62,7 +67,7 @@ class Context:
 
     @property
     def precision(self) -> str | None:
-        return main_precision(self.summary)
+        return self._precision
 
     @property
     def grids(self) -> list[dict]:
@@ -79,6 +84,17 @@ class Context:
     @property
     def device_name(self) -> str:
         return value(self.env.get("device_name"))
+
+
+def once(finding):
+    """A finding made once per report: the sections, the abstract and the conclusions read the same one."""
+    @functools.wraps(finding)
+    def read(ctx: Context, *args):
+        key = (finding.__name__, args)
+        if key not in ctx._memo:
+            ctx._memo[key] = finding(ctx, *args)
+        return ctx._memo[key]
+    return read
 
 
 def main_precision(summary: pd.DataFrame) -> str | None:
@@ -99,9 +115,9 @@ def compiled(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def regime_rows(ctx: Context) -> pd.DataFrame:
-    """Every regime's rows (module scope) at the batch sizes where more than static shapes ran, by batch and
-    regime: the main text's shapes table and the appendix's regime detail read the same rows."""
-    s = ctx.summary
+    """Every regime's rows (module scope, main precision) at the batch sizes where more than static shapes ran, by
+    batch and regime: the main text's shapes table and the appendix's regime detail read the same rows."""
+    s = ctx.summary[ctx.summary.precision == ctx.precision]
     sel = s[s.batch_size.isin(set(s[s.shape_regime != "static"].batch_size)) & (s.compile_scope == "module")]
     return ordered(sel, "batch_size", "shape_regime") if len(sel) else sel
 
@@ -130,11 +146,13 @@ def static_rows(ctx: Context, precision: str | None = None, scopes=vocab.TRAININ
     return compiled(s[s.precision == (precision or ctx.precision)])
 
 
+@once
 def per_batch(ctx: Context) -> list[dict]:
     """Per batch size (main precision, static shapes, the scopes one trains with): the ranking by speedup."""
     return [{"batch": r["batch"]} | ranking(ctx, r) for r in ctx.rankings("speedup")]
 
 
+@once
 def batch_trend(ctx: Context) -> dict | None:
     """The best module-scope configuration at the smallest and at the largest batch size, compared by the rule."""
     for c in ctx.comparisons("batch-trend"):
@@ -143,6 +161,7 @@ def batch_trend(ctx: Context) -> dict | None:
     return None
 
 
+@once
 def whole_step(ctx: Context) -> dict | None:
     """Where the whole-step CUDA graph ran: is it above the best module-scope configuration at that batch size?"""
     for c in ctx.comparisons("whole-step"):
@@ -151,6 +170,7 @@ def whole_step(ctx: Context) -> dict | None:
     return None
 
 
+@once
 def verdicts(ctx: Context) -> dict:
     """Counts of verdict codes over the compiled static-shape configurations of the module (every precision)."""
     counts = Counter(compiled(ctx.head).verdict)
@@ -159,12 +179,14 @@ def verdicts(ctx: Context) -> dict:
             "few": counts.get("few-runs", 0)}
 
 
+@once
 def precisions(ctx: Context) -> list[dict]:
     """The same mode, scope and batch size in two precisions: step time intervals compared by the rule."""
     return [{"mode": c["a"]["mode"], "batch": c["a"]["batch"], "fast": ctx.named(c["b"]), "slow": ctx.named(c["a"]),
              "code": c["code"]} for c in ctx.comparisons("precision")]
 
 
+@once
 def shape_findings(ctx: Context) -> list[dict]:
     """Per batch size where more than static shapes ran: the compiled regimes' gains over eager on static batches
     (module scope, main precision) ranked by the rule, and the (mode, regime) pairs the grid planned there but
@@ -178,32 +200,59 @@ def shape_findings(ctx: Context) -> list[dict]:
         made = {(x.compile_mode, x.shape_regime) for x in every.itertuples()}  # failed runs were made: not "missing"
         missing = sorted({(m, g) for bb, m, g in planned if bb == r["batch"]} - made,
                          key=lambda mr: (MODE_ORDER[mr[0]], mr[1]))
-        out.append({"batch": r["batch"], "missing": missing} | ranking(ctx, r))
+        usable = vocab.usable(every)
+        unmeasured = usable[(usable.compile_mode != "eager") & (usable.gain_method == "no eager static runs")]
+        out.append({"batch": r["batch"], "missing": missing, "no_yardstick": [config(x) for _, x in
+                                                                              ordered(unmeasured).iterrows()]}
+                   | ranking(ctx, r))
     return out
 
 
+def break_even(r) -> dict:
+    """A configuration's payback as the templates name it: cold compile (an interval of seconds), warm-cache load,
+    break-even steps and epochs with their interval and method, and the code of summary.py's `payback`."""
+    return config(r) | {
+        "cold": n.row_iv(r, "cold"), "warm_s": r.get("warm_compile_s"), "warm_n": r.get("warm_n"),
+        "steps": r.break_even_steps, "steps_low": r.break_even_low, "steps_high": r.break_even_high,
+        "method": r.break_even_method, "epochs": r.break_even_epochs, "epochs_low": r.break_even_epochs_low,
+        "epochs_high": r.break_even_epochs_high, "epoch_steps": r.get("full_epoch_steps"), "code": r.payback}
+
+
+@once
+def recommended(ctx: Context) -> list[dict]:
+    """The configurations the paper recommends: per batch size, the top of the ranking (per_batch) where it is
+    faster than eager."""
+    return [c for b in per_batch(ctx) for c in b["top"] if c["verdict"] == "faster"]
+
+
+@once
 def payback(ctx: Context) -> dict | None:
-    """Cold compile time and break-even of the compiled static configurations (main precision), the range over
-    those with MIN_N processes or more, in steps and in epochs of the training rows used."""
-    h = compiled(ctx.head[ctx.head.precision == ctx.precision]).dropna(subset=["cold_compile_s"])
+    """When compiling pays, per compiled static configuration (every precision, the scopes one trains with): its
+    break-even and the advice it gives (summary.py `payback`), and which of them the paper recommends."""
+    h = pd.concat([static_rows(ctx, p) for p in sorted(set(ctx.summary.precision))])
+    h = h[h.payback.notna()] if "payback" in h else h.iloc[:0]
     if h.empty:
         return None
-    rows = [config(r) | {"cold_s": r.cold_compile_s, "cold_n": int(r.cold_n), "steps": r.break_even_steps,
-                         "epochs": r.break_even_epochs} for _, r in ordered(h, "batch_size").iterrows()]
-    decided = [c for c in rows if c["speedup"].n >= MIN_N and n.finite(c["steps"])]
-    return {"rows": rows, "decided": decided, "cold": [c["cold_s"] for c in rows],
-            "never": [c for c in rows if c["steps"] == float("inf")], "train_rows": ctx.train_rows}
+    rows = [break_even(r) for _, r in ordered(h, "precision", "batch_size").iterrows()]
+    named = ("mode", "scope", "regime", "precision", "batch")
+    chosen = {tuple(c[k] for k in named) for c in recommended(ctx)}
+    for c in rows:
+        c["recommended"] = tuple(c[k] for k in named) in chosen
+    return {"rows": rows, "recommended": [c for c in rows if c["recommended"]], "train_rows": ctx.train_rows,
+            "precision": ctx.precision, "precisions": len(set(h.precision)) > 1}
 
 
+@once
 def mfu(ctx: Context) -> dict | None:
-    """The range of MFU over the main precision's usable configurations, with its two ends named."""
-    ok = vocab.usable(ctx.summary[ctx.summary.compile_scope.isin(vocab.TRAINING_SCOPES)]).dropna(subset=["mfu"])
+    """The range of MFU over every usable configuration of the main precision (every scope and shape regime),
+    with its two ends named."""
+    ok = vocab.usable(ctx.summary).dropna(subset=["mfu"])
     ok = ok[ok.precision == ctx.precision]
     if ok.empty:
         return None
     lo, hi = ok.loc[ok.mfu.idxmin()], ok.loc[ok.mfu.idxmax()]
     return {"low": config(lo) | {"mfu": lo.mfu}, "high": config(hi) | {"mfu": hi.mfu, "real_mfu": hi.get("real_mfu")},
-            "peak": hi.peak_tflops, "precision": ctx.precision, "same": lo.name == hi.name}
+            "peak": hi.peak_tflops, "precision": ctx.precision, "same": lo.name == hi.name, "count": len(ok)}
 
 
 def claims(ctx: Context) -> list[dict]:
@@ -228,13 +277,16 @@ def model(ctx: Context) -> dict:
     for column in ("model_plug", "model_class", "model_params"):  # the records' own account of the model
         known = ctx.summary[column].dropna() if column in ctx.summary else ()
         out[column.removeprefix("model_")] = known.iloc[0] if len(known) else None
-    return out
+    return out | {"size": vocab.hf_size(m.get("hf_config"))}  # a transformers plug's layers and width, as its config says
 
 
 def data_facts(ctx: Context) -> dict:
     """The data as used: the corpus's description, rows available and used, the cap if one was set."""
     train = ctx.facts["splits"]["train"]
-    return {"description": plain(ctx.facts["description"]), "rows": int(train["rows"]),
+    static = ctx.summary[ctx.summary.shape_regime == "static"]
+    static = static.dropna(subset=["epoch_rows"]) if "epoch_rows" in static else static.iloc[:0]
+    epochs = [(int(b), int(g.epoch_steps.iloc[0]), int(g.epoch_rows.iloc[0])) for b, g in static.groupby("batch_size")]
+    return {"description": plain(ctx.facts["description"]), "rows": int(train["rows"]), "epochs": epochs,
             "available": int(train.get("rows_available", train["rows"])), "synthetic": ctx.facts.get("source") == "synthetic",
             "percentiles": train["token_length_percentiles"], "pad": train["pad_fraction_at_max_len"],
             "max_len": ctx.facts["max_len"]}

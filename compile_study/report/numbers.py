@@ -69,6 +69,13 @@ def steps(value) -> str:
     return count(value)
 
 
+def epochs(value) -> str:
+    """Break-even epochs: two significant digits, or 'never'."""
+    if isinstance(value, float) and math.isinf(value):
+        return "never"
+    return sig(value, 2)
+
+
 def method(iv: Interval) -> str:
     """How an interval was made, as printed beside it: '95% t, n = 5', 'n = 2, no interval', 'single run'."""
     if iv.n >= MIN_N and finite(iv.low):
@@ -130,5 +137,5 @@ def join(parts, last: str = "and") -> str:
 
 
 FILTERS = {"sig": sig, "fixed": fixed, "times": times, "percent": percent, "ms": ms, "seconds": seconds,
-           "count": count, "steps": steps, "iv": interval, "span": span, "word": word, "listing": join,
+           "count": count, "steps": steps, "epochs": epochs, "iv": interval, "span": span, "word": word, "listing": join,
            "method": method}

@@ -113,20 +113,32 @@ def term(macro: str, **data) -> str:
     return words(Text("terms", macro, data))
 
 
+_BODIES: dict[str, jinja2.Environment] = {}  # one per format: its templates compile once per process
+_REFS: dict[str, int] = {}  # the report being rendered: its table and figure numbers ("tab:modes" -> 1)
+
+
 def _environment(fmt: str, refs: dict[str, int]) -> jinja2.Environment:
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r} is not one of {FORMATS}")
+    _REFS.clear()
+    _REFS.update(refs)
+    if fmt not in _BODIES:
+        _BODIES[fmt] = _body_environment(fmt)
+    return _BODIES[fmt]
+
+
+def _body_environment(fmt: str) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True,
                              **DELIMITERS)
     names = {"tab": "Table", "fig": "Figure"}
     if fmt == "md":
         def ref(m):
-            return f"{names[m[2]]} {refs[f'{m[2]}:{m[3]}']}"  # a KeyError names a reference to nothing
+            return f"{names[m[2]]} {_REFS[f'{m[2]}:{m[3]}']}"  # a KeyError names a reference to nothing
         env.filters |= {"cell": lambda v: md_escape(hide_paths(v)), "prose": lambda t: _prose(t, _md_raw, lambda c: f"`{c}`", ref)}
     else:
         def ref(m):
-            refs[f"{m[2]}:{m[3]}"]  # noqa: B018 -- the same check as Markdown's: a reference to nothing fails
+            _REFS[f"{m[2]}:{m[3]}"]  # noqa: B018 -- the same check as Markdown's: a reference to nothing fails
             return f"{names[m[2]]}~\\ref{{{m[2]}:{m[3]}}}"
         env.filters |= {"cell": lambda v: tex_cell(hide_paths(v)),
                         "prose": lambda t: _prose(t, _tex_raw, tex_code, ref),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# CI, in the container: builds the CPU image with containers/build.sh (twice: the same ID), then runs inside
-# it, with the mounts README's "In the container" gives (project read-write at /study, ../shared read-only at
-# /shared), the README's test command and a tiny end-to-end study whose paper must name the real data.
+# CI, in the container: builds the CPU image with containers/build.sh and podman (twice: the same ID), then runs
+# inside it through containers/run.sh, as README's "In the container" says (project read-write at /study,
+# ../shared read-only at /shared), the tests and a tiny end-to-end study whose paper must name the real data,
+# and makes that study's Snakemake report, which must show every figure.
 #   bash .ci/container.sh      (as root, from a clone with ../shared beside it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,8 @@ fi
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
     podman buildah runc fuse-overlayfs uidmap mmdebstrap slirp4netns zstd >/dev/null
-export CONTAINERS_CONF=$PWD/.ci/containers.conf  # runc and rlimits this sandbox allows
+# No CONTAINERS_CONF here: build.sh and run.sh find that this sandbox needs .ci/containers.conf, and say so.
+export ENGINE=podman GPU=0
 
 VARIANT=cpu containers/build.sh
 # A rebuild at the same commit is the same image (README, "In the container"), and leaves nothing untagged
@@ -23,22 +25,26 @@ echo "image ID of the first build: $first; of a rebuild at the same commit: $sec
 [[ $first == "$second" ]]
 [[ -z $(podman images --quiet --filter dangling=true) ]]
 
-# The README's run line, with the command after the image.
-in_container() {
-    podman run --rm --user "$(id -u):$(id -g)" -v "$PWD":/study -v "$PWD/../shared":/shared:ro \
-        compile-study:cpu "$@"
-}
-in_container python -c "import sys, torch, snakemake; print(sys.version.split()[0], 'torch', torch.__version__)"
+containers/run.sh shell -c "python -c \"import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__)\""
 
 rm -rf .pytest_cache  # the host's Inductor cache stays outside: the tests inside compile for themselves
 start=$SECONDS
-in_container python -m pytest
+containers/run.sh test
 echo "tests inside the container: $((SECONDS - start)) s"
 
 start=$SECONDS
-in_container snakemake --cores all --configfile config.yaml .ci/tiny-study.yaml
+containers/run.sh study --configfile config.yaml .ci/tiny-study.yaml
 paper=results/cpu/paper.md
 grep -q "AG News test split (7,600 rows)" $paper  # ../shared was mounted where config.yaml looks
 grep -q "These are CPU numbers" $paper
 test -s results/cpu/paper.pdf  # rule paper_pdf, with the image's latexmk
 echo "tiny study inside the container: results/cpu/paper.md, paper.tex and paper.pdf in $((SECONDS - start)) s"
+
+# Snakemake's own report of the tiny study: the paper, every figure with its caption, the tables, the software
+# the records name, the rules and their run times (captions in workflow/report/)
+start=$SECONDS
+containers/run.sh study --configfile config.yaml .ci/tiny-study.yaml --report results/cpu/report.html
+for figure in $(python3 -c 'import json; print(*json.load(open("results/cpu/figures/index.json")))'); do
+    grep -q "\"$figure.png\"" results/cpu/report.html || { echo "the report lacks figures/$figure.png" >&2; exit 1; }
+done
+echo "the tiny study's Snakemake report: results/cpu/report.html in $((SECONDS - start)) s"

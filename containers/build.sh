@@ -2,28 +2,34 @@
 # Builds the study's image from containers/Dockerfile and saves it as a zstd-compressed archive.
 #   containers/build.sh                 # CUDA image, compile-study:cuda, containers/build/compile-study-cuda.tar.zst
 #   VARIANT=cpu containers/build.sh     # CPU image, compile-study:cpu (what CI tests)
+#   DOWNLOAD_ONLY=1 containers/build.sh # only the wheelhouse (a host with network, for a build elsewhere)
+#   DRY_RUN=1 ENGINE=docker containers/build.sh  # prints the engine's build and save commands, runs nothing
 # Settings (environment):
 #   VARIANT  cuda (default) or cpu: which lock (locks/cuda.txt or locks/cpu.txt) the image installs
 #   HUB      0 (default) or 1: also locks/hub.txt (datasets, pyarrow, ...: the `hf` data source); tag :VARIANT-hub
 #   BASE     a Debian bookworm image to build on, e.g. docker.io/library/debian:bookworm where a registry
 #            is reachable; unset, a minimal bookworm is made locally with mmdebstrap (localhost/debian:bookworm)
-#   ENGINE   podman (default) or docker (without podman's --timestamp: no reproducible image ID)
+#   ENGINE   podman or docker (unset: podman where installed, else docker); docker needs BuildKit (the
+#            Dockerfile's RUN --mount) and gives no reproducible image ID (podman's --timestamp has no twin there)
 #   SAVE     1 (default) saves the archive; 0 skips it
 #   PYTHON   the host's Python 3.11 that downloads the wheelhouse (the image's Python is bookworm's 3.11)
 # Needs: podman (or docker), git, zstd, a Python 3.11, and mmdebstrap unless BASE is set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source containers/engine.sh
 
 VARIANT=${VARIANT:-cuda}
 HUB=${HUB:-0}
-ENGINE=${ENGINE:-podman}
 SAVE=${SAVE:-1}
+DOWNLOAD_ONLY=${DOWNLOAD_ONLY:-0}
+DRY_RUN=${DRY_RUN:-0}
 PYTHON=${PYTHON:-python3}
 NAME=$VARIANT$([[ $HUB == 1 ]] && echo -hub || true)
 TAG=compile-study:$NAME
 WORK=containers/build            # git-ignored: base rootfs, wheelhouses, contexts, archives
 CONTEXT=$WORK/context-$VARIANT
-mkdir -p "$WORK"
+ARCHIVE=$WORK/compile-study-$NAME.tar.zst
+LOCAL_BASE=localhost/debian:bookworm
 [[ $VARIANT == cuda || $VARIANT == cpu ]] || { echo "VARIANT must be cuda or cpu, not '$VARIANT'" >&2; exit 2; }
 [[ $HUB == 0 || $HUB == 1 ]] || { echo "HUB must be 0 or 1, not '$HUB'" >&2; exit 2; }
 # The commit's time: the image's created time and every file time in the layers this build writes
@@ -34,7 +40,7 @@ git diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT-dirty"
 
 make_base() {  # a minimal Debian bookworm from Debian's own mirror: no container registry needed
     if [[ -n ${BASE:-} ]]; then return; fi
-    BASE=localhost/debian:bookworm
+    BASE=$LOCAL_BASE
     if "$ENGINE" image inspect "$BASE" >/dev/null 2>&1; then return; fi
     echo "== making $BASE with mmdebstrap"
     SOURCE_DATE_EPOCH=$EPOCH mmdebstrap --quiet --variant=minbase bookworm "$WORK/bookworm-rootfs.tar"
@@ -67,17 +73,32 @@ make_context() {  # the locks, every locked file for bookworm's Python 3.11 (has
     echo "$COMMIT" > "$CONTEXT/project/REVISION"
     find "$CONTEXT/project" -name __pycache__ -prune -exec rm -rf {} +
     find "$CONTEXT/project" -exec touch --no-dereference --date="@$EPOCH" {} +  # the same bytes and times for a commit
+    echo "wheelhouse $CONTEXT/wheels: $(find "$CONTEXT/wheels" -type f | wc -l) files, $(( $(du -sb "$CONTEXT/wheels" | cut -f1) / 1000000 )) MB"
+}
+
+build_command() {  # BUILD: the engine's build command, with the flags this engine knows
+    if [[ $ENGINE == podman ]]; then
+        # --timestamp: the commit's time on the image and every file its layers write (the same image ID)
+        BUILD=(podman build --layers --force-rm --timestamp "$EPOCH")
+    else
+        BUILD=(env DOCKER_BUILDKIT=1 docker build)  # BuildKit: the Dockerfile's RUN --mount
+    fi
+    BUILD+=(--file containers/Dockerfile --tag "$TAG" --build-arg BASE="$BASE" --build-arg VARIANT="$VARIANT"
+        --build-arg HUB="$HUB" --build-arg COMMIT="$COMMIT" "$CONTEXT")
+}
+
+save_command() {  # SAVE_CMD: the engine's save command (its output goes through zstd into ARCHIVE)
+    SAVE_CMD=("$ENGINE" save)
+    [[ $ENGINE == podman ]] && SAVE_CMD+=(--format docker-archive)  # Docker's layout, which every tool reads
+    SAVE_CMD+=("$TAG")
 }
 
 build_image() {
     local old new
     old=$("$ENGINE" image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)
     local start=$SECONDS
-    local repro=()
-    [[ $ENGINE == podman ]] && repro=(--timestamp "$EPOCH")
-    "$ENGINE" build --layers --force-rm "${repro[@]}" --file containers/Dockerfile --tag "$TAG" \
-        --build-arg BASE="$BASE" --build-arg VARIANT="$VARIANT" --build-arg HUB="$HUB" \
-        --build-arg COMMIT="$COMMIT" "$CONTEXT"
+    build_command
+    "${BUILD[@]}"
     new=$("$ENGINE" image inspect --format '{{.Id}}' "$TAG")
     # The image this tag named before is left untagged: remove it (its own layers go with it, the cached
     # ones the new image shares stay) unless another tag or a container still uses it.
@@ -92,16 +113,32 @@ build_image() {
 }
 
 save_archive() {  # the archive Apptainer builds from (containers/compile-study.def) and a host without a registry loads
-    local archive=$WORK/compile-study-$NAME.tar.zst
     local start=$SECONDS
-    local format=()
-    [[ $ENGINE == podman ]] && format=(--format docker-archive)  # Docker's layout, which every tool reads
-    "$ENGINE" save "${format[@]}" "$TAG" | zstd --quiet -T0 -3 --force -o "$archive"
-    echo "archive $archive: $(( $(stat -c %s "$archive") / 1000000 )) MB, saved in $((SECONDS - start)) s"
+    save_command
+    "${SAVE_CMD[@]}" | zstd "${ZSTD[@]}"
+    echo "archive $ARCHIVE: $(( $(stat -c %s "$ARCHIVE") / 1000000 )) MB, saved in $((SECONDS - start)) s"
 }
 
+dry_run() {  # the commands a build would run, as typed, after the base and the context are made
+    BASE=${BASE:-$LOCAL_BASE}
+    build_command
+    shown "${BUILD[@]}"
+    save_command
+    if [[ $SAVE == 1 ]]; then echo "$(shown "${SAVE_CMD[@]}") | $(shown zstd "${ZSTD[@]}")"; fi
+}
+
+ZSTD=(--quiet -T0 -3 --force -o "$ARCHIVE")
 start=$SECONDS
+if [[ $DOWNLOAD_ONLY == 1 ]]; then
+    mkdir -p "$WORK" && make_context && echo "containers/build.sh: wheelhouse done in $((SECONDS - start)) s"
+    exit 0
+fi
+find_engine
+if [[ $DRY_RUN == 1 ]]; then dry_run; exit 0; fi
+engine_answers || exit 2
+mkdir -p "$WORK"
 make_base
+podman_settings "$BASE"
 echo "== build context ($NAME) in $CONTEXT"
 make_context
 echo "== building $TAG on $BASE"

@@ -9,6 +9,11 @@ import time
 from tqdm import tqdm
 
 
+def named(name: str):
+    """A launcher target for the functions below: functools.partial(named, "facts") imports nothing more."""
+    return globals()[name]
+
+
 def facts(word: str, clock) -> dict:
     """What the child sees: its parent, environment, cores; all its time booked on the job's clock."""
     time.sleep(0.05)

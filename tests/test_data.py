@@ -1,4 +1,6 @@
 import json
+import socket
+import threading
 import time
 
 import numpy as np
@@ -75,6 +77,51 @@ def test_hub_check_honours_offline_mode(monkeypatch):
     t0 = time.perf_counter()
     assert sources.hub_reachable(timeout_s=30) is False
     assert time.perf_counter() - t0 < 1
+
+
+@pytest.fixture
+def resolver_that_never_answers(monkeypatch):
+    """socket.getaddrinfo blocked until the test ends, as a resolver that never answers (no network needed)."""
+    release, asked = threading.Event(), []
+
+    def blocked(host, *args, **kwargs):
+        asked.append(host)
+        release.wait()
+        raise OSError("released")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr(socket, "getaddrinfo", blocked)
+    yield asked
+    release.set()
+
+
+def test_the_hub_checks_limit_covers_name_resolution(resolver_that_never_answers):
+    t0 = time.perf_counter()
+    assert sources.hub_reachable(timeout_s=0.5) is False
+    wall = time.perf_counter() - t0
+    assert resolver_that_never_answers == ["huggingface.co"] and 0.5 <= wall < 1.5, wall
+    t0 = time.perf_counter()  # the dry run's question (data_check): would source auto fall back to the stand-in?
+    cfg = data_cfg(source="auto", csv_dir=None, hf_timeout_s=0.5)
+    assert sources.synthetic_fallback(cfg) == ["hub fancyzhx/ag_news: unreachable within 0.5 s (or offline mode set)",
+                                               "csv: no test.csv in None"]
+    assert time.perf_counter() - t0 < 1.5
+
+
+def test_the_hub_check_connects_within_what_is_left_of_its_limit(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    seen = []
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: [(socket.AF_INET, socket.SOCK_STREAM, 6, "",
+                                                                   ("192.0.2.1", 443))])
+
+    def connect(address, timeout):
+        seen.append((address, timeout))
+        raise OSError("unreachable")
+
+    monkeypatch.setattr(socket, "create_connection", connect)
+    assert sources.hub_reachable(timeout_s=2.0) is False
+    ((address, timeout),) = seen
+    assert address == ("192.0.2.1", 443) and 1.5 < timeout <= 2.0
 
 
 @pytest.mark.skipif(not (AG_NEWS_DIR / "test.csv").is_file(), reason="shared AG News test split not present")

@@ -1,5 +1,6 @@
-"""Quietly wrong input is named at the dry run: a dangling link, a device or a directory for a CSV, a csv_dir that
-is not there with source auto, a field too long for the CSV reader; the facts say the rows available and used."""
+"""Quietly wrong input is named at the dry run: a dangling link, a device or a directory for a CSV, a csv_dir the
+user named that holds no data (an error), the default one missing with source auto (a warning), a field too long
+for the CSV reader; the facts say the rows available and used."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compile_study.core import config_check, data, sources
+from compile_study.core import config_check, data, data_check, sources
 from compile_study.core.sources import DataError
 
 from .conftest import REPO, TINY_MODEL, data_cfg
@@ -52,25 +53,45 @@ def test_a_test_csv_that_is_not_a_regular_file_says_what_it_is(tmp_path, make, k
 
 
 @pytest.mark.unit
-def test_a_missing_csv_dir_with_source_auto_is_a_warning_naming_the_fallback(tmp_path):
-    (warning,) = config_check.data_warnings(csv_cfg(tmp_path / "nowhere", source="auto")["data"])
-    assert warning.startswith(f"data.csv_dir: '{tmp_path / 'nowhere'}' is not a directory; with data.source auto "
-                              "the study falls back to the SYNTHETIC stand-in")
+def test_the_default_csv_dir_missing_with_source_auto_is_a_warning_naming_the_fallback(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default, ../shared/data/ag_news, is not beside this directory
+    default = data_check.default_csv_dir()
+    (warning,) = config_check.data_warnings(csv_cfg(default, source="auto")["data"])
+    assert warning.startswith(f"data.csv_dir: {default!r} is not a directory; with data.source auto the study "
+                              "falls back to the SYNTHETIC stand-in")
+    assert errors_of(csv_cfg(default, source="auto")) == []
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("make, what", [
+    (lambda d: d / "nowhere", "does not exist"),
+    (lambda d: (d / "a-file").write_text("") or d / "a-file", "is not a directory"),
+    (lambda d: d, "has no test.csv"),
+])
+def test_a_csv_dir_the_user_named_without_data_is_an_error_not_a_synthetic_fallback(tmp_path, make, what):
+    named = make(tmp_path)
+    (error,) = errors_of(csv_cfg(named, source="auto"))
+    assert error.startswith(f"data.csv_dir: {str(named)!r} {what}; a directory named in data.csv_dir must hold the "
+                            "data (AG News CSV layout: test.csv, either beside train.csv or alone")
+    assert error.endswith("else source auto would fall back to the SYNTHETIC stand-in: fix the path, leave "
+                          "data.csv_dir at its default (../shared/data/ag_news) to let source auto look there, or set "
+                          "data.source: synthetic to run on the stand-in on purpose")
+    assert config_check.data_warnings(csv_cfg(named, source="auto")["data"]) == []  # not also a warning
     (tmp_path / "test.csv").write_text(ag_rows())
-    assert config_check.data_warnings(csv_cfg(tmp_path, source="auto")["data"]) == []
+    assert errors_of(csv_cfg(tmp_path, source="auto")) == []
 
 
 @pytest.mark.dag
-def test_the_dry_run_prints_the_warning_under_the_file_that_set_it(tmp_path):
+def test_a_named_csv_dir_that_does_not_exist_fails_the_dry_run_under_the_file_that_set_it(tmp_path):
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     cfg["data"]["csv_dir"] = str(tmp_path / "nowhere")
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     res = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
                           str(tmp_path), "-n", "--config", "device=cpu"], capture_output=True, text=True, timeout=300,
                          cwd=tmp_path)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert f"warning: data.csv_dir: '{tmp_path / 'nowhere'}' is not a directory; with data.source auto" in res.stderr
-    assert "(set in config.yaml)" in res.stderr
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert f"config.yaml is invalid:\n  - data.csv_dir: '{tmp_path / 'nowhere'}' does not exist; a directory named" in res.stderr
+    assert "prepare_data" not in res.stdout  # no job planned
 
 
 @pytest.mark.unit

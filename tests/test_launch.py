@@ -19,13 +19,16 @@ from .conftest import REPO
 pytestmark = pytest.mark.unit
 
 PRELUDE = """
-import json, os, sys
+import functools, json, os, sys
 from compile_study.core.clock import Clock
 from compile_study.measure import launch
 launch._State.preload = ("compile_study.measure.launch", "tests.launch_targets")
 def go(target, way="warm", **kwargs):
     setup = launch.Setup(log=sys.argv[1], threads=1, env={"STUDY_TEST_VALUE": "set"}, cores=[min(os.sched_getaffinity(0))])
-    return launch.run("tests.launch_targets:" + target, kwargs, setup, Clock(), way)
+    return launch.run(target_of(target), kwargs, setup, Clock(), way)
+def target_of(name):
+    from tests import launch_targets
+    return functools.partial(launch_targets.named, name)
 """
 
 
@@ -82,27 +85,23 @@ print(json.dumps(values))
     assert [v["word"] for v in got] == ["a", "b"] and got[0]["pid"] != got[1]["pid"]
 
 
-def test_the_parity_checks_run_at_once_each_in_its_process_and_cache_and_a_failing_one_fails_the_job(tmp_path):
-    """Rule parity's job (jobs.parity_jobs): the checks time nothing, so they run side by side; each writes its
-    output as it answers, and one that fails fails the job, the others' outputs kept."""
+def test_a_parity_check_runs_in_its_own_process_on_its_cache_and_a_failing_one_fails_its_job(tmp_path):
+    """Rule parity's job (jobs.parity_job): the check's process on the check's Inductor cache; its output written
+    from the answer; a check that raises fails the job and writes nothing."""
     got = drive(f"""
 from compile_study.measure import jobs
-def check(key, **kw):
-    return {{"kwargs": kw, "output": "{tmp_path}/" + key + ".json", "log": "{tmp_path}/" + key + ".log",
-             "cache_dir": "{tmp_path}/cache-" + key}}
-jobs.parity_jobs("tests.launch_targets:window", [check(n, name=n, seconds=1.0) for n in "abc"], 1, "cpu")
+check = {{"kwargs": {{"name": "a", "seconds": 0.1}}, "cache_dir": "{tmp_path}/cache-a"}}
+jobs.parity_job(target_of("window"), check, "{tmp_path}/a.json", "{tmp_path}/a.log", 1, "cpu")
 try:
-    jobs.parity_jobs("tests.launch_targets:window", [check("d", name="d", seconds=0.2), {{**check("e"), "kwargs": {{}}}}], 1, "cpu")
+    jobs.parity_job(target_of("window"), {{**check, "kwargs": {{}}}}, "{tmp_path}/e.json", "{tmp_path}/e.log", 1, "cpu")
     failed = None
 except launch.ChildError as exc:
     failed = str(exc)
-print(json.dumps({{"failed": failed}}))
+print(json.dumps({{"failed": failed, "pid": os.getpid()}}))
 """, tmp_path)
-    out = {n: json.loads((tmp_path / f"{n}.json").read_text()) for n in "abc"}
-    assert max(o["start"] for o in out.values()) < min(o["end"] for o in out.values())  # all three at once
-    assert len({o["pid"] for o in out.values()}) == 3
-    assert [Path(out[n]["cache"]).name for n in "abc"] == ["cache-a", "cache-b", "cache-c"]
-    assert (tmp_path / "d.json").is_file() and not (tmp_path / "e.json").exists()  # the sound check is kept
+    out = json.loads((tmp_path / "a.json").read_text())
+    assert out["pid"] != got["pid"] and Path(out["cache"]).name == "cache-a"
+    assert not (tmp_path / "e.json").exists()
     assert "window() missing 2 required positional arguments" in got["failed"]
 
 

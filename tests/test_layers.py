@@ -2,10 +2,11 @@
 
     python -m pytest tests/test_layers.py -q
 
-Layers, from the bottom (ARCHITECTURE.md draws them): core < measure < checks < aggregate < report; the
+Layers, from the bottom (ARCHITECTURE.md draws them): core < measure < checks < aggregate < report < plan; the
 package's own `__main__` (the command line) sits above them all. Imports inside functions count too. The report
 words numbers and decides none: it imports no statistics (core/stats.py, scipy, numpy, `statistics`), which
-aggregate applies once (aggregate/decide.py, summary.py, claims.py).
+aggregate applies once (aggregate/decide.py, summary.py, claims.py). The
+Snakefile and workflow/rules/*.smk only wire rules to the plan: they define no function.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .conftest import REPO
 pytestmark = pytest.mark.unit
 
 PACKAGE = "compile_study"
-LAYERS = ("core", "measure", "checks", "aggregate", "report")
+LAYERS = ("core", "measure", "checks", "aggregate", "report", "plan")
 STATISTICS = ("compile_study.core.stats", "scipy", "numpy", "statistics")  # what the report may not import
 
 
@@ -131,3 +132,16 @@ def test_the_check_sees_an_upward_import_and_a_cycle(tmp_path):
                                               "compile_study.report.findings names stats."]
     assert "compile_study.core.vocab -> compile_study.report.build" in upward_imports(g)
     assert any("compile_study.measure.timing" in c and "compile_study.measure.run" in c for c in cycles(g))
+
+
+def test_the_rule_files_only_wire():
+    """No function and no logic of their own in the Snakefile or a rule file: each `run:` block is one call."""
+    import re
+
+    for path in [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]:
+        text = path.read_text()
+        assert not re.search(r"^\s*def \w+", text, re.M), f"{path.name} defines a function"
+        assert "lambda" not in text, f"{path.name} has a lambda"
+        for block in re.findall(r"^    run:\n((?:        .*\n?)+)", text, re.M):
+            assert len(ast.parse(block.replace("        ", "", 1).strip().replace("\n        ", "\n")).body) == 1, (
+                f"{path.name}: a run: block of more than one statement")

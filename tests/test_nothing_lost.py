@@ -3,7 +3,6 @@ redone by the next invocation, whose summary shows the new records only."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from compile_study.core import record
+from compile_study.core import record, study_lock
 
 from .test_resilience import tiny_study
 
@@ -23,13 +22,17 @@ RUNS = "results/cpu/runs/static/fp32/eager/module"
 def test_one_invocation_at_a_time_and_damaged_or_deleted_records_are_redone(tmp_path):
     cmd = tiny_study(tmp_path, [8, 16])
     first = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    holder = tmp_path / ".snakemake" / "study.lock.json"
     deadline = time.time() + 300
-    while not holder.exists() and first.poll() is None and time.time() < deadline:
-        time.sleep(0.2)
-    assert json.loads(holder.read_text())["pid"] == first.pid  # the first holds the study, before its first job
+    while study_lock.holder(tmp_path) is None and first.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert study_lock.holder(tmp_path) == first.pid  # the first holds the study from its Snakefile's first lines
 
+    t0 = time.perf_counter()
     second = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)  # the same command
+    refused_s = time.perf_counter() - t0
+    # refused at the Snakefile's first lines: no torch, no plan, no DAG (Snakemake's own start is most of it)
+    assert "torch" not in second.stderr and "Building DAG" not in second.stderr + second.stdout
+    print(f"second invocation refused after {refused_s:.2f} s")
     assert first.poll() is None, "the first invocation should still be running"
     assert second.returncode != 0 and "Traceback" not in second.stderr
     assert f"another invocation is running this study (pid {first.pid}, started " in second.stderr

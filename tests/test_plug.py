@@ -4,12 +4,13 @@ model cannot run, and a tiny transformers BERT trained and compiled through the 
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import torch
 import yaml
 
-from compile_study.core import config_check, layout, vocab
+from compile_study.core import config_check, layout, plug_check, vocab
 from compile_study.core.model import ModelConfig, TextClassifier
 from compile_study.core.plug import PlugError, Plugged, build_model, load_factory, model_class, n_params
 from compile_study.core.plug_check import check_fits, check_output, check_plug
@@ -273,3 +274,68 @@ def test_the_shipped_bert_config_is_the_built_in_models_size_and_has_its_own_stu
     assert set(grid.expand(config["grids"]["cuda"])) == set(grid.expand(quick["grids"]["cuda"]))  # the same cells
     assert grid.record_path("cuda", next(iter(grid.expand(config["grids"]["cuda"]))), model).startswith(
         "results/cuda-hf-bert/runs/")
+
+
+# ---------------------------------------------------------------- python -m compile_study model
+
+
+def _model_command(tmp_path, monkeypatch, capsys, *args) -> tuple[dict, str]:
+    """`python -m compile_study model` on config.yaml with a tiny plugged BERT (as hf-bert, smaller), run in
+    tmp_path (no resources/data, no results/ there unless a test makes them): its JSON and its stderr."""
+    overlay = tmp_path / "tiny-bert.yaml"
+    overlay.write_text(yaml.safe_dump({"model": TINY_MODEL | {"name": "tiny-bert", "hf_config": TINY_BERT}}))
+    monkeypatch.chdir(tmp_path)
+    plug_check.main([str(REPO / "config.yaml"), str(overlay), *args])
+    out = capsys.readouterr()
+    return json.loads(out.out), out.err
+
+
+def _prepared(directory, vocab_size: int, max_len: int = TINY_MODEL["max_len"]):
+    directory.mkdir(parents=True, exist_ok=True)
+    facts = {"vocab_size": vocab_size, "max_len": max_len, "source": "synthetic",
+             "description": "synthetic stand-in (8,000 rows)"}
+    (directory / "facts.json").write_text(json.dumps(facts))
+    return directory
+
+
+@pytest.mark.unit
+def test_the_model_command_counts_with_the_prepared_datas_vocabulary_and_says_so(tmp_path, monkeypatch, capsys):
+    """The study trains with the vocabulary its tokenizer learned (271 tokens on the synthetic data), not with
+    data.vocab_size's 8,192: the printed parameters are the ones the study's model.json will hold."""
+    _prepared(tmp_path / "resources" / "data", 271)
+    facts, said = _model_command(tmp_path, monkeypatch, capsys)
+    at_271 = n_params(build_model(ModelConfig(vocab_size=271, **TINY_MODEL, hf_config=TINY_BERT)))
+    at_limit = n_params(build_model(ModelConfig(vocab_size=8192, **TINY_MODEL, hf_config=TINY_BERT)))
+    assert facts["params"] == at_271 and at_limit - at_271 == (8192 - 271) * TINY_BERT["hidden_size"]
+    assert facts["config"]["vocab_size"] == 271
+    assert facts["vocab_from"] == "resources/data/facts.json: the prepared data (synthetic stand-in (8,000 rows))"
+    assert said == "vocabulary: 271 tokens, from resources/data/facts.json: the prepared data (synthetic stand-in " \
+                   "(8,000 rows))\n"
+    # the study's own copy (results/cpu-tiny-bert/facts.json) comes before the project's prepared data
+    _prepared(tmp_path / "results" / "cpu-tiny-bert", 300)
+    config = {"data": {"vocab_size": 8192, "source": "auto"}, "model": TINY_MODEL}
+    places = [tmp_path, tmp_path / "results" / "cpu-tiny-bert", tmp_path / "resources" / "data"]
+    assert plug_check.study_vocab(config, places)[0] == 300
+
+
+@pytest.mark.unit
+def test_without_prepared_data_the_model_command_says_its_count_assumes_the_tokenizers_limit(
+        tmp_path, monkeypatch, capsys):
+    _prepared(tmp_path / "resources" / "data", 271, max_len=128)  # prepared for another model.max_len: not ours
+    monkeypatch.setattr(plug_check, "check_plug", lambda cfg, device: {"config": cfg.to_dict()})  # the count: above
+    facts, said = _model_command(tmp_path, monkeypatch, capsys)
+    assert facts["config"]["vocab_size"] == 8192
+    assert said.startswith("vocabulary: 8,192 tokens, from config data.vocab_size, the tokenizer's limit: the study "
+                           "trains with the vocabulary its tokenizer learns from the data")
+    assert facts["vocab_from"].endswith("prepare the data (snakemake --cores 1 resources/data/facts.json) or pass "
+                                        "--data for the study's own count")
+
+
+@pytest.mark.unit
+def test_data_named_with_data_that_cannot_be_the_studys_is_refused_by_name(tmp_path, monkeypatch, capsys):
+    _prepared(tmp_path / "other", 271, max_len=128)
+    with pytest.raises(SystemExit, match="^--data other: it was prepared for max_len 128, the config's model.max_len "
+                                         "is 32$"):
+        _model_command(tmp_path, monkeypatch, capsys, "--data", "other")
+    with pytest.raises(SystemExit, match="^--data nowhere: no facts.json there"):
+        _model_command(tmp_path, monkeypatch, capsys, "--data", "nowhere")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -33,6 +34,14 @@ def test_a_stored_study_rebuilds_byte_identical_through_the_dag(study: Path, tmp
     for name in REGENERATED:
         assert (copy / name).read_bytes() == (study / name).read_bytes(), f"{name} differs from the committed one"
     assert not any((copy / "runs").rglob("*.tmp")) and elapsed < 60, elapsed
+    logs = copy / ".snakemake" / "rebuild-logs"  # a stored study's own logs/ are its run's; a rebuild logs apart
+    assert re.search(r"paper\.md, paper\.tex: [\d,]+ words in the main text", (logs / "paper.log").read_text())
+    if shutil.which("latexmk"):  # the PDF rule's log says what latexmk made
+        said = re.search(r"^built paper\.pdf: (\d+) pages", (logs / "paper_pdf.log").read_text(), re.M)
+        assert said and int(said[1]) > 5
+        if shutil.which("pdfinfo"):
+            info = subprocess.run(["pdfinfo", str(copy / "paper.pdf")], capture_output=True, text=True).stdout
+            assert re.search(rf"^Pages:\s+{said[1]}$", info, re.M), info
 
 
 @pytest.mark.unit

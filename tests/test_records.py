@@ -83,7 +83,9 @@ def test_damaged_outputs_are_set_aside_with_a_note_and_good_ones_stay(tmp_path):
     peak = Path(layout.peak)
     peak.write_text("")
     outputs = {str(good): KEY, str(bad): bad_key, str(peak): None, layout.mlp: None}  # mlp: not there
-    lines = damaged.set_aside(layout, outputs)
+    found = damaged.problems(outputs)
+    assert [p for p, _ in found] == [str(bad), str(peak)] and good.is_file() and bad.is_file()  # reading moves nothing
+    lines = [damaged.set_aside(layout, path, why) for path, why in found]
     assert len(lines) == 2 and all(line.startswith("damaged: ") for line in lines)
     assert good.is_file() and not bad.exists() and not peak.exists()
     aside = Path(layout.damaged) / "runs/static/fp32/eager/module/bs16/r0.json"
@@ -92,21 +94,22 @@ def test_damaged_outputs_are_set_aside_with_a_note_and_good_ones_stay(tmp_path):
     assert note.startswith(f"{bad}: incomplete or corrupt JSON")
     assert (Path(layout.damaged) / "peak.json.why.txt").read_text().startswith(f"{peak}: empty file")
     peak.write_text("[]")  # damaged again: the first copy is kept
-    assert damaged.set_aside(layout, {str(peak): None}) == [
+    assert [damaged.set_aside(layout, *found) for found in damaged.problems({str(peak): None})] == [
         f"damaged: {peak}: not a JSON object (a list); set aside as {layout.damaged}/peak.json.1, and the job that "
         "makes it runs again"]
 
 
 @pytest.mark.dag
-def test_a_dry_run_sets_a_damaged_record_aside_and_plans_its_run(tmp_path):
+def test_a_dry_run_names_a_damaged_record_and_moves_nothing(tmp_path):
     cmd = tiny_study(tmp_path, [8])
     path = tmp_path / "results/cpu/runs/static/fp32/eager/module/bs8/r0.json"
     path.parent.mkdir(parents=True)
     path.write_text('{"schema_version": 4, "config": {"compile_mode": "eager", "batch_')
     res = subprocess.run(cmd + ["-n"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "damaged: results/cpu/runs/static/fp32/eager/module/bs8/r0.json: incomplete or corrupt JSON" in res.stderr
-    assert not path.exists() and (tmp_path / "results/cpu/damaged/runs/static/fp32/eager/module/bs8/r0.json").is_file()
+    assert ("damaged: results/cpu/runs/static/fp32/eager/module/bs8/r0.json: incomplete or corrupt JSON (") in res.stderr
+    assert "a run would set it aside under damaged/ and redo its job" in res.stderr
+    assert path.is_file() and not (tmp_path / "results/cpu/damaged").exists()
     assert "Traceback" not in res.stderr and job_counts(res.stdout)["train_run"] == 1
 
 

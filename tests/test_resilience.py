@@ -165,3 +165,47 @@ def test_a_run_that_would_not_end_before_the_time_limit_stops_the_call_and_the_n
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)  # the next call
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads((tmp_path / target).read_text())["status"] == "ok"
+
+
+def study_tree(root: Path) -> dict[str, str]:
+    """Every file of a study directory -> its sha256; Snakemake's own log and the IO cache a dry run leaves for the
+    next run (`.snakemake/iocache`) aside, its incomplete marks and metadata included."""
+    import hashlib
+
+    own = (".snakemake/log/", ".snakemake/iocache/")
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
+            if p.is_file() and not str(p.relative_to(root)).startswith(own)}
+
+
+def test_planning_changes_no_file_and_the_run_makes_the_repairs(tmp_path):
+    """A dry run, --summary, --dag and --lint on a study with a truncated record and a whole record an interrupt
+    left marked incomplete change no file (each names what a run would do); the run then redoes the one and
+    keeps the other."""
+    cmd = tiny_study(tmp_path, [8], repeats=2)
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = tmp_path / "results/cpu/runs/static/fp32/eager/module/bs8"
+    torn, whole = runs / "r1.json", runs / "r0.json"
+    torn.write_bytes(torn.read_bytes()[:200])
+    kept = whole.read_bytes(), whole.stat().st_mtime_ns
+    incomplete = tmp_path / ".snakemake/incomplete"
+    for path in (whole, runs / "r0.trace.json.gz"):
+        marker = resume.marker(str(path.relative_to(tmp_path)), incomplete)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("")
+    before = study_tree(tmp_path)
+    for args in (["-n"], ["--summary"], ["--dag"], ["--lint"]):
+        res = subprocess.run(cmd + args, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert res.returncode == 0, (args, res.stderr[-3000:])
+        assert study_tree(tmp_path) == before, f"snakemake {' '.join(args)} changed the study"
+    res = subprocess.run(cmd + ["-n"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert f"damaged: {torn.relative_to(tmp_path)}: incomplete or corrupt JSON" in res.stderr
+    assert "a run would set it aside" in res.stderr and "a run would keep 1 output(s)" in res.stderr
+
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)  # for real
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(torn.read_text())["status"] == "ok"  # redone
+    aside = tmp_path / "results/cpu/damaged/runs/static/fp32/eager/module/bs8/r1.json"
+    assert aside.is_file() and len(aside.read_bytes()) == 200  # the damaged copy kept, not deleted
+    assert (whole.read_bytes(), whole.stat().st_mtime_ns) == kept  # kept, not remeasured
+    assert "kept 1 output(s)" in res.stderr

@@ -50,9 +50,10 @@ def test_whole_outputs_lose_their_mark_and_broken_ones_keep_it(tmp_path, monkeyp
     traces = [p[: -len(".json")] + ".trace.json.gz" for p in (whole, no_trace, wrong, torn, running)]
     mark(incomplete, whole, no_trace, wrong, torn, running, str(parity), *traces, "results/cpu/summary.csv")
 
-    kept = resume.keep_complete_outputs(Layout(str(root)), incomplete)
+    kept = resume.whole_but_marked(Layout(str(root)), incomplete)
+    assert kept == sorted([whole, str(parity)]) and whole in resume.marked(incomplete)  # finding changes nothing
+    resume.keep(kept, incomplete)
 
-    assert kept == sorted([whole, str(parity)])
     left = set(resume.marked(incomplete))
     assert whole not in left and traces[0] not in left and str(parity) not in left
     assert {no_trace, wrong, torn, running, "results/cpu/summary.csv"} <= left

@@ -33,6 +33,24 @@ def test_each_call_is_one_line_with_its_status_and_snakemake_log(tmp_path, monke
     assert "snakemake_log" not in second  # that call wrote no Snakemake log
 
 
+def test_a_config_file_that_is_no_mapping_stops_the_call_before_its_command_naming_the_file(tmp_path, monkeypatch,
+                                                                                              capsys):
+    """Snakemake's own message ("Config file must be given as JSON or YAML with keys at top level") names no file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty.yaml").write_text("")
+    (tmp_path / "list.yaml").write_text("- data\n")
+    (tmp_path / "good.yaml").write_text("device: cpu\n")
+    ran = "open('ran', 'w')"
+    command = [sys.executable, "-c", ran, "--cores", "1", "--configfile", "good.yaml", "empty.yaml",
+               "--configfile=list.yaml", "-n"]
+    assert session.configfiles(command) == ["good.yaml", "empty.yaml", "list.yaml"]
+    assert session.main([str(tmp_path / "results/cpu"), "--", *command]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "config file empty.yaml: it is empty; a config file maps keys to values (data:, model:, grids:, ...)",
+        "config file list.yaml: it holds a list, not a mapping of keys at the top level (data:, model:, grids:, ...)"]
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "results/cpu/calls.jsonl").exists()
+
+
 def test_a_call_stopped_by_a_time_limit_is_logged_with_the_signal_and_its_commands_exit(tmp_path):
     """A time limit (`timeout`) sends SIGTERM to the session: the session passes it on, waits for the command to
     end and logs the call; the command here ends by the signal's default action. The test sends the SIGTERM

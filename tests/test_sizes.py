@@ -3,13 +3,14 @@ count and the memory a model, batch or data set would need (compile_study/core/s
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 
 import pytest
 import yaml
 
-from compile_study.core import config_check, sizes
+from compile_study.core import config_check, grid, sizes, sources
 
 from .conftest import REPO, TINY_MODEL
 from .test_bad_input import BASE, edit, errors_of
@@ -54,7 +55,7 @@ def test_a_batch_or_length_that_cannot_fit_names_its_need(host_16_gib):
     cfg["data"] |= {"source": "synthetic", "synthetic_rows": 8000}
     found = errors_of(cfg)
     assert any(e.startswith("model.max_len: 2,000,000 makes the token ids of the train split of the synthetic "
-                            "corpus (7,196 rows x 2,000,000 x 4 bytes) 53.6 GiB") for e in found), found
+                            "corpus (7,201 rows x 2,000,000 x 4 bytes) 53.7 GiB") for e in found), found
 
 
 @pytest.mark.unit
@@ -67,7 +68,7 @@ def test_an_absurd_size_is_reported_under_the_file_that_set_it(host_16_gib):
 
 @pytest.mark.parametrize("path, value, message", [
     ("data.hf_timeout_s", 10**12, "data.hf_timeout_s: 1000000000000 is greater than the maximum of 60 (it bounds "
-                                  "one TCP connect to huggingface.co"),
+                                  "the hub check (name resolution and one TCP connect to huggingface.co)"),
     ("data.synthetic_rows", 10**12, "data.synthetic_rows: 1000000000000 is greater than the maximum of 10000000 "
                                     "(a bound against typos"),
     ("data.vocab_size", 2**40, "data.vocab_size: 1099511627776 is greater than the maximum of 2147483647 (token ids "
@@ -101,3 +102,71 @@ def test_a_plugged_model_is_not_sized_by_the_built_in_formula(host_16_gib):
     cfg["model"]["max_len"] = 10**12
     ((path, text),) = sizes.problems(cfg, devices=["cpu"])
     assert path == ("model", "max_len") and text.startswith("model.max_len: 1,000,000,000,000 makes the token ids")
+
+
+# ---------------------------------------------------------------- sizes against the data's rows
+
+def cpu_errors(config: dict) -> list[str]:
+    """What the workflow reports for a CPU study (its own grid's semantic checks, the defaults filled in)."""
+    from snakemake.utils import validate
+
+    validate(config, str(grid.SCHEMA))
+    return [str(e) for e in config_check.semantic_errors(config, devices=["cpu"])]
+
+
+def tiny_study(**grid_changes) -> dict:
+    """config.yaml with .ci/tiny-study.yaml layered over it (400 train rows used), its one sub-grid changed."""
+    cfg = grid.merge(copy.deepcopy(BASE), yaml.safe_load((REPO / ".ci" / "tiny-study.yaml").read_text()))
+    cfg["grids"]["cpu"][0] |= grid_changes
+    return cfg
+
+
+@pytest.mark.unit
+def test_a_batch_larger_than_the_train_split_is_refused_naming_the_cell_the_batch_and_the_rows():
+    (error,) = cpu_errors(tiny_study(batch_size=[16, 1024]))
+    assert error == ("grids.cpu[0] (tiny): batch_size 1,024 is more than the 400 rows of the train split "
+                     "(data.max_train_rows): no batch of static fp32 default, static fp32 eager at batch 1,024 can be "
+                     "made; use a batch size of at most 400, or more rows")
+    assert cpu_errors(tiny_study(batch_size=[400])) == []
+    # bucketed and packed batches would be filler alone: refused alike
+    (error,) = cpu_errors(tiny_study(batch_size=[401], shape_regime=["packed"], compile_mode=["eager"]))
+    assert "batch_size 401 is more than the 400 rows" in error and "no batch of packed fp32 eager" in error
+
+
+@pytest.mark.unit
+def test_the_rows_of_a_split_known_before_preparation_are_exact():
+    cfg = edit("data", dict(BASE["data"], source="synthetic", synthetic_rows=400))
+    labels, _ = sources.split_labels(cfg["data"])
+    train, _ = sources.split_indices(labels, 0.1, 0)
+    assert sizes.train_rows(cfg["data"]) == (len(train), "the train split of the synthetic corpus") and len(train) == 360
+    cfg["grids"]["cpu"][0]["batch_size"] = [361]
+    (error,) = cpu_errors(cfg)
+    assert error.startswith("grids.cpu[0] (cpu-modes): batch_size 361 is more than the 360 rows of the train split of "
+                            "the synthetic corpus: no batch of static fp32 default, static fp32 eager at batch 361")
+    assert sizes.train_rows(BASE["data"]) == (None, "the train split")  # source auto: the hub may answer
+
+
+@pytest.mark.unit
+def test_the_batch_of_a_parity_check_without_a_cell_of_its_own_is_refused_too():
+    cfg = tiny_study(shape_regime=["dynamic"])  # no static module cell: parity runs at parity.cpu.batch_size
+    cfg["parity"]["cpu"]["batch_size"] = 512
+    (error,) = cpu_errors(cfg)
+    assert error == ("parity.cpu.batch_size: 512 is more than the 400 rows of the train split (data.max_train_rows): "
+                     "the parity check of default fp32 (no static module cell in the grid to run at) could make no "
+                     "batch; use a batch size of at most 400")
+    assert cpu_errors(tiny_study(shape_regime=["static", "dynamic"])) == []  # parity runs at the static cell's batch
+
+
+@pytest.mark.dag
+def test_the_dry_run_refuses_a_batch_larger_than_the_train_split(tmp_path):
+    """Issue's case: .ci/tiny-study.yaml (400 train rows used) and a grid of one cell at batch 1024."""
+    big = tiny_study(batch_size=[1024])["grids"]
+    (tmp_path / "big.yaml").write_text(yaml.safe_dump({"grids": {"cpu": big["cpu"]}}))
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
+                          str(tmp_path), "-n", "--configfile", str(REPO / "config.yaml"),
+                          str(REPO / ".ci" / "tiny-study.yaml"), str(tmp_path / "big.yaml")],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert ("big.yaml is invalid:\n  - grids.cpu[0] (tiny): batch_size 1,024 is more than the 400 rows of the train "
+            "split (data.max_train_rows)") in res.stderr
+    assert "train_run" not in res.stdout

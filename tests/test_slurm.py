@@ -25,14 +25,14 @@ from .test_workflow import check_tiny_paper, write_tiny_config
 
 # --- what the test relies on in the workflow and in the SLURM executor, in one place ---
 PROFILE = REPO / "profiles" / "slurm-ci"
-JOB_RULES = {"prepare_data", "check_model", "train_run", "parity", "measure_peak", "mlp_claim", "summarize", "figures", "paper",
+JOB_RULES = {"prepare_data", "check_model", "cold_compile", "train_run", "parity", "measure_peak", "mlp_claim", "summarize", "figures", "paper",
              "study_readme"} | (
     {"paper_pdf"} if shutil.which("latexmk") else set())
 LOCAL_RULES = {"all", "study_facts", "study_config"}  # the workflow's localrules: copies, never queued
-# The job cancelled mid-study: the compiled run of the tiny grid (its compile gives a wide window), named by the
-# comment the executor gives its sbatch job (rule_<rule>_wildcards_<values>), and the record it writes.
-CANCEL_COMMENT = "rule_train_run_wildcards_static_fp32_default_module_16_0"
-CANCEL_RECORD = "results/cpu/runs/static/fp32/default/module/bs16/r0.json"
+# The job cancelled mid-study: the cold compile of the tiny grid's compiled configuration (a wide window), named by
+# the comment the executor gives its sbatch job (rule_<rule>_wildcards_<values>), and the record it writes.
+CANCEL_COMMENT = "rule_cold_compile_wildcards_static_fp32_default_module_16_0"
+CANCEL_RECORD = "results/cpu/compiles/static/fp32/default/module/bs16/c0.json"
 RECORD_DIRS = ("results", "resources/data")  # what finished jobs wrote: a resumed study leaves it byte-identical
 SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)\.")
 SLURM_LOG_RULE = re.compile(r"/slurm_logs/rule_(\w+)/")  # .snakemake/slurm_logs/rule_<rule>/[<wildcards>/]<id>.log
@@ -157,7 +157,7 @@ def test_a_cancelled_job_reruns_and_finished_records_stay(study, capsys):
     assert CANCEL_RECORD not in study["after_first"]  # ... and left no record of it
     assert study["second_rc"] == 0, study["second_log"][-3000:]
     rerun = [rule for _, rule in submissions(study["second_log"])]
-    assert "train_run" in rerun and "prepare_data" not in rerun  # only what was not done runs again
+    assert "cold_compile" in rerun and "prepare_data" not in rerun  # only what was not done runs again
     final = digests(study["dir"])
     assert CANCEL_RECORD in final
     unchanged = {p for p, d in study["before"].items() if final.get(p) == d}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -43,4 +42,36 @@ def test_a_second_holder_is_refused_with_the_first_ones_pid_until_it_dies_even_b
         first.wait()
     third = try_to_hold(tmp_path)
     assert third.returncode == 0 and third.stdout.strip() == "held"
-    assert json.loads(study_lock.holder_path(tmp_path).read_text())["pid"] != first.pid
+    assert study_lock.holder(tmp_path) is None  # the holder of `third` has exited: nobody holds it
+
+
+def test_a_dry_run_takes_no_lock_and_a_run_takes_it_before_anything_else(tmp_path):
+    from types import SimpleNamespace
+
+    def workflow(dryrun, main=True):
+        return SimpleNamespace(is_main_process=main, output_settings=SimpleNamespace(dryrun=dryrun))
+
+    first = hold_in_subprocess(tmp_path)
+    try:
+        study_lock.hold_for(workflow(dryrun=True), tmp_path)  # a dry run beside a running study: allowed
+        study_lock.hold_for(workflow(dryrun=False, main=False), tmp_path)  # a job's own Snakemake: allowed
+        with pytest.raises(SystemExit, match=f"pid {first.pid}"):
+            study_lock.hold_for(workflow(dryrun=False), tmp_path)
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_the_session_refuses_a_study_that_is_running_before_it_starts_the_command(tmp_path, monkeypatch):
+    from compile_study.core import session
+
+    first = hold_in_subprocess(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    try:
+        t0 = time.perf_counter()
+        rc = session.main([str(tmp_path / "results/cuda"), "--", sys.executable, "-c", "open('ran', 'w')"])
+        assert rc == 1 and not (tmp_path / "ran").exists() and time.perf_counter() - t0 < 0.5
+        assert not (tmp_path / "results/cuda/calls.jsonl").exists()  # no call happened
+    finally:
+        first.kill()
+        first.wait()

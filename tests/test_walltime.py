@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from compile_study.aggregate import estimate, walltime
-from compile_study.core import grid, record, vocab
+from compile_study.core import grid, record
 from compile_study.core.layout import Layout
 from compile_study.core.record import RunConfig, RunKey
 
@@ -102,57 +102,70 @@ def test_the_estimate_counts_every_job_of_the_plan_from_the_stored_records(tmp_p
     monkeypatch.chdir(REPO)
     config = grid.load_config([REPO / "config.yaml"])
     runs = grid.expand(config["grids"]["cuda"])
+    compiles = grid.compiles(runs, 3)
     jobs = estimate.plan_jobs(5, ["timer_check"], pdf=True)
-    e = estimate.estimate(runs, Layout(str(tmp_path / "results/cuda")), "cuda", jobs)
+    e = estimate.estimate(runs, Layout(str(tmp_path / "results/cuda")), "cuda", jobs, compiles=compiles, slots=8)
     assert e["todo"] == len(runs) == e["measured"]  # the stored H200 study has every kind of run the grid has
-    assert set(e["other_s"]) == {r for r, n in jobs.items() if n} and e["other_s"]["parity"] > 0
-    assert e["seconds"] == pytest.approx(e["runs_s"] + sum(e["other_s"].values()) + e["snakemake_s"])
-    one, _ = estimate.run_seconds(RunKey("eager", "module", 32, "static", "bf16", 1), "cuda",
-                                  estimate.known_runs(["reference/*/runs/**/r*.json"], "cuda"))
+    assert e["compiles"] == sum(c["n"] for c in compiles.values()) == 44  # 14 configurations x 3, two searches x 1
+    assert set(e["other_s"]) == {r for r, n in jobs.items() if n} - {"parity"}  # parity: in the compile phase
+    assert e["seconds"] == pytest.approx(e["compile_s"] + e["runs_s"] + sum(e["other_s"].values()) + e["snakemake_s"])
+    known = estimate.known_runs(["reference/*/runs/**/r*.json"], "cuda")
+    one, _ = estimate.run_seconds(RunKey("eager", "module", 32, "static", "bf16", 1), "cuda", known)
     assert 0 < one < 10  # a warm eager repeat, without the imports it paid then
-    message = estimate.plan_message(runs, Layout(str(tmp_path / "results/cuda")), "cuda", 1, jobs)
+    ro = RunKey("reduce-overhead", "module", 32, "static", "bf16", 0)
+    cold = estimate.known_compiles(estimate.plan_compiles(Layout(str(tmp_path))), "cuda")
+    assert estimate.run_seconds(ro, "cuda", known)[0] < estimate.run_seconds(ro, "cuda", known)[0] + 1  # (finite)
+    assert estimate.run_seconds(ro, "cuda", known)[0] < estimate.compile_seconds(ro, "cuda", cold) + 30
+    message = estimate.plan_message(runs, Layout(str(tmp_path / "results/cuda")), "cuda", 1, jobs, None, compiles, 8)
     assert walltime.plan_seconds(message) == round(e["seconds"])
 
 
-def test_a_run_that_starts_from_a_shared_gemm_search_is_not_priced_as_the_search(tmp_path):
-    key = RunKey("max-autotune-no-cudagraphs", "module", 512, "static", "bf16", 0)
-    cold, compiled = (True, True), ("compiled", (True, True))
-    known = {("max-autotune modes", cold): [200.0], compiled: [30.0]}
-    assert estimate.run_seconds(key, "cuda", known) == (200.0, True)  # its own search: priced as the other's
-    assert estimate.run_seconds(key, "cuda", known, shared=True) == (30.0, True)  # a cold compile without one
-    # once such a run was measured, it is its own kind, apart from the cold runs of its mode
-    rec = record.new(RunConfig(*key[:1], 512, "static", "bf16", 0, compile_scope="module"), {},
-                     {"device_type": "cuda", "launcher": "warm", "inductor_cache": vocab.SEARCH_SHARED})
-    rec["metrics"] = {"overhead_s": {k: 0.0 for k in record.OVERHEAD} | {"total_s": 41.0}}
-    path = tmp_path / "r0.json"
-    path.write_text(json.dumps(rec))
-    learnt = estimate.known_runs([str(path)], "cuda")
-    assert learnt[(key, estimate.SHARED)] == [41.0] and (key, cold) not in learnt
-    assert estimate.run_seconds(key, "cuda", learnt, shared=True) == (41.0, True)
-    # the shipped grid says which run that is
-    runs = grid.expand(grid.load_config([REPO / "config.yaml"])["grids"]["cuda"])
-    assert [k for k in runs if estimate._shared(runs, k)] == [key]
+def test_a_run_is_priced_from_its_warm_cache_and_a_cold_compile_as_a_job_of_its_own(tmp_path):
+    """A run of an older study that compiled cold is priced as its warm repeats run now: its time less its
+    compile, plus a warm load; its cold compile becomes a compile phase job: fixed cost, compile, two epochs."""
+    key = RunKey("default", "module", 32, "static", "bf16", 0)
+
+    def rec(cache, total, compile_s, repeat=0, epoch2=0.5):
+        r = record.new(RunConfig(*key[:1], 32, "static", "bf16", repeat, compile_scope="module",
+                                 evidence=repeat == 0), {}, {"device_type": "cuda", "launcher": "warm",
+                                                              "inductor_cache": cache})
+        r["metrics"] = {"epoch2_s": epoch2, "overhead_s": {k: 0.0 for k in record.OVERHEAD} | {
+            "total_s": total, "compile_s": compile_s, "timed_s": 3.0}}
+        return r
+
+    for name, r in {"r0.json": rec("cold", 30.0, 20.0), "r1.json": rec("warm", 8.0, 2.0, repeat=1)}.items():
+        (tmp_path / name).write_text(json.dumps(r))
+    known = estimate.known_runs([str(tmp_path / "r*.json")], "cuda")
+    assert estimate.run_seconds(key, "cuda", known) == (30.0 - 20.0 + 2.0, True)  # evidence, warm load
+    assert estimate.run_seconds(key.with_repeat(1), "cuda", known) == (8.0, True)
+    cold = estimate.known_compiles([str(tmp_path / "r*.json")], "cuda")
+    fixed = 30.0 - 20.0 - 3.0  # the run less its work
+    assert estimate.compile_seconds(key, "cuda", cold) == pytest.approx(fixed + 20.0 + 2 * 0.5)
+    # a search never measured is priced by the prior; one that shares another's is priced as a plain compile
+    ma = key._replace(compile_mode="max-autotune", batch_size=512)
+    assert estimate.compile_seconds(ma, "cuda", {}, "own") == estimate.PRIOR_COMPILE_S["cuda"]["max-autotune"]
+    assert estimate.compile_seconds(ma, "cuda", {}, "shared") == estimate.PRIOR_COMPILE_S["cuda"]["compiled"]
 
 
-def test_the_parity_job_and_the_mlp_claim_are_estimated_per_check_and_per_batch_size(tmp_path, monkeypatch):
-    """The parity job runs every check of a study and the MLP claim every batch size in one job: a study
-    with twice the checks takes about twice as long (4 checks 36 s, 2 checks 16 s on one H200). Their
-    logged times are learnt per check and per batch size and multiplied by the plan's."""
+def test_the_compile_phase_runs_its_slots_at_once_and_its_searches_alone():
+    assert estimate.phase_seconds([10.0] * 8, [], 8) == pytest.approx(10.0 * estimate.AT_ONCE)
+    assert estimate.phase_seconds([10.0] * 16, [200.0], 8) == pytest.approx(20.0 * estimate.AT_ONCE + 200.0)
+    assert estimate.phase_seconds([10.0] * 9, [], 8) == pytest.approx(20.0 * estimate.AT_ONCE)  # one slot twice
+    assert estimate.phase_seconds([60.0, 5.0, 5.0], [], 8) == pytest.approx(60.0 * estimate.AT_ONCE)  # the longest
+    assert estimate.phase_seconds([], [], 8) == 0.0
+
+
+def test_the_mlp_claim_is_estimated_per_batch_size_and_parity_per_check(tmp_path, monkeypatch):
+    """The MLP claim runs every batch size in one job: twice the batch sizes take about twice as long. A parity
+    check is a job of the compile phase: twice the checks add to the phase, not to the timed jobs."""
     monkeypatch.chdir(REPO)
-    studies = [REPO / "reference" / "h200-quick-2026-12-02"]
-    quick = next(j for c in walltime.read_calls(studies[0] / "calls.jsonl")
-                 for j in walltime.jobs_of((studies[0] / "logs" / c["snakemake_log"]).read_text(),
-                                           walltime._utc(c["start_utc"])) if j.rule == "parity")
-    checks = len(Layout(str(studies[0])).stored_parity())
-    assert checks == 2 and estimate.known_jobs(studies, "cuda")["parity"] == [(quick.end - quick.start) / checks]
     config = grid.load_config([REPO / "config.yaml"])
     runs = grid.expand(config["grids"]["cuda"])
     where = Layout(str(tmp_path / "results/cuda"))
-    one, two = (estimate.estimate(runs, where, "cuda", estimate.plan_jobs(n, [], pdf=False, mlp_sizes=n))
+    one, two = (estimate.estimate(runs, where, "cuda", estimate.plan_jobs(n, [], pdf=False, mlp_sizes=n), slots=1)
                 for n in (1, 2))
-    assert two["other_s"]["parity"] == pytest.approx(2 * one["other_s"]["parity"])
     assert two["other_s"]["mlp_claim"] == pytest.approx(2 * one["other_s"]["mlp_claim"])
-    assert two["snakemake_s"] == one["snakemake_s"]  # still one job each
+    assert two["compile_s"] == pytest.approx(2 * one["compile_s"])  # one slot, parity alone in the phase
     assert estimate.mlp_sizes(config, "cuda") == len(config["claims"]["mlp"]["cuda"]["batch_sizes"])
 
 
@@ -164,7 +177,7 @@ def test_progress_scales_what_is_left_by_how_the_study_compares_with_the_estimat
     path = tmp_path / layout.record(keys[0]).split(str(tmp_path) + "/")[-1]
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(run_record(2 * estimate.run_seconds(keys[0], "cpu", {})[0])))
-    line = estimate.progress_message(runs, layout, "cpu")
+    line = estimate.progress_message(runs, layout, "cpu", compiles={})
     left = 2 * estimate.run_seconds(keys[1], "cpu", {})[0]  # this study runs at twice the estimate
     assert line.startswith("progress: 1/2 runs recorded") and f"about {left / 60:.1f} min" in line
 

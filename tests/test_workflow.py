@@ -20,6 +20,7 @@ from compile_study.report import numbers
 from compile_study.report.paper import md_escape, term
 
 from .conftest import AG_NEWS_DIR, REPO, TINY_MODEL
+from .test_workflow_report import check_report
 
 
 def snakemake(*args, cwd=REPO, timeout=900) -> subprocess.CompletedProcess:
@@ -107,7 +108,9 @@ def test_one_side_scopes_run_in_default_mode_only():
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_dry_run_lists_every_stage_and_the_whole_grid(device, tmp_path):
     grids = shipped_config()["grids"][device]
-    res = snakemake("-n", "--config", f"device={device}", "--configfile", str(REPO / "config.yaml"), cwd=tmp_path)
+    # no AG News beside tmp_path and the hub offline: a GPU study plans on the stand-in only when told to
+    res = snakemake("-n", "--config", f"device={device}", "data={source: synthetic}", "--configfile",
+                    str(REPO / "config.yaml"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     counts = job_counts(res.stdout)
     assert counts["train_run"] == len(grid.expand(grids))
@@ -120,14 +123,18 @@ def test_dry_run_lists_every_stage_and_the_whole_grid(device, tmp_path):
 
 @pytest.mark.dag
 def test_the_mode_that_shares_a_gemm_search_waits_for_the_search(tmp_path):
-    """Repeat 0 of max-autotune-no-cudagraphs starts from max-autotune's search: the DAG runs that first."""
+    """max-autotune-no-cudagraphs compiles from max-autotune's search: the compile phase runs that search first,
+    and every timed run of the mode (all warm) waits only for its own configuration's compile."""
     target = "results/cuda/runs/static/bf16/max-autotune-no-cudagraphs/module/bs512/r{}.json"
-    for repeat, runs in ((0, 2), (1, 3)):  # its own repeat 0 and the search's run; a later repeat waits for both
-        res = snakemake("-n", target.format(repeat), "--config", "device=cuda", "--configfile",
+    search = "results/cuda/compiles/static/bf16/max-autotune/module/bs512/c0.json"
+    for repeat in (0, 1):
+        res = snakemake("-n", target.format(repeat), "--config", "device=cuda", "data={source: synthetic}", "--configfile",
                         str(REPO / "config.yaml"), cwd=tmp_path)
         assert res.returncode == 0, res.stderr
-        assert job_counts(res.stdout)["train_run"] == runs
-        assert "results/cuda/runs/static/bf16/max-autotune/module/bs512/r0.json" in res.stdout
+        counts = job_counts(res.stdout)
+        assert (counts["train_run"], counts["cold_compile"]) == (1, 2)  # the run; its compile and the search's
+        assert f"output: {search}" in res.stdout
+        assert "max-autotune/module/bs512/r0.json" not in res.stdout  # no timed run of the searching mode
 
 
 @pytest.mark.dag
@@ -189,6 +196,10 @@ def test_tiny_study_end_to_end(tmp_path):
     assert {"speedup", "overhead"} <= set(drawn) and not (root / "figures/timeline.png").exists()
     if shutil.which("latexmk"):
         assert (root / "paper.pdf").read_bytes().startswith(b"%PDF")
+    # Snakemake's own report of it: every figure drawn, with its caption; the paper; software; rules, run times
+    res = snakemake(*profile, "--report", "results/cpu/report.html", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    check_report(root / "report.html", drawn, {"train_run", "summarize", "figures", "paper"})
     # where the time went: every record says, and the parts add up
     parts = {k: v for k, v in m["overhead_s"].items() if k != "total_s"}
     assert min(parts.values()) >= 0 and sum(parts.values()) == pytest.approx(m["overhead_s"]["total_s"], rel=0.05)

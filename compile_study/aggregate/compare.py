@@ -5,9 +5,13 @@
 
 (report/reproduction.py writes the report and is the command line: `python -m compile_study compare`.)
 
-Both sides are read from their run records (core/record.py); a configuration is the summary's (shape regime,
-precision, batch size, compile mode, scope). Per configuration present on both sides, from each side's
-per-process speedups (in_process_speedup, the unit the study's intervals are made of):
+Both sides are read from their run records (core/record.py) and data facts (facts.json); a configuration is the
+summary's (shape regime, precision, batch size, compile mode, scope). Before any verdict, what the two measured is
+established (aggregate/measured.py): a difference in the data (source, input sha256, vocabulary, rows available or
+used) makes every configuration "not comparable", a difference in a configuration's protocol (timed steps, block,
+warm-up, epoch cap, recompile limit, fp32 matmul precision, TF32) that configuration; `allow_different_data`
+gives the verdicts on different data anyway, each marked so. Per configuration present on both sides and
+comparable, from each side's per-process speedups (in_process_speedup, the unit the study's intervals are made of):
 
   ratio    = exp(mean log speedup of the study - mean log speedup of the stored study)
   interval = the 95% Welch t interval of that difference of means (scipy.stats.ttest_ind, unequal variances)
@@ -39,8 +43,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from compile_study.aggregate import summary
+from compile_study.aggregate import measured, summary
 from compile_study.core import record, stats
+from compile_study.core.data import read_facts
 from compile_study.core.layout import Layout, is_stored_study
 
 LEVEL = 0.95  # of the Welch interval on the difference of mean log speedups
@@ -131,14 +136,34 @@ SIDE_COLUMNS = {"speedup": "speedup", "speedup_low": "low", "speedup_high": "hig
                 "device_name": "device", "cpu_model": "cpu"}
 
 
-def _row(key: tuple, a: pd.Series, b: pd.Series) -> dict:
+def _not_comparable(data: list[str], protocol: list[str], allow_different_data: bool) -> str | None:
+    """Why a configuration gets no verdict: the data (unless allowed) and its protocol settings that differ."""
+    parts = [f"data ({', '.join(data)})"] if data and not allow_different_data else []
+    parts += [f"protocol ({'; '.join(protocol)})"] if protocol else []
+    return "; ".join(parts) or None
+
+
+def _row(key: tuple, a: pd.Series, b: pd.Series, data: list[str], allow_different_data: bool) -> dict:
     j = judge(a.speedups if isinstance(a.speedups, list) else [], b.speedups if isinstance(b.speedups, list) else [],
               margin_of((a.aa_band_low, a.aa_band_high), (b.aa_band_low, b.aa_band_high)))
     row = dict(zip(KEY, key))
     for side, s in (("stored", a), ("study", b)):
         row |= {f"{side}_{new}": s[old] for old, new in SIDE_COLUMNS.items()}
+    protocol = measured.protocol_differences(a, b)
+    why = _not_comparable(data, measured.protocol_words(a, b, protocol), allow_different_data)
+    verdict, reason = ("not comparable", why) if why else (j.verdict, j.reason)
     return row | {"ratio": j.ratio, "ratio_low": j.low, "ratio_high": j.high, "margin": j.margin,
-                  "verdict": j.verdict, "reason": j.reason, "step_ratio": b.step_ms / a.step_ms}
+                  "verdict": verdict, "reason": reason, "different_data_allowed": bool(data) and not why,
+                  "protocol_differs": ", ".join(measured.PROTOCOL[k] for k in protocol) or None,
+                  "step_ratio": b.step_ms / a.step_ms}
+
+
+@dataclass(frozen=True)
+class Study:
+    """One side of a comparison: its run records (record.table) and its data facts (facts.json; None: unknown)."""
+
+    records: pd.DataFrame
+    facts: dict | None
 
 
 @dataclass(frozen=True)
@@ -148,17 +173,25 @@ class Comparison:
     only_study: pd.DataFrame
     versions: pd.DataFrame  # index VERSION_KEYS; columns stored, study, differs
     device_type: str
+    data: pd.DataFrame  # what each side trained on (aggregate/measured.py data_table): stored, study, differs
+    allow_different_data: bool = False  # verdicts given where the data differ, each marked so
 
     def counts(self) -> dict[str, int]:
         return counts(self.table)
 
+    @property
+    def data_differences(self) -> list[str]:
+        """What differs in the two studies' data (measured.DATA's words); [] where they trained on the same."""
+        return [measured.DATA[k] for k in self.data.index[self.data.differs]]
+
 
 def counts(table: pd.DataFrame) -> dict[str, int]:
-    """Shared configurations and how many of them are reproduced, differ, inconclusive (from a comparison's
-    table, or reproduction.csv read back: what a headline or a sentence of the paper quotes)."""
-    v = table.verdict.astype(str).str.split(" ").str[0] if len(table) else pd.Series(dtype=str)
+    """Shared configurations and how many of them are reproduced, differ, inconclusive, not comparable (from a
+    comparison's table, or reproduction.csv read back: what a headline or a sentence of the paper quotes)."""
+    v = table.verdict.astype(str) if len(table) else pd.Series(dtype=str)
     return {"shared": len(table), "reproduced": int((v == "reproduced").sum()),
-            "differs": int((v == "differs").sum()), "inconclusive": int((v == "inconclusive").sum())}
+            "differs": int(v.str.startswith("differs").sum()), "inconclusive": int((v == "inconclusive").sum()),
+            "not_comparable": int((v == "not comparable").sum())}
 
 
 def device_of(records: pd.DataFrame, name: str) -> str:
@@ -180,26 +213,34 @@ def _versions(stored: pd.DataFrame, study: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def compare(stored: pd.DataFrame, study: pd.DataFrame, names: tuple[str, str] = ("stored", "study")) -> Comparison:
-    """Two record tables (record.table) of the same device type -> the comparison, configuration by configuration."""
-    devices = device_of(stored, names[0]), device_of(study, names[1])
+def compare(stored: Study, study: Study, names: tuple[str, str] = ("stored", "study"),
+            allow_different_data: bool = False) -> Comparison:
+    """Two studies of the same device type -> what each measured, then the comparison, configuration by
+    configuration (a configuration whose data or protocol differ is "not comparable")."""
+    devices = device_of(stored.records, names[0]), device_of(study.records, names[1])
     if devices[0] != devices[1]:
         raise SystemExit(f"{names[1]} ran on {devices[1]} and {names[0]} on {devices[0]}: a reproduction compares "
                          "studies of one device type (a CPU study with a CPU study, a GPU study with a GPU study)")
-    a, b = (configurations(r).set_index(KEY) for r in (stored, study))
+    data = measured.data_table(stored.facts, study.facts)
+    differing = measured.in_short(list(data.index[data.differs]))
+    a, b = (configurations(s.records).join(measured.protocol_of(s.records, summary.CONFIG), on=summary.CONFIG)
+            .set_index(KEY) for s in (stored, study))
     shared = a.index.intersection(b.index).sort_values()
-    table = pd.DataFrame([_row(key, a.loc[key], b.loc[key]) for key in shared],
+    table = pd.DataFrame([_row(key, a.loc[key], b.loc[key], differing, allow_different_data) for key in shared],
                          columns=None if len(shared) else KEY + ["verdict"])
     only = [frame.index.difference(shared).to_frame(index=False) for frame in (a, b)]
-    return Comparison(table, only[0], only[1], _versions(stored, study), devices[0])
+    return Comparison(table, only[0], only[1], _versions(stored.records, study.records), devices[0], data,
+                      allow_different_data)
 
 
-def load(directory: str | Path) -> pd.DataFrame:
-    """A study directory's run records (a live one, results/<device>, or a stored one), with a clear refusal."""
+def load(directory: str | Path) -> Study:
+    """A study directory's run records and data facts (a live one, results/<device>, or a stored one), with a
+    clear refusal."""
     d = Path(directory)
     if not is_stored_study(d):
         raise SystemExit(f"{directory}: not a study directory (it needs config.yaml and runs/ with run records)")
-    paths = Layout(str(d)).stored_records()
+    layout = Layout(str(d))
+    paths = layout.stored_records()
     if not paths:
         raise SystemExit(f"{directory}: no run records under runs/")
-    return record.table(paths)
+    return Study(record.table(paths), read_facts(layout.facts))

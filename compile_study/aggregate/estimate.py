@@ -4,13 +4,16 @@
 
 Every job of the plan is counted, from what earlier studies measured (this study's records and calls, then
 those of the stored studies under reference/):
-- a run: the mean wall time of earlier records of its kind, the most specific kind with records first
-  (configuration, then mode/scope/regime, mode/scope, mode, compiled or not), repeat 0 (a cold compile and the
-  evidence) apart from the later repeats (a warm compile, no evidence). A record made before the launcher
-  (no `env.launcher`) paid for a job start, an interpreter and its imports that no run pays now: its
-  `process_start_s`, `imports_s` and what it left unbooked are replaced by LAUNCHER_S, the launcher's cost.
-  A repeat 0 that starts from another mode's GEMM search (config `gemm_search: shared`) is its own kind,
-  priced, before such a run was measured, as a cold compiled run of any mode;
+- a run: every run starts from its configuration's warm cache; its wall time less its compile is the mean of
+  earlier records of its kind (the most specific kind with records first: configuration, then
+  mode/scope/regime, mode/scope, mode, compiled or not; repeat 0, with the evidence, apart from the later
+  repeats), and its warm-cache load the mean of earlier warm records' of its kind. A record made before the
+  launcher (no `env.launcher`) paid for a job start, an interpreter and its imports that no run pays now: its
+  `process_start_s`, `imports_s` and what it left unbooked are replaced by LAUNCHER_S, the launcher's cost;
+- a cold compile of the compile phase: the mean wall time of earlier compile records of its kind or, from
+  studies made before the compile phase, of what a run's cold compile would take as a job of its own (its fixed
+  cost, its compile and its two epochs). The phase runs `slots` compiles at once, each AT_ONCE times as long as
+  alone; a GEMM search runs alone, after or before them;
 - every other job (data, parity, peak, MLP claim, method checks, summary, figures, paper, PDF, READMEs): the
   median time of its rule in earlier calls' Snakemake logs (walltime.py), a timed one logged before the
   launcher less that study's measured cost of a job start; without one, PRIOR_JOB_S. Two jobs grow with
@@ -32,7 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from compile_study.aggregate import walltime
-from compile_study.core import grid, record, vocab
+from compile_study.core import compile_record, grid, record, vocab
 from compile_study.core.layout import Layout
 
 # Seconds, where nothing was measured yet; each says where it comes from.
@@ -52,17 +55,25 @@ PRIOR_RUN_S = {
 # own logs have none (its CPU is faster: an upper bound).
 PRIOR_JOB_S = {"prepare_data": 25, "study_config": 1, "study_facts": 1, "parity": 20, "measure_peak": 3,
                "mlp_claim": 20, "summarize": 8, "figures": 12, "paper": 6, "paper_pdf": 15, "study_readme": 4,
-               "method_check:timer_check": 60, "method_check:reference_drift": 60, "method_check:concurrency": 60,
-               "method_check:launcher": 60}
+               "check_model": 5, "method_check:timer_check": 60, "method_check:reference_drift": 60,
+               "method_check:concurrency": 60, "method_check:launcher": 60, "method_check:compile_concurrency": 150}
 # Jobs whose time grows with what they hold: rule -> how many units a stored study's job held. The plan
 # (plan_jobs) names the units of its own; PRIOR_JOB_S is per unit for these.
 PER_UNIT = {
     "parity": lambda study: len(Layout(str(study)).stored_parity()),  # checks, run in the one job
     "mlp_claim": lambda study: len(json.loads(Path(Layout(str(study)).mlp).read_text())["rows"]),  # batch sizes
 }
+# A cold compile of a kind never measured: the study's own cold runs (2026-12-02 H200 reference: 17-22 s a
+# configuration, 208 s a GEMM search; 2-core CPU: about 50 s).
+PRIOR_COMPILE_S = {"cuda": {"compiled": 25, "max-autotune": 210, "max-autotune-no-cudagraphs": 210},
+                   "cpu": {"compiled": 60, "max-autotune": 200, "max-autotune-no-cudagraphs": 200}}
+# How much longer a cold compile takes among the phase's others than alone, until a study's compile_concurrency
+# check says: 8 at once on 2 cores each took 19.9-25.1 s against 19.9-23.0 s alone (one H200 host, torch 2.11).
+AT_ONCE = 1.15
 PRIOR_START_S = {"cpu": 6.0, "cuda": 8.0}  # Snakemake's start and DAG (CUDA: torch imported to see the GPU)
 PRIOR_PER_JOB_S = 0.3  # Snakemake's bookkeeping between two jobs run in its own threads
-TIMED_RULES = ("parity", "measure_peak", "mlp_claim", "method_check")
+TIMED_RULES = ("measure_peak", "mlp_claim", "method_check", "check_model")
+COMPILE_RULES = ("parity",)  # jobs of the compile phase beside the cold compiles (a compile slot each)
 
 
 def rule_of(job: walltime.Job) -> str:
@@ -76,11 +87,8 @@ AGGREGATE_RULES = ("summarize", "figures", "paper", "study_readme")
 
 
 def _class(evidence: bool, mode: str) -> tuple[bool, bool]:
-    """(takes evidence and compiles cold, is compiled): repeat 0 against the later repeats."""
+    """(takes the evidence, is compiled): repeat 0 against the later repeats."""
     return bool(evidence), mode != "eager"
-
-
-SHARED = ("search shared", True)  # the class of a repeat 0 that starts from another mode's GEMM search
 
 
 def _levels(key, cls) -> list[tuple]:
@@ -98,6 +106,7 @@ def run_cost(rec: dict, device: str) -> float | None:
     total = o.get("total_s")
     if not total or rec.get("env", {}).get("device_type") != device:
         return None
+    total -= o.get("redo_s") or 0.0  # one attempt: a run redone after a disturbance paid for its earlier ones
     if rec["env"].get("launcher"):
         return total
     unbooked = total - sum(v for k, v in o.items() if k != "total_s" and v)
@@ -124,23 +133,23 @@ def model_of(model: dict | None) -> tuple:
 
 
 def known_runs(patterns: list[str], device: str, model: dict | None = None) -> dict[tuple, list[float]]:
-    """Each kind (_levels) -> the launcher-equivalent wall times of the records of that kind, of `model`'s
-    studies only (config `model`; None: the built-in model): a plugged model builds and compiles in its own time."""
+    """Each kind (_levels) -> the launcher-equivalent wall times less their compile of the records of that kind,
+    and ("warm", kind) -> the compile of the warm ones (their cache's load), of `model`'s studies only (config
+    `model`; None: the built-in model): a plugged model builds and compiles in its own time."""
     out: dict[tuple, list[float]] = defaultdict(list)
     for pattern in patterns:
         for path in glob.glob(pattern, recursive=True):
             rec = _record(path)
             cost = run_cost(rec, device) if rec else None
-            if cost is None or model_of(rec["config"].get("model")) != model_of(model):
+            if cost is None or rec.get("kind") or model_of(rec["config"].get("model")) != model_of(model):
                 continue
             key, cfg = record.RunKey.of(rec["config"]), rec["config"]
-            cold = rec["env"].get("inductor_cache") == "cold" and cfg["compile_mode"] != "eager"
-            if cold and not cfg.get("evidence"):
-                continue  # a later repeat that found no cache (a bare machine): neither kind the plan has
-            shared = rec["env"].get("inductor_cache") == vocab.SEARCH_SHARED
-            cls = SHARED if shared else _class(cfg.get("evidence", key.repeat == 0), key.compile_mode)
-            for level in _levels(key, cls):
-                out[level].append(cost)
+            compile_s = rec["metrics"]["overhead_s"].get("compile_s") or 0.0
+            warm = rec["env"].get("inductor_cache") == "warm" or cfg["compile_mode"] == "eager"
+            for level in _levels(key, _class(cfg.get("evidence", key.repeat == 0), key.compile_mode)):
+                out[level].append(cost - compile_s)
+                if warm:
+                    out[("warm", level[:-1])].append(compile_s)
     return out
 
 
@@ -149,21 +158,77 @@ def plan_records(layout: Layout, references: str = "reference") -> list[str]:
     return [layout.records_glob, f"{references}/*/runs/**/r*.json"]
 
 
-def run_seconds(key: record.RunKey, device: str, known: dict, shared: bool = False) -> tuple[float, bool]:
-    """-> (estimated seconds of one run, whether it came from records). `shared`: a repeat 0 that starts from
-    another mode's GEMM search (grid.shared_search): priced by such runs, else as a cold compiled run."""
+def run_seconds(key: record.RunKey, device: str, known: dict) -> tuple[float, bool]:
+    """-> (estimated seconds of one run, from its warm cache; whether it came from records)."""
     cls = _class(key.repeat == 0, key.compile_mode)
-    levels = _levels(key, SHARED) + [("compiled", cls)] if shared else _levels(key, cls)
-    for level in levels:
+    levels = _levels(key, cls)
+    rest = next((statistics.mean(known[lv]) for lv in levels if known.get(lv)), None)
+    load = next((statistics.mean(known[("warm", lv[:-1])]) for lv in levels if known.get(("warm", lv[:-1]))), 0.0)
+    if rest is not None:
+        return rest + load, True
+    prior = PRIOR_RUN_S[device][False]
+    return prior.get(key.compile_mode, prior.get("compiled" if cls[1] else "eager", 60)) + (
+        PRIOR_RUN_S[device][True].get("eager", 8) - prior["eager"] if cls[0] else 0.0), False
+
+
+def compile_cost(rec: dict, device: str) -> float | None:
+    """A cold compile's wall time: a compile record's; or, from a timed run that compiled cold (a study made
+    before the compile phase), what its compile would take as a job of its own: the run's fixed cost, its
+    compile and its two epochs."""
+    if rec.get("env", {}).get("device_type") != device or rec.get("status") != "ok":
+        return None
+    m = rec.get("metrics") or {}
+    o = m.get("overhead_s") or {}
+    if rec.get("kind") == compile_record.KIND:
+        return o.get("total_s")
+    if rec["env"].get("inductor_cache") not in ("cold", vocab.SEARCH_SHARED) or rec["config"]["compile_mode"] == "eager":
+        return None
+    fixed = run_cost(rec, device) - sum(o.get(k) or 0.0 for k in record.WORK) if run_cost(rec, device) else None
+    if fixed is None or m.get("epoch2_s") is None:
+        return None
+    return fixed + (o.get("compile_s") or 0.0) + 2 * m["epoch2_s"]
+
+
+def known_compiles(patterns: list[str], device: str, model: dict | None = None) -> dict[tuple, list[float]]:
+    """Each kind (_levels, with the class "cold") -> cold compiles' wall times (compile_cost), of `model`'s studies."""
+    out: dict[tuple, list[float]] = defaultdict(list)
+    for pattern in patterns:
+        for path in glob.glob(pattern, recursive=True):
+            rec = _record(path)
+            cost = compile_cost(rec, device) if rec else None
+            if cost is None or model_of(rec["config"].get("model")) != model_of(model):
+                continue
+            key = record.RunKey.of(rec["config"]).with_repeat(0)
+            shared = rec.get("compile", {}).get("inductor_cache", rec["env"].get("inductor_cache")) == vocab.SEARCH_SHARED
+            for level in _levels(key, ("shared" if shared else "cold",)):
+                out[level].append(cost)
+    return out
+
+
+def plan_compiles(layout: Layout, references: str = "reference") -> list[str]:
+    """Where the estimate finds the cold compiles it learns from: compile records, and cold runs of older studies."""
+    return [layout.compiles_glob, f"{references}/*/compiles/**/c*.json", f"{references}/*/runs/**/r0.json"]
+
+
+def compile_seconds(key: record.RunKey, device: str, known: dict, search: str | None = None) -> float:
+    """A cold compile's estimated seconds, alone. `search`: "own" for a max-autotune mode's GEMM search, "shared"
+    for one that starts from another's."""
+    cls = ("shared",) if search == "shared" else ("cold",)
+    for level in _levels(key.with_repeat(0), cls):
         if known.get(level):
-            return statistics.mean(known[level]), True
-    prior = PRIOR_RUN_S[device][cls[0]]
-    return prior.get(key.compile_mode, prior.get("compiled" if cls[1] else "eager", 60)), False
+            return statistics.mean(known[level])
+    prior = PRIOR_COMPILE_S[device]
+    return prior.get(key.compile_mode, prior["compiled"]) if search == "own" else prior["compiled"]
 
 
-def _shared(runs: dict, key: record.RunKey) -> bool:
-    """Whether the plan's run `key` starts from another mode's GEMM search (grid.expand's `search_from`)."""
-    return grid.search_from(runs, key) is not None
+def phase_seconds(at_once: list[float], alone: list[float], slots: int) -> float:
+    """The compile phase's wall time: the `at_once` jobs (cold compiles, parity checks), longest first, each to the
+    slot free first, each AT_ONCE times as long as alone (the last slot to finish ends them); then the `alone` ones
+    (GEMM searches) one by one."""
+    ends = [0.0] * max(slots, 1)
+    for seconds in sorted(at_once, reverse=True):
+        ends[ends.index(min(ends))] += seconds * AT_ONCE
+    return max(ends) + sum(alone)
 
 
 def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> dict[str, list[float]]:
@@ -182,9 +247,11 @@ def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> d
             log = study / "logs" / call.get("snakemake_log", "-")
             if not log.is_file():
                 continue
-            for job in walltime.jobs_of(log.read_text(), walltime._utc(call["start_utc"])):
-                held = units.get(job.rule, 1)
-                if job.end is not None and job.rule != "train_run" and held:
+            jobs = walltime.jobs_of(log.read_text(), walltime._utc(call["start_utc"]))
+            one_each = sum(job.rule == "parity" for job in jobs) > 1  # a job per parity check (the compile phase)
+            for job in jobs:
+                held = 1 if job.rule == "parity" and one_each else units.get(job.rule, 1)
+                if job.end is not None and job.rule not in ("train_run", "cold_compile") and held:
                     cut = start if _timed(job.rule) else 0.0
                     out[rule_of(job)].append(max(0.0, job.end - job.start - cut) / held)
     return out
@@ -214,12 +281,11 @@ def _old_job_start(study: Path, old: list[dict], device: str) -> float:
 
 
 def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None, mlp_sizes: int = 1) -> dict[str, int]:
-    """Rule (method checks: by check) -> what each job of a whole study holds, the runs apart: 1 (one job), 0
-    (none), or for a PER_UNIT rule its units: `parity` checks (rule parity runs them all in one job), the MLP
-    claim's `mlp_sizes` batch sizes."""
+    """Rule (method checks: by check) -> how many jobs of it a whole study has, the runs and cold compiles apart,
+    or for a PER_UNIT rule its units: `parity` checks (a job each), the MLP claim's `mlp_sizes` batch sizes."""
     pdf = shutil.which("latexmk") is not None if pdf is None else pdf
-    return {"prepare_data": 1, "study_config": 1, "study_facts": 1, "parity": parity, "measure_peak": 1,
-            "mlp_claim": mlp_sizes, "summarize": 1, "figures": 1, "paper": 1, "paper_pdf": int(pdf),
+    return {"prepare_data": 1, "study_config": 1, "study_facts": 1, "check_model": 1, "parity": parity,
+            "measure_peak": 1, "mlp_claim": mlp_sizes, "summarize": 1, "figures": 1, "paper": 1, "paper_pdf": int(pdf),
             "study_readme": 1} | {f"method_check:{name}": 1 for name in checks}
 
 
@@ -234,50 +300,94 @@ def mlp_sizes(config: dict, device: str) -> int:
     return len(((config.get("claims") or {}).get("mlp") or {}).get(device, {}).get("batch_sizes", [64]))
 
 
+def search_kind(c: dict) -> str | None:
+    """How a planned cold compile searches the GEMMs (compile_seconds `search`)."""
+    return "own" if c["alone"] else "shared" if c["search_from"] is not None else None
+
+
+def compiles_todo(compiles: dict, layout: Layout) -> list[tuple[record.RunKey, dict]]:
+    """The plan's cold compiles (core/grid.py compiles) whose records are not there yet: (key, its plan) each."""
+    return [(key, c) for key, c in compiles.items() for i in range(c["n"])
+            if not Path(layout.compile_record(key, i)).exists()]
+
+
 def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | None = None, gpus: int = 1,
-             references: str = "reference", model: dict | None = None) -> dict:
-    """The plan's runs to do and its other jobs -> seconds by part, and how many runs came from records of the
-    same model (config `model`)."""
+             references: str = "reference", model: dict | None = None, compiles: dict | None = None,
+             slots: int = 1) -> dict:
+    """The plan's cold compiles (`compiles`: core/grid.py compiles, `slots` at once), runs and other jobs still to
+    do -> seconds by part, and how many runs came from records of the same model (config `model`)."""
     studies = sorted(Path(p).parent for p in glob.glob(f"{references}/*/calls.jsonl"))
     known = known_runs(plan_records(layout, references), device, model)
     todo = [key for key in runs if not Path(layout.record(key)).exists()]
-    per_run = [run_seconds(key, device, known, _shared(runs, key)) for key in todo]
+    per_run = [run_seconds(key, device, known) for key in todo]
     logged = known_jobs(studies, device, model)
     jobs = jobs if jobs is not None else plan_jobs(0, [])
     other = {rule: n * (statistics.median(logged[rule]) if logged.get(rule) else PRIOR_JOB_S.get(rule, 60))
              for rule, n in jobs.items() if n}
     if "method_check:concurrency" in other and gpus < 2 and not logged.get("method_check:concurrency"):
         other["method_check:concurrency"] = PRIOR_JOB_S["measure_peak"]  # one GPU: it only says it does not apply
+    known_c = known_compiles(plan_compiles(layout, references), device, model)
+    cold = [(c, compile_seconds(key, device, known_c, search_kind(c))) for key, c in compiles_todo(compiles or {}, layout)]
+    parity = [other.pop("parity") / jobs["parity"]] * jobs["parity"] if "parity" in other else []
+    phase = phase_seconds([s for c, s in cold if not c["alone"]] + parity, [s for c, s in cold if c["alone"]], slots)
     timed = sum(s for s, _ in per_run) + sum(v for r, v in other.items() if _timed(r))
     rest = sum(v for r, v in other.items() if not _timed(r))
-    snakemake = PRIOR_START_S[device] + PRIOR_PER_JOB_S * (len(todo) + sum(1 for n in jobs.values() if n))
-    seconds = timed / max(gpus, 1) + rest + snakemake
-    return {"total": len(runs), "todo": len(todo), "measured": sum(m for _, m in per_run),
-            "runs_s": sum(s for s, _ in per_run), "other_s": other, "snakemake_s": snakemake, "seconds": seconds}
+    snakemake = PRIOR_START_S[device] + PRIOR_PER_JOB_S * (len(todo) + len(cold) + sum(jobs.values()))
+    seconds = phase + timed / max(gpus, 1) + rest + snakemake
+    return {"total": len(runs), "todo": len(todo), "measured": sum(m for _, m in per_run), "compiles": len(cold),
+            "compile_s": phase, "runs_s": sum(s for s, _ in per_run), "other_s": other, "snakemake_s": snakemake,
+            "seconds": seconds}
 
 
 def plan_message(runs: dict, layout: Layout, device: str, gpus: int = 1, jobs: dict | None = None,
-                 model: dict | None = None) -> str:
+                 model: dict | None = None, compiles: dict | None = None, slots: int = 1) -> str:
     """One line: runs to do and the whole plan's estimated wall time (walltime.plan_seconds reads it back)."""
-    e = estimate(runs, layout, device, jobs, gpus, model=model)
+    return message(estimate(runs, layout, device, jobs, gpus, model=model, compiles=compiles, slots=slots), device,
+                   gpus, slots)
+
+
+def message(e: dict, device: str, gpus: int, slots: int) -> str:
+    """The plan line of an estimate (estimate's parts)."""
     source = f"{e['measured']} of {e['todo']} runs from earlier records" if e["measured"] else "per-mode priors"
     where = (f"on {gpus} GPUs with --resources timed_run={gpus}" if device == "cuda" and gpus > 1
              else "on one GPU" if device == "cuda" else "on the CPU")
-    return (f"study plan: {e['todo']} of {e['total']} runs to do, about {e['seconds'] / 60:.1f} min {where} "
-            f"({e['seconds']:.0f} s in all: runs {e['runs_s']:.0f} s, other jobs {sum(e['other_s'].values()):.0f} s, "
-            f"Snakemake {e['snakemake_s']:.0f} s; runs estimated from {source})")
+    return (f"study plan: {e['compiles']} cold compiles and {e['todo']} of {e['total']} runs to do, about "
+            f"{e['seconds'] / 60:.1f} min {where} ({e['seconds']:.0f} s in all: compile phase {e['compile_s']:.0f} s "
+            f"({slots} at once), runs {e['runs_s']:.0f} s, other jobs {sum(e['other_s'].values()):.0f} s, Snakemake "
+            f"{e['snakemake_s']:.0f} s; runs estimated from {source})")
 
 
-def progress_message(runs: dict, layout: Layout, device: str, gpus: int = 1, model: dict | None = None) -> str:
-    """`runs done / total` and the estimate of what is left, scaled by how this study's runs compare with it."""
+def progress_message(runs: dict, layout: Layout, device: str, gpus: int = 1, model: dict | None = None,
+                     compiles: dict | None = None) -> str:
+    """Cold compiles and runs done / planned, and the estimate of the runs left, scaled by how this study's runs
+    compare with it."""
     done = [key for key in runs if Path(layout.record(key)).exists()]
     known = known_runs(["reference/*/runs/**/r*.json"], device, model)
-    measured = [(_record(layout.record(key)), run_seconds(key, device, known, _shared(runs, key))[0]) for key in done]
+    measured = [(_record(layout.record(key)), run_seconds(key, device, known)[0]) for key in done]
     actual = [(run_cost(rec, device), guess) for rec, guess in measured if rec and run_cost(rec, device)]
     scale = sum(a for a, _ in actual) / sum(g for _, g in actual) if actual else 1.0
-    left = sum(run_seconds(key, device, known, _shared(runs, key))[0]
-               for key in runs if key not in set(done)) * scale / max(gpus, 1)
-    return f"progress: {len(done)}/{len(runs)} runs recorded; runs left: about {left / 60:.1f} min"
+    left = sum(run_seconds(key, device, known)[0] for key in runs if key not in set(done)) * scale / max(gpus, 1)
+    planned = sum(c["n"] for c in (compiles or {}).values())
+    cold = f"{planned - len(compiles_todo(compiles or {}, layout))}/{planned} cold compiles, " if planned else ""
+    return f"progress: {cold}{len(done)}/{len(runs)} runs recorded; runs left: about {left / 60:.1f} min"
+
+
+# The host a study of each device is planned for where none is named: the lent H200 hosts' 16 cores; a CPU study
+# on the machine at hand.
+HOST_CORES = {"cuda": 16}
+
+
+def config_estimate(config: dict, device: str, layout: Layout, gpus: int = 1, cores: int | None = None,
+                    references: str = "reference", pdf: bool | None = None) -> tuple[dict, int]:
+    """The estimate of a whole study of a (validated) config -> (estimate's parts, compile slots): its grid, its
+    compile phase (`cores` / compile_phase.cores_per_compile at once) and every other job."""
+    runs = grid.expand(config["grids"][device])
+    phase = config["compile_phase"][device]
+    cores = cores or HOST_CORES.get(device) or len(os.sched_getaffinity(0))
+    slots = max(1, cores // phase["cores_per_compile"])
+    e = estimate(runs, layout, device, config_jobs(config, runs, device, pdf), gpus, references, config["model"],
+                 grid.compiles(runs, phase["n_cold"]), slots)
+    return e, slots
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -285,11 +395,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("configs", nargs="+", help="config.yaml, then overlays")
     parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
     parser.add_argument("--gpus", type=int, default=1, help="timed runs at once (one per GPU)")
+    parser.add_argument("--cores", type=int, default=None,
+                        help="the study host's cores (default: 16 for cuda, as the H200 hosts; this machine's for cpu)")
     args = parser.parse_args(argv)
     config = grid.load_config(args.configs)
-    runs = grid.expand(config["grids"][args.device])
-    jobs = config_jobs(config, runs, args.device)
-    print(plan_message(runs, Layout(f"results/{args.device}"), args.device, args.gpus, jobs, config["model"]))
+    e, slots = config_estimate(config, args.device, Layout(f"results/{args.device}"), args.gpus, args.cores)
+    print(message(e, args.device, args.gpus, slots))
 
 
 if __name__ == "__main__":

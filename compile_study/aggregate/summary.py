@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from compile_study.aggregate import variance
 from compile_study.aggregate.columns import columns
-from compile_study.core import record, stats, vocab
+from compile_study.core import compile_record, record, stats, vocab
 from compile_study.core.data import steps_per_epoch
 from compile_study.core.io import write_json_atomic, write_text_atomic
 
@@ -48,8 +49,9 @@ def _interval_columns(prefix: str, values) -> dict:
     return columns(prefix, stats.speedup_interval(pd.to_numeric(pd.Series(values), errors="coerce").dropna()))
 
 
-def _config_row(key: tuple, g: pd.DataFrame, medians: dict) -> dict:
-    """Medians over the configuration's successful repeats, plus status, spread and compile overheads."""
+def _config_row(key: tuple, g: pd.DataFrame, medians: dict, cold: list[float] | None = None) -> dict:
+    """Medians over the configuration's successful repeats, plus status, spread and compile overheads; `cold`:
+    its cold compiles (cold_compiles), counted as cold_n."""
     ok = g[g.status == "ok"]
     status, error = _status(g)
     row = dict(zip(CONFIG, key)) | {"reference_regime": g.reference_regime.iloc[0], "n": len(g), "n_ok": len(ok),
@@ -104,19 +106,24 @@ def _gains(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
         pd.DataFrame(rows, index=summary.index)) if rows else summary
 
 
-def summarize(records: pd.DataFrame, train_rows: int) -> pd.DataFrame:
+def summarize(records: pd.DataFrame, train_rows: int, compiles: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per configuration: repeats, status, medians, speedup interval and verdict, compile cost, memory.
 
-    train_rows: the training rows the runs used (facts.json's splits.train.rows): epochs are counted in them."""
+    train_rows: the training rows the runs used (facts.json's splits.train.rows): epochs are counted in them.
+    compiles: the compile phase's cold compiles (core/compile_record.py table); a configuration's cold compile
+    comes from them where it has any, else (a study made before the compile phase) from its cold runs."""
     records = compact(records.astype({m: float for m in NUMERIC if records[m].dtype == object}))
     ok = records[records.status == "ok"]
     medians = {k: v for k, v in ok.groupby(CONFIG)[NUMERIC].median().to_dict("index").items()}
-    summary = pd.DataFrame([_config_row(key, g, medians) for key, g in records.groupby(CONFIG, sort=True)])
+    colds = cold_compiles(records, compiles)
+    summary = pd.DataFrame([_config_row(key, g, medians, colds.get(key)) for key, g in
+                            records.groupby(CONFIG, sort=True)])
     summary = _gains(summary, records)
     speedups = stats.speedup_table(records, CONFIG, CELL).rename(
         columns={"aa_band_low": "aa_low", "aa_band_high": "aa_high"})
     summary = summary.merge(speedups, on=CONFIG, how="left")
-    return compact(add_host_ratio(_against_eager(summary, records, train_rows)))
+    summary = withhold_disturbed(summary, records)
+    return compact(add_host_ratio(_against_eager(summary, records, train_rows, colds)))
 
 
 def compact(df: pd.DataFrame) -> pd.DataFrame:
@@ -130,28 +137,48 @@ def compact(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([df.drop(columns=text), objects], axis=1)[list(df.columns)].copy()
 
 
+def withhold_disturbed(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
+    """A configuration with a run that stayed disturbed after its redos (core/disturbance.py), or whose cell's
+    eager runs (its A/A control) have one, gets no verdict: "disturbed". Its numbers stay. Beside it, how many
+    of its runs were redone (`redone_n`) and how many stayed disturbed (`disturbed_n`)."""
+    by = records.assign(was_redone=records.redone > 0).groupby(CONFIG)
+    counts = pd.DataFrame({"disturbed_n": by.disturbed.sum(), "redone_n": by.was_redone.sum()}).astype(int)
+    summary = summary.merge(counts.reset_index(), on=CONFIG, how="left")
+    eager = records[(records.compile_mode == "eager") & (records.compile_scope == "module") & records.disturbed]
+    control = summary[CELL].apply(tuple, axis=1).isin(set(eager[CELL].apply(tuple, axis=1)))
+    summary.loc[((summary.disturbed_n > 0) | control) & (summary.verdict != "aa"), "verdict"] = "disturbed"
+    return summary
+
+
 def _eager_of_cell(records: pd.DataFrame) -> dict:
     """The eager `module` runs (AdamW foreach) of each cell: every comparison's baseline."""
     eager = records[(records.compile_mode == "eager") & (records.compile_scope == "module") & (records.status == "ok")]
     return {k: g for k, g in eager.groupby(CELL)}
 
 
-def cold_compiles(records: pd.DataFrame) -> dict[tuple, list[float]]:
+def cold_compiles(records: pd.DataFrame, compiles: pd.DataFrame | None = None) -> dict[tuple, list[float]]:
     """Each compiled configuration's cold compiles in seconds, keyed by its CONFIG values: the one source of
     cold-compile times; the interval, the break-even, the claims and the paper all read this list.
 
-    Today they come from the runs whose record says they found the Inductor cache empty ("cold", repeat 0):
-    each such run's epoch 1 minus epoch 2 (compilation, recompilations, CUDA-graph recording), less the same for
-    eager in the cell (the median over its eager runs: the first epoch's costs that are not compilation). A
-    configuration in a cell without eager runs, or with no cold run (one that started from another mode's GEMM
-    search), has none."""
+    A cold compile is epoch 1 minus epoch 2 (compilation, recompilations, CUDA-graph recording) of a process that
+    found its Inductor cache empty, less the same for eager in the cell (the median over its eager runs: the
+    first epoch's costs that are not compilation). Such processes are the compile phase's (`compiles`: the
+    compile records' table, rule cold_compile); a study made before the compile phase has them as its runs whose
+    record says "cold" (repeat 0). A configuration in a cell without eager runs, or with no cold process (one that
+    started from another mode's GEMM search, before the compile phase), has none."""
     eager = {k: (g.epoch1_s - g.epoch2_s).median() for k, g in _eager_of_cell(records).items()}
-    cold = records[(records.status == "ok") & (records.compile_mode != "eager") & (records.inductor_cache == "cold")]
+    phase = None if compiles is None or compiles.empty else compiles[
+        (compiles.status == "ok") & (compiles.compile_mode != "eager")].assign(
+        reference_regime=lambda d: [vocab.Regime.parse(r).reference for r in d.shape_regime])
+    runs = records[(records.status == "ok") & (records.compile_mode != "eager") & (records.inductor_cache == "cold")]
     out = {}
-    for key, g in cold.groupby(CONFIG):
-        cell = tuple(g[c].iloc[0] for c in CELL)
-        if cell in eager:
-            out[key] = [float(v) for v in g.epoch1_s - g.epoch2_s - eager[cell]]
+    for source in (runs, phase):  # the compile phase's, where a configuration has any, replace its cold runs'
+        if source is None:
+            continue
+        for key, g in source.groupby(CONFIG):
+            cell = tuple(g[c].iloc[0] for c in CELL)
+            if cell in eager:
+                out[key] = [float(v) for v in pd.to_numeric(g.epoch1_s - g.epoch2_s) - eager[cell]]
     return out
 
 
@@ -172,10 +199,11 @@ def payback(row, cold_n: int) -> str | None:
     return "never" if code != "few-runs" and not row.speedup > 1 else code
 
 
-def _against_eager(summary: pd.DataFrame, records: pd.DataFrame, train_rows: int) -> pd.DataFrame:
+def _against_eager(summary: pd.DataFrame, records: pd.DataFrame, train_rows: int,
+                   colds: dict[tuple, list[float]]) -> pd.DataFrame:
     """Cross-process speedup, cold compile (with its interval) and warm-cache load net of eager's warm-up,
     break-even (with its interval) and what it advises, memory ratio."""
-    eager, colds = _eager_of_cell(records), cold_compiles(records)
+    eager = _eager_of_cell(records)
     ok = records[records.status == "ok"]
     speedups = {k: g.in_process_speedup for k, g in ok.groupby(CONFIG)}
     out = []
@@ -236,7 +264,21 @@ def environment(records: pd.DataFrame) -> dict:
     env["overhead_s"] = {k: float(pd.to_numeric(records[f"overhead_{k}"], errors="coerce").sum())
                          for k in record.OVERHEAD if records[f"overhead_{k}"].notna().any()}
     env["statuses"] = records.status.value_counts().to_dict()
-    return env | provenance(records)
+    return env | provenance(records) | {"disturbance": disturbance_counts(records),
+                                        "step_variance": variance.explained(records, CONFIG)}
+
+
+def disturbance_counts(records: pd.DataFrame) -> dict:
+    """What the Setup says of other work on the host: of the successful runs' records, those that carry its
+    readings (a failed run may have none); the runs redone (by the first reason of their first disturbed attempt),
+    the attempts kept aside, the runs that stayed disturbed."""
+    ok = records[records.status == "ok"]
+    redone = records[records.redone > 0]
+    first = redone.redone_reasons.str.split(",").str[0]
+    return {"recorded": int(ok.host_outside_cores.notna().sum()), "records": len(ok),
+            "redone_runs": len(redone), "attempts_set_aside": int(records.redone.sum()),
+            "redone_by": {str(reason): int(k) for reason, k in first.value_counts().items()},
+            "stayed_disturbed": int(records.disturbed.sum())}
 
 
 def provenance(records: pd.DataFrame) -> dict:
@@ -267,19 +309,20 @@ def _json_or(path, default):
 
 
 def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp_path=None,
-          check_paths: dict | None = None) -> pd.DataFrame:
+          check_paths: dict | None = None, compile_paths=()) -> pd.DataFrame:
     """Records -> out["summary"] (csv), out["parity"] (csv), out["environment"] (json), out["claims"] (csv),
     out["decisions"] (json: aggregate/decide.py).
 
-    The peak and MLP results and the method checks ({name: path}) are optional (a stored study from before they
-    existed has none)."""
+    The peak and MLP results, the method checks ({name: path}) and the cold compiles' records are optional (a
+    stored study from before they existed has none)."""
     from compile_study.aggregate.claims import claims_table
     from compile_study.aggregate.decide import decide, to_json
 
     records = record.table(record_paths)
+    compiles = compile_record.table(compile_paths)
     peaks = _json_or(peak_path, {"peaks": {}})["peaks"]
     facts = json.loads(Path(facts_path).read_text())
-    summary = add_mfu(summarize(records, facts["splits"]["train"]["rows"]), peaks)
+    summary = add_mfu(summarize(records, facts["splits"]["train"]["rows"], compiles), peaks)
     write_text_atomic(out["summary"], summary.to_csv(index=False))
     write_text_atomic(out["parity"], parity_table(parity_paths).to_csv(index=False))
     claims = claims_table(summary, _json_or(mlp_path, None), facts)

@@ -5,9 +5,14 @@ A call (one line of calls.jsonl, core/session.py) is one Snakemake invocation; i
 call goes to the jobs running in it, split evenly where several run at once (N GPUs), and to Snakemake
 itself where none runs (its start, DAG and scheduling, each job's bookkeeping, its exit). A run's share is
 split further by its record's parts (record.OVERHEAD), over its own job window where the record has one
-(launcher records: to the millisecond), so the parts of a call sum to its wall time:
+(launcher records: to the millisecond), so the parts of a call sum to its wall time. A cold compile of the
+compile phase is split the same way under "compile phase", or "GEMM search" where it ran alone.
 
-Torch-free.
+The floor of a study is the part of its wall time that must hold the device alone (FLOOR: the timed blocks,
+the evidence, each timed process's warm-cache load, the method checks, the matmul peak, the MLP claim and the
+GEMM searches): nothing else could run beside it, so no schedule is shorter. In a study made before the compile
+phase, a run that compiled cold books that compile as "runs: cold compile" (the compile phase's work, no part of
+the floor), or as a GEMM search where it searched its own. Torch-free.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from compile_study.core import record
+from compile_study.core import record, vocab
 
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 _START = re.compile(r"^(?:local)?rule (\w+):$")
@@ -29,6 +34,10 @@ _FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)")
 _DATE = re.compile(r"^\s*Date: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 _PLAN = re.compile(r"study plan: .* \((\d+) s in all")
 SNAKEMAKE = "snakemake"  # the part of a call in which no job runs
+# the parts that must hold the device alone (and "GEMM search: ..."): no other work may run beside them
+FLOOR = ("runs: timed", "runs: compile", "runs: phase split", "runs: profiler", "runs: inference", "runs: accuracy",
+         "method checks", "matmul peak", "MLP claim")
+SEARCH = "GEMM search"
 # how the table names a rule's time; a rule not here is named by itself
 RULE_PART = {"prepare_data": "data preparation", "study_facts": "data preparation", "study_config": "data preparation",
              "parity": "parity checks", "measure_peak": "matmul peak", "mlp_claim": "MLP claim",
@@ -133,17 +142,44 @@ def shares(windows, call_start: float, call_end: float) -> tuple[Counter, float]
     return got, idle
 
 
-def run_parts(rec: dict | None, seconds: float) -> dict[str, float]:
-    """A run's share of the call, split as its record's parts (the rest: unbooked)."""
+def run_parts(rec: dict | None, seconds: float, kind: str = "runs") -> dict[str, float]:
+    """A run's (or a cold compile's) share of the call, split as its record's parts (the rest: unbooked)."""
     if rec is None:
-        return {"runs: stopped before a record": seconds}  # interrupted (or its Snakemake job failed)
+        return {f"{kind}: stopped before a record": seconds}  # interrupted (or its Snakemake job failed)
     overhead = (rec.get("metrics") or {}).get("overhead_s") or {}
     total = overhead.get("total_s") or 0.0
     if not total:
-        return {"runs: unbooked": seconds}
-    parts = {f"runs: {k.removesuffix('_s').replace('_', ' ')}": seconds * (overhead.get(k) or 0.0) / total
+        return {f"{kind}: unbooked": seconds}
+    parts = {f"{kind}: {k.removesuffix('_s').replace('_', ' ')}": seconds * (overhead.get(k) or 0.0) / total
              for k in record.OVERHEAD if k != "total_s"}
-    return parts | {"runs: unbooked": seconds - sum(parts.values())}
+    if kind == "runs" and _compiled_cold(rec):  # a study made before the compile phase compiled in its runs
+        parts[cold_part(rec)] = parts.pop("runs: compile")
+    return parts | {f"{kind}: unbooked": seconds - sum(parts.values())}
+
+
+def _compiled_cold(rec: dict) -> bool:
+    return rec["env"].get("inductor_cache") in ("cold", vocab.SEARCH_SHARED) and rec["config"]["compile_mode"] != "eager"
+
+
+def cold_part(rec: dict) -> str:
+    """Where a run's cold compile is booked: a max-autotune mode's own GEMM search holds the device alone; any other
+    compile could have run in a compile phase (it is no part of the floor)."""
+    own_search = rec["config"]["compile_mode"] in vocab.AUTOTUNE_MODES and rec["env"]["inductor_cache"] == "cold"
+    return f"{SEARCH}: compile" if own_search else "runs: cold compile"
+
+
+def _kind(rule: str, rec: dict | None) -> str | None:
+    """How a job's share is named by its record's parts: runs, the compile phase, a GEMM search; None: by rule."""
+    if rule == "train_run":
+        return "runs"
+    if rule == "cold_compile":
+        return SEARCH if ((rec or {}).get("compile") or {}).get("alone") else "compile phase"
+    return None
+
+
+def floor(parts: dict[str, float]) -> float:
+    """The seconds of a breakdown that had to hold the device alone (FLOOR and the GEMM searches)."""
+    return sum(v for k, v in parts.items() if k in FLOOR or k.startswith(f"{SEARCH}: "))
 
 
 def breakdown(call: dict, log_text: str, runs: dict[str, dict]) -> dict[str, float]:
@@ -155,8 +191,9 @@ def breakdown(call: dict, log_text: str, runs: dict[str, dict]) -> dict[str, flo
     mine = {(w[2], w[3]): w[4] for w in windows}
     parts: dict[str, float] = defaultdict(float, {SNAKEMAKE: idle})
     for (rule, output), seconds in got.items():
-        if rule == "train_run":
-            for k, v in run_parts(mine[(rule, output)], seconds).items():
+        kind = _kind(rule, mine[(rule, output)])
+        if kind:
+            for k, v in run_parts(mine[(rule, output)], seconds, kind).items():
                 parts[k] += v
         else:
             parts[RULE_PART.get(rule, rule)] += seconds
@@ -178,13 +215,17 @@ def study_breakdown(calls: list[dict], logs: str | Path, record_paths: list[str]
 
 
 def table(parts: dict[str, float], wall: float) -> list[str]:
-    """Markdown rows: part, seconds, share of the wall time; the largest first, their sum last."""
+    """Markdown rows: part, seconds, share of the wall time; the largest first, their sum, then the floor (the
+    parts that hold the device alone) and the wall time's ratio to it."""
     rows = ["| part | seconds | share |", "|---|---:|---:|"]
     for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1]):
         if abs(seconds) >= 0.05:
             rows.append(f"| {name} | {seconds:.1f} | {seconds / wall:.1%} |")
-    total = sum(parts.values())
+    total, least = sum(parts.values()), floor(parts)
     rows.append(f"| sum of the parts (the calls' wall time: {wall:.1f} s) | {total:.1f} | {total / wall:.1%} |")
+    if least:
+        rows.append(f"| floor: the parts that hold the device alone (wall time / floor: {wall / least:.2f}) | "
+                    f"{least:.1f} | {least / wall:.1%} |")
     return rows
 
 
@@ -248,11 +289,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stopped-by", help="with --adopt: what stopped that call, where it is known")
     args = parser.parse_args(argv)
     paths = sorted(str(p) for p in args.study.glob("runs/**/r*.json") if not p.name.endswith(".trace.json.gz"))
+    compiles = sorted(str(p) for p in args.study.glob("compiles/**/c*.json"))
     logs = args.logs or (Path("logs") / args.study.name if args.study.parent.name == "results" else args.study / "logs")
     if args.adopt:
         line = adopt(args.study, args.adopt, logs, args.stopped_by)
         print(f"adopted {args.adopt} as call {line['call']} of {args.study} ({line['wall_s']:.0f} s)")
-    calls, parts = study_breakdown(read_calls(args.study / "calls.jsonl"), logs, paths, args.study)
+    calls, parts = study_breakdown(read_calls(args.study / "calls.jsonl"), logs, paths + compiles, args.study)
     for call in calls:
         planned = plan_seconds((logs / call["snakemake_log"]).read_text())
         printed = f"{planned:.0f} s ({planned / call['wall_s'] - 1:+.0%})" if planned else "none"

@@ -22,7 +22,7 @@ from compile_study.core import env, record
 from compile_study.core.clock import Clock
 from compile_study.core.io import write_json_atomic
 from compile_study.core.stats import speedup_interval
-from compile_study.measure import jobs, launch
+from compile_study.measure import jobs, launch, targets
 
 # The cell checked on each device: the host-bound headline cell on a GPU (CUDA graphs, where a process's state
 # would matter most), the CPU grid's compiled cell on the CPU.
@@ -36,7 +36,7 @@ def one(way: str, run: dict, ctx: dict) -> dict:
     with jobs.job_setup(ctx["log"], ctx["threads"], ctx["device"], clock, ctx["cache"]) as (setup, _):
         kwargs = {"model": ctx["model"], "run": run, "data_dir": ctx["data_dir"], "device": ctx["device"],
                   "threads": setup.threads, "trace_path": ctx["trace"], "host": ctx["host"]}
-        outcome = launch.run(jobs.RUN, kwargs, setup, clock, way)
+        outcome = launch.run(targets.run_job, kwargs, setup, clock, way)
     if not outcome.answered:
         raise RuntimeError(f"launcher check, {way} process: {outcome.crash}")
     rec = outcome.value

@@ -20,6 +20,7 @@ import jsonschema
 import yaml
 
 from compile_study.core import grid, sizes, vocab
+from compile_study.core.data_check import csv_dir_named, named_csv_dir_problems
 from compile_study.core.sources import (
     CSV_LAYOUT,
     KNOWN_SHA256,
@@ -83,12 +84,14 @@ def semantic_errors(config: dict, devices: list[str] | None = None) -> list[Prob
     if model["d_model"] % model["n_heads"]:
         out.append(Problem(f"model.d_model: {model['d_model']} is not divisible by model.n_heads ({model['n_heads']})",
                            ("model", "d_model"), ("model", "n_heads")))
-    out += data_errors(config["data"])
-    out += model_errors(model)
+    data = data_errors(config["data"]) + [Problem(text, path) for path, text in named_csv_dir_problems(config["data"])]
+    out += data + model_errors(model)
     for device, grids in config["grids"].items():
         if devices is None or device in devices:
             out += grid_errors(device, grids, model["max_len"])
             out += plug_grid_errors(device, grids, model)
+    if not data:  # batches against rows of data that is itself wrong would only repeat it
+        out += [Problem(text, path) for path, text in sizes.fill_problems(config, devices)]
     return out + [Problem(text, path) for path, text in sizes.problems(config, devices)]
 
 
@@ -186,21 +189,24 @@ def data_errors(data: dict) -> list[Problem]:
 
 
 def data_warnings(data: dict) -> list[Problem]:
-    """What source auto would pass over without a word: a csv_dir that is not there, has no test.csv, or holds a
-    file that cannot be read (the hub may still answer, so these are warnings, not errors)."""
+    """What source auto would pass over without a word: the default csv_dir that is not there or has no test.csv,
+    or a csv_dir holding a file that cannot be read (the hub may still answer, so these are warnings; a csv_dir
+    the user named that holds no data is an error: named_csv_dir_errors)."""
     if data["source"] != "auto" or not data["csv_dir"]:
         return []
     csv_dir = Path(data["csv_dir"])
     fallback = ("with data.source auto the study falls back to the SYNTHETIC stand-in (not AG News) when the hub "
                 "does not answer")
+    named = csv_dir_named(data)  # then no data there is an error (named_csv_dir_errors), not a warning
     if not csv_dir.is_dir():
-        return [Problem(f"data.csv_dir: {data['csv_dir']!r} is not a directory; {fallback}", ("data", "csv_dir"))]
+        return [] if named else [Problem(f"data.csv_dir: {data['csv_dir']!r} is not a directory; {fallback}",
+                                         ("data", "csv_dir"))]
     try:
         files = csv_files(csv_dir)
     except DataError as e:
         return [Problem(f"data.csv_dir: {e}; data preparation stops there when the hub does not answer",
                         ("data", "csv_dir"))]
-    if "test.csv" not in files:
+    if "test.csv" not in files and not named:
         return [Problem(f"data.csv_dir: {data['csv_dir']!r} has no test.csv; {fallback}", ("data", "csv_dir"))]
     return []
 
@@ -275,6 +281,12 @@ def device_errors(config: dict) -> list[Problem]:
         fix += ", or check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES"
     return [Problem(f"device: 'cuda', but torch sees no CUDA GPU (torch {torch.__version__}, {build}); {fix}",
                     ("device",))]
+
+
+def refuse(message: str | None) -> None:
+    """Stop the workflow with `message` (no traceback) where there is one."""
+    if message:
+        sys.exit(message)
 
 
 def warn_before_start(problems: list[str]) -> None:

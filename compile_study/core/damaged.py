@@ -1,4 +1,4 @@
-"""Damaged outputs, found when the workflow loads (before the DAG is built), so that none is summarised.
+"""Damaged outputs, found before Snakemake looks at any output (plan/repairs.py), so that none is summarised.
 
 A run record is checked against its declared shape and its path's run key (record.problem); parity, peak,
 MLP, method-check and facts files as complete JSON objects. In a live study a damaged file is set aside
@@ -41,24 +41,26 @@ def problem(path: str | Path, key: record.RunKey | None) -> str | None:
     return record.problem(path, key) if key is not None else json_problem(path)
 
 
-def set_aside(layout: Layout, outputs: dict[str, record.RunKey | None]) -> list[str]:
-    """Move every damaged file of `outputs` (path -> its run key, None for other JSON) to layout.damaged, with a
-    note; one line each for the console. Files that are not there are left to the DAG."""
-    lines = []
+def problems(outputs: dict[str, record.RunKey | None]) -> list[tuple[str, str]]:
+    """(path, what is wrong) for every damaged file of `outputs` (path -> its run key, None for other JSON); files
+    that are not there are left to the DAG. Reads only."""
+    found = []
     for path, key in outputs.items():
-        if not os.path.lexists(path):
-            continue
-        why = problem(path, key)
-        if why is None:
-            continue
-        dest = _free_name(Path(layout.damaged) / _below_root(layout, path))
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, dest)
-        when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        write_text_atomic(dest.with_name(dest.name + ".why.txt"),
-                          f"{path}: {why}\nset aside {when}; the workflow makes it again\n")
-        lines.append(f"damaged: {path}: {why}; set aside as {dest}, and the job that makes it runs again")
-    return lines
+        if os.path.lexists(path) and (why := problem(path, key)) is not None:
+            found.append((path, why))
+    return found
+
+
+def set_aside(layout: Layout, path: str, why: str) -> str:
+    """Move a damaged file to layout.damaged, with a note -> the console's line. Raises OSError (e.g. no write
+    permission) with nothing moved."""
+    dest = _free_name(Path(layout.damaged) / _below_root(layout, path))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, dest)
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    write_text_atomic(dest.with_name(dest.name + ".why.txt"),
+                      f"{path}: {why}\nset aside {when}; the workflow makes it again\n")
+    return f"damaged: {path}: {why}; set aside as {dest}, and the job that makes it runs again"
 
 
 def stored_problems(paths: list[str]) -> str | None:

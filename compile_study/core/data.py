@@ -7,6 +7,7 @@ Run once per study by the `prepare_data` rule; every training run reads its outp
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -125,6 +126,12 @@ def data_warnings(facts: dict) -> list[str]:
                    f"(median length {train['token_length_percentiles']['p50']:.0f} tokens): the runs time "
                    "sequences cut short")
     return out
+
+
+def read_facts(path: str | os.PathLike) -> dict | None:
+    """A study's data facts (facts.json, as `prepare` wrote them), or None where there are none."""
+    path = Path(path)
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def steps_per_epoch(batch_size: int, train_rows: int) -> int:

@@ -92,6 +92,20 @@ def shared_search(keys: list[RunKey], modes: list[str]) -> dict[RunKey, RunKey]:
     return out
 
 
+def compiles(runs: dict[RunKey, dict], n_cold: int) -> dict[RunKey, dict]:
+    """The compile phase of an expanded grid: each compiled configuration (its repeat-0 key) -> how its cold
+    compiles run: `n` of them; `alone`, a max-autotune mode that searches its GEMMs itself (its search benchmarks
+    on the device: once, with the host to itself); `search_from`, the configuration whose GEMM search a mode
+    starts from (gemm_search: shared: once, among the others)."""
+    out = {}
+    for key, steps in runs.items():
+        if key.repeat == 0 and key.compile_mode != "eager":
+            first = steps.get("search_from")
+            alone = key.compile_mode in vocab.AUTOTUNE_MODES and first is None
+            out[key] = {"n": 1 if alone or first is not None else n_cold, "alone": alone, "search_from": first}
+    return out
+
+
 def parity_pairs(runs) -> list[tuple[str, str]]:
     """(precision, compile mode) of each compiled mode a grid's runs use, in each precision: a parity check each."""
     return sorted({(k.precision, k.compile_mode) for k in runs if k.compile_mode != "eager"})
@@ -111,14 +125,43 @@ def merge(config: dict, overlay: dict) -> dict:
     return config
 
 
+def config_file_problem(path: str | Path) -> str | None:
+    """Why a config file cannot be layered (None: a mapping of keys), naming the file: Snakemake's own message for
+    an empty or non-mapping one ("Config file must be given as JSON or YAML with keys at top level") does not."""
+    import yaml
+
+    path = Path(path)
+    try:
+        content = yaml.safe_load(path.read_text())
+    except OSError as e:
+        return f"config file {path}: cannot be read ({e.strerror})"
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        return f"config file {path}: not valid YAML or JSON ({' '.join(str(e).split())})"
+    if content is None:
+        return f"config file {path}: it is empty; a config file maps keys to values (data:, model:, grids:, ...)"
+    if not isinstance(content, dict):
+        return (f"config file {path}: it holds a {type(content).__name__}, not a mapping of keys at the top level "
+                "(data:, model:, grids:, ...)")
+    return None
+
+
+def read_config_file(path: str | Path) -> dict:
+    """One config file's mapping; a file that is none stops with config_file_problem's message."""
+    import yaml
+
+    problem = config_file_problem(path)
+    if problem:
+        raise SystemExit(problem)
+    return yaml.safe_load(Path(path).read_text())
+
+
 def load_config(paths) -> dict:
     """config.yaml, then overlays, merged as Snakemake merges them and validated (the schema's defaults filled in)."""
-    import yaml
     from snakemake.utils import validate
 
     config: dict = {}
     for path in paths:
-        merge(config, yaml.safe_load(Path(path).read_text()))
+        merge(config, read_config_file(path))
     validate(config, str(SCHEMA))
     return config
 

@@ -96,6 +96,11 @@ def write_npy_atomic(path: str | os.PathLike, arr: np.ndarray) -> None:
     _atomic(path, write)
 
 
+def copy_atomic(src: str | os.PathLike, dest: str | os.PathLike) -> None:
+    """dest becomes a copy of src, whole or not at all."""
+    write_text_atomic(dest, Path(src).read_text())
+
+
 def write_empty_trace(trace_path: str | os.PathLike, note: str) -> None:
     """A valid, empty gzipped Chrome trace carrying `note` (for a run that took no profile, or failed before it)."""
     data = json.dumps({"traceEvents": [], "otherData": {"note": note}}).encode()

@@ -29,7 +29,9 @@ from compile_study.core.record import RunKey
 
 RECORD = "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}.json"
 PARITY = "parity/{precision}/{compile_mode}.json"
-CHECKS = ("timer_check", "reference_drift", "concurrency", "launcher")  # optional method checks (checks/<name>.py)
+# A cold compile of the compile phase (core/compile_record.py): `index` counts a configuration's cold compiles
+COMPILE = "compiles/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/c{index}.json"
+CHECKS = ("timer_check", "reference_drift", "concurrency", "launcher", "compile_concurrency")  # optional method checks (checks/<name>.py)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,19 @@ class Layout:
 
     def record(self, key: RunKey) -> str:
         return self.record_pattern.format(**key._asdict())
+
+    @property
+    def compile_pattern(self) -> str:
+        return self._p(COMPILE)
+
+    @property
+    def compiles_glob(self) -> str:
+        """Every cold compile's record of the study (glob.glob with recursive=True)."""
+        return self._p("compiles/**/c*.json")
+
+    def compile_record(self, key: RunKey, index: int) -> str:
+        """The index-th cold compile of key's configuration (its repeat is ignored)."""
+        return self.compile_pattern.format(**(key._asdict() | {"index": index}))
 
     @property
     def parity_pattern(self) -> str:
@@ -151,6 +166,9 @@ class Layout:
     # a stored study: what is on disk
     def stored_records(self) -> list[str]:
         return sorted(str(p) for p in Path(self.root or ".").glob("runs/**/*.json"))
+
+    def stored_compiles(self) -> list[str]:
+        return sorted(str(p) for p in Path(self.root or ".").glob("compiles/**/c*.json"))
 
     def stored_parity(self) -> list[str]:
         return sorted(str(p) for p in Path(self.root or ".").glob("parity/**/*.json"))

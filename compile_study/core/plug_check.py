@@ -1,6 +1,6 @@
 """Is the configured model usable, and what is it? Run before a study's first timed run (rule check_model).
 
-    python -m compile_study model config.yaml configs/hf-bert.yaml [--device cuda]
+    python -m compile_study model config.yaml configs/hf-bert.yaml [--device cuda] [--data resources/data]
 
 `check_plug` builds the model where it costs nothing (meta or fake tensors) to count its parameters and see
 whether training it fits the device, then on the device itself, seeded, where one forward and backward on
@@ -8,6 +8,11 @@ two rows (one of them half padding) must give logits [2, n_classes]; then it cou
 (core/flops.py). Every failure is a `PlugError` whose message starts with the config key that set the model.
 The facts it returns (class, parameters, FLOPs per token, the plug) go into the study's `model.json`, and the
 same facts into every run record (measure/run.py).
+
+The study sizes the model's embedding to the vocabulary its tokenizer learned from the data (facts.json), which
+a small corpus leaves well below config `data.vocab_size` (the tokenizer's limit): a plugged BERT on the
+synthetic data has 271 tokens and 3.3 M parameters, not 8,192 and 5.4 M. The `model` command therefore counts
+with the prepared data's vocabulary where it finds it (`study_vocab`), and says which vocabulary it used.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 import torch
 
@@ -134,18 +140,66 @@ def job(data_dir: str, model: dict, device: str) -> dict:
         return {"error": str(exc)}
 
 
+DATA_DIR = "resources/data"  # where the workflow prepares the data (rule prepare_data)
+LIMIT = ("config data.vocab_size, the tokenizer's limit: the study trains with the vocabulary its tokenizer learns "
+         "from the data, which a small corpus leaves smaller (and the parameters with it); prepare the data "
+         f"(snakemake --cores 1 {DATA_DIR}/facts.json) or pass --data for the study's own count")
+
+
+def other_data(facts: dict, config: dict) -> str | None:
+    """Why prepared data (its facts.json) cannot be what this config trains on; None where it can be."""
+    data, max_len = config["data"], config["model"].get("max_len", ModelConfig.max_len)
+    if facts.get("max_len") != max_len:
+        return f"it was prepared for max_len {facts.get('max_len')}, the config's model.max_len is {max_len}"
+    if facts["vocab_size"] > data["vocab_size"]:
+        return f"its vocabulary of {facts['vocab_size']:,} exceeds the config's data.vocab_size {data['vocab_size']:,}"
+    if data.get("source", "auto") != "auto" and facts.get("source") != data["source"]:
+        return f"its source is {facts.get('source')}, the config's data.source is {data['source']}"
+    return None
+
+
+def study_vocab(config: dict, places: list[str | Path], explicit: bool = False) -> tuple[int, str]:
+    """The vocabulary the study trains with and where it comes from: the facts.json of the first of `places`
+    that holds prepared data this config can train on, else config data.vocab_size (LIMIT says what that is).
+    With `explicit` (--data), data that is missing or cannot be this config's is an error."""
+    for place in places:
+        path = Path(place) / "facts.json"
+        if not path.is_file():
+            if explicit:
+                sys.exit(f"--data {place}: no facts.json there (the prepared data: {DATA_DIR}, or a study directory)")
+            continue
+        facts = json.loads(path.read_text())
+        problem = other_data(facts, config)
+        if problem is None:
+            return facts["vocab_size"], f"{path}: the prepared data ({facts.get('description', 'no description')})"
+        if explicit:
+            sys.exit(f"--data {place}: {problem}")
+    return config["data"]["vocab_size"], LIMIT
+
+
 def main(argv: list[str] | None = None) -> None:
     from compile_study.core.grid import load_config
+    from compile_study.core.layout import study_root
 
     parser = argparse.ArgumentParser(description="Check the configured model and print its facts.")
     parser.add_argument("configs", nargs="+", help="config.yaml, then overlays")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--vocab-size", type=int, default=None, help="default: data.vocab_size")
+    parser.add_argument("--data", help="the prepared data (a directory with facts.json: resources/data or a study's "
+                        "directory); default: the first found beside the first config, in the study's directory for "
+                        f"this config and device, in {DATA_DIR}; else config data.vocab_size, said so")
+    parser.add_argument("--vocab-size", type=int, default=None, help="count with this vocabulary instead")
     args = parser.parse_args(argv)
     config = load_config(args.configs)
-    cfg = ModelConfig(vocab_size=args.vocab_size or config["data"]["vocab_size"], **config["model"])
+    if args.vocab_size:
+        vocab, source = args.vocab_size, "--vocab-size"
+    else:
+        places = [args.data] if args.data else [Path(args.configs[0]).parent,
+                                                study_root(args.device, config["model"]), DATA_DIR]
+        vocab, source = study_vocab(config, places, explicit=bool(args.data))
+    print(f"vocabulary: {vocab:,} tokens, from {source}", file=sys.stderr)
+    cfg = ModelConfig(vocab_size=vocab, **config["model"])
     try:
-        print(json.dumps(check_plug(cfg, torch.device(args.device)), indent=1))
+        print(json.dumps(check_plug(cfg, torch.device(args.device)) | {"vocab_from": source}, indent=1))
     except PlugError as exc:
         sys.exit(str(exc))
 

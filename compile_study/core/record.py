@@ -2,10 +2,12 @@
 
     python -m compile_study record results/cpu/runs/static/fp32/default/module/bs8/r0.json
 
-A record is `{"schema_version", "config", "env", "status", "error", "metrics"}`: `config` is a RunConfig plus
-the model, `env` the hardware and versions (env.py), `status` one of vocab.STATUSES, `metrics` the names
-declared below (absent ones were not measured). Older records are upgraded on reading (`upgrade`), so
-summary, figures, rebuild and `python -m compile_study record` see one shape. Torch-free.
+A record is `{"schema_version", "config", "env", "status", "error", "metrics", "disturbed", "earlier_attempts"}`:
+`config` is a RunConfig plus the model, `env` the hardware and versions (env.py), `status` one of vocab.STATUSES,
+`metrics` the names declared below (absent ones were not measured), `disturbed` None or the evidence that other
+work on the host disturbed the run (core/disturbance.py), `earlier_attempts` the records of the run's disturbed
+attempts that this one replaced, whole (measure/jobs.py redoes a disturbed run). Older records are upgraded on
+reading (`upgrade`), so summary, figures, rebuild and `python -m compile_study record` see one shape. Torch-free.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import pandas as pd
 
 from compile_study.core import vocab
 
-SCHEMA_VERSION = 4  # 2: compile_scope; 3: phases, profiler, inference; 4: overhead breakdown, chunk order
+SCHEMA_VERSION = 5  # 2: compile_scope; 3: phases, profiler, inference; 4: overhead breakdown, chunk order;
+# 5: what else ran on the host per timed block (host_load), `disturbed` and the redone runs' `earlier_attempts`
 OLDEST_READABLE = 2  # version 1 records lack the in-process reference: render them with the commit that made them
 
 
@@ -159,6 +162,20 @@ TEXTS = {
     "model_class": "the model's class, module.Class (a plugged model's own)",
     "model_plug": "the model's plug in words (core/plug.py describe): built-in, factory or transformers",
     "job_window_unix": "the run's job: [start, end], seconds since the epoch (which call of a study it ran in)",
+    "host_load": "per timed block (epochs, block, inference): what else ran on the host during it, the GPU's clocks, "
+                 "temperature and power, the CPU's frequency (measure/hostwatch.py says what each field is)",
+}
+# The steady-state block's host readings (metrics host_load.block) as table columns host_<name>: judged by
+# core/disturbance.py, and the covariates of the step's between-process spread (aggregate/variance.py)
+HOST = {
+    "outside_cores": "CPU seconds per second of the block that processes outside the study took on the run's cores",
+    "cpu_mhz": "the run's cores' mean frequency, MHz (mean of the block's two ends)",
+    "gpu_sm_clock_mhz": "the GPU's SM clock, MHz (mean of the block's two ends)",
+    "gpu_memory_clock_mhz": "the GPU's memory clock, MHz (mean of the block's two ends)",
+    "gpu_temperature_c": "the GPU's temperature, degrees C (mean of the block's two ends)",
+    "gpu_power_w": "the GPU's mean power over the block, W (its energy counter, else two readings)",
+    "gpu_utilization": "the GPU's utilisation read at the block's end, percent",
+    "gpu_other_sm_util": "the largest SM share another process had during the block, percent",
 }
 PROFILE = {
     "kernels_per_step": "device kernels per step (memcpy/memset apart)", "idle_fraction": "device idle share",
@@ -171,10 +188,13 @@ PROFILE_SIDES = ("profile", "reference_profile")  # table columns: profile_<name
 # waiting for a GPU; the job's set-up and its process's creation; imports; CUDA's context; the environment
 # query; data; the model's FLOP count; compile; the timed protocol; the evidence passes; eval accuracy; the record;
 # the process's exit.
-OVERHEAD = ("gpu_wait_s", "process_start_s", "imports_s", "cuda_init_s", "env_s", "data_load_s", "flop_count_s",
-            "compile_s", "timed_s", "phase_split_s", "profiler_s", "inference_s", "accuracy_s", "record_s",
-            "teardown_s", "total_s")
-WORK = ("compile_s", "timed_s", "phase_split_s", "profiler_s", "inference_s", "accuracy_s")  # the rest: fixed cost
+# the host's readings at the timed blocks' ends (`watch_s`); earlier attempts of a run redone after a disturbance
+# (`redo_s`, from the job's start to the last attempt's).
+OVERHEAD = ("gpu_wait_s", "redo_s", "process_start_s", "imports_s", "cuda_init_s", "env_s", "data_load_s",
+            "flop_count_s", "compile_s", "timed_s", "watch_s", "phase_split_s", "profiler_s", "inference_s",
+            "accuracy_s", "record_s", "teardown_s", "total_s")
+WORK = ("redo_s", "compile_s", "timed_s", "watch_s", "phase_split_s", "profiler_s", "inference_s",
+        "accuracy_s")  # the rest: fixed cost
 ENV_KEYS = ("device_type", "device_name", "torch", "triton", "cuda", "driver", "python", "cpu_model", "cpu_cores",
             "cpu_affinity", "git_commit", "git_dirty", "inductor_cache", "launcher", "float32_matmul_precision",
             "cuda_matmul_allow_tf32", "autotune_search")
@@ -211,13 +231,15 @@ SHAPE = {
         "status": {"enum": list(vocab.STATUSES)},
         "error": {"type": ["string", "null"]},
         "metrics": {"type": ["object", "null"]},
+        "disturbed": {"type": ["object", "null"], "required": ["reasons"]},
+        "earlier_attempts": {"type": "array", "items": {"type": "object"}},
     },
 }
 
 
 def new(cfg: RunConfig, model: dict, env: dict) -> dict:
     return {"schema_version": SCHEMA_VERSION, "config": asdict(cfg) | {"model": model}, "env": env,
-            "status": "ok", "error": None, "metrics": {}}
+            "status": "ok", "error": None, "metrics": {}, "disturbed": None, "earlier_attempts": []}
 
 
 def upgrade(rec: dict, where: str = "record") -> dict:
@@ -232,7 +254,9 @@ def upgrade(rec: dict, where: str = "record") -> dict:
     cfg.setdefault("compile_scope", "module")  # version 2 records predate scopes only in name
     metrics = rec.get("metrics") or {}
     return rec | {"schema_version": SCHEMA_VERSION, "config": cfg, "metrics": metrics,
-                  "env": {k: None for k in ENV_KEYS} | rec["env"]}
+                  "env": {k: None for k in ENV_KEYS} | rec["env"],
+                  # before version 5 nothing was judged: no record says it was disturbed, none was redone
+                  "disturbed": rec.get("disturbed"), "earlier_attempts": rec.get("earlier_attempts") or []}
 
 
 def problem(path: str | Path, key: RunKey | None = None) -> str | None:
@@ -306,7 +330,29 @@ def _row(rec: dict) -> dict:
     times = m.get("step_times_ms")
     row["step_cv"] = float(np.std(times) / np.mean(times)) if times else np.nan
     row |= {f"overhead_{k}": (m.get("overhead_s") or {}).get(k) for k in OVERHEAD}
-    return row
+    return row | disturbance_columns(rec)
+
+
+def _mean(pair) -> float | None:
+    values = [v for v in (pair if isinstance(pair, list) else [pair]) if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def disturbance_columns(rec: dict) -> dict:
+    """The steady-state block's host readings (HOST, None where not recorded), whether the run stayed disturbed
+    and how often it was redone, with the reasons (core/disturbance.py REASONS) of its first disturbed attempt."""
+    block = ((rec["metrics"] or {}).get("host_load") or {}).get("block") or {}
+    gpu = block.get("gpu") or {}
+    row = {"host_outside_cores": block.get("outside_cores"), "host_cpu_mhz": _mean(block.get("cpu_mhz")),
+           "host_gpu_power_w": gpu.get("power_w"), "host_gpu_utilization": gpu.get("utilization"),
+           "host_gpu_other_sm_util": gpu.get("other_sm_util")}
+    for k in ("sm_clock_mhz", "memory_clock_mhz", "temperature_c"):
+        row[f"host_gpu_{k}"] = _mean(gpu.get(k))
+    earlier = rec["earlier_attempts"]
+    return row | {"disturbed": rec["disturbed"] is not None,
+                  "disturbed_reasons": ",".join(rec["disturbed"]["reasons"]) if rec["disturbed"] else None,
+                  "redone": len(earlier),
+                  "redone_reasons": ",".join((earlier[0].get("disturbed") or {}).get("reasons", [])) if earlier else None}
 
 
 def table(paths) -> pd.DataFrame:

@@ -5,9 +5,9 @@ job as finished; with `rerun-incomplete` (profiles/default) it deletes and remak
 on the next run. A study stopped between a job's last write and that bookkeeping (SIGINT, SIGKILL, a
 cluster's time limit) would so remeasure a run it has. But every measured output (a run's record, a parity,
 peak, MLP or method-check result) is written atomically and last, so one that exists and reads as a whole is
-complete: before the DAG is built (common.smk), `keep_complete_outputs` clears the marker of each such output
-(and of a record's trace, written before it), as Snakemake's own `--cleanup-metadata` would; anything that
-does not read as a whole keeps its marker and is remade. Snakemake's file-based bookkeeping
+complete: before Snakemake looks at the outputs (plan/repairs.py, in an invocation that runs jobs), `keep` clears
+the marker of each such output (`whole_but_marked`; and of a record's trace, written before it), as Snakemake's
+own `--cleanup-metadata` would; anything that does not read as a whole keeps its marker and is remade. Snakemake's file-based bookkeeping
 (`.snakemake/incomplete/`, the default `--persistence-backend file`) is what is read. Torch-free.
 """
 
@@ -18,7 +18,6 @@ import binascii
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 from compile_study.core import record, vocab
@@ -66,18 +65,16 @@ def is_whole(path: str, root: str) -> bool:
         return False
 
 
-def keep_complete_outputs(layout: Layout, incomplete: str | Path = INCOMPLETE) -> list[str]:
-    """Clear Snakemake's incomplete mark on the study's whole JSON outputs (is_whole) -> the outputs kept."""
-    kept = []
+def whole_but_marked(layout: Layout, incomplete: str | Path = INCOMPLETE) -> list[str]:
+    """The study's JSON outputs that Snakemake marks incomplete although they read as a whole (is_whole). Reads only."""
     prefix = layout.root.rstrip("/") + "/" if layout.root not in ("", ".") else ""
-    for path in marked(incomplete):
-        if path.startswith(prefix) and path.endswith(".json") and Path(path).is_file() and is_whole(path, layout.root):
-            trace = path[: -len(".json")] + ".trace.json.gz"
-            for output in (path, trace):
-                marker(output, incomplete).unlink(missing_ok=True)
-            kept.append(path)
-    if kept:
-        print(f"kept {len(kept)} output(s) written completely before the last run stopped "
-              f"(Snakemake had marked them incomplete): {', '.join(kept[:3])}{' ...' if len(kept) > 3 else ''}",
-              file=sys.stderr)
-    return kept
+    return [path for path in marked(incomplete) if path.startswith(prefix) and path.endswith(".json")
+            and Path(path).is_file() and is_whole(path, layout.root)]
+
+
+def keep(paths: list[str], incomplete: str | Path = INCOMPLETE) -> None:
+    """Clear Snakemake's incomplete mark on each output (and on a record's trace, written before it), as its own
+    --cleanup-metadata would."""
+    for path in paths:
+        for output in (path, path[: -len(".json")] + ".trace.json.gz"):
+            marker(output, incomplete).unlink(missing_ok=True)

@@ -9,7 +9,9 @@ the host's CPUs, GPUs and load averages and the code's commit; the call's Snakem
 `logs/<device>/calls/<n>.snakemake.log` (job logs live beside it). The stored study's README (readme.py)
 says from these lines how long each call took. The exit status is the command's. With `--time-limit S` the
 session stops the command after S seconds as `timeout` would (SIGTERM), and tells it when: a run that would
-not end by then is not started (core/deadline.py), so the call ends between runs. Torch-free.
+not end by then is not started (core/deadline.py), so the call ends between runs. A config file the command layers
+(--configfile) that is empty or no mapping stops the call before it starts, named with its path (Snakemake's own
+message names none). Torch-free.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from compile_study.core import deadline, env
+from compile_study.core import deadline, env, study_lock
 
 
 def _gpus() -> list[str]:
@@ -85,6 +87,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("put --time-limit before the study's directory")
     if args.time_limit is not None and args.time_limit <= 0:
         parser.error(f"--time-limit {args.time_limit:g}: it must be a positive number of seconds")
+    if study_lock.holder(".") is not None:  # refused before Snakemake starts: no call to log, nothing competes
+        print(study_lock.refusal("."), file=sys.stderr)
+        return 1
+    problems = configfile_problems(command)
+    if problems:  # before the command starts: Snakemake's own message names no file
+        print("\n".join(problems), file=sys.stderr)
+        return 2
     logs = Path("logs") / args.study.name  # results/cuda -> logs/cuda, where the study's job logs go
     started, load_start = time.time(), os.getloadavg()
     rc, stopped_by = run_to_the_end(command, args.time_limit)
@@ -95,6 +104,29 @@ def main(argv: list[str] | None = None) -> int:
     print(f"call {line['call']}: {line['wall_s']:.0f} s, exit status {rc} ({args.study}/calls.jsonl; "
           f"{len(line['gpus'])} GPU(s))", file=sys.stderr)
     return rc
+
+
+def configfiles(command: list[str]) -> list[str]:
+    """The files a Snakemake command layers with --configfile (or --configfiles), in its order."""
+    found, taking = [], False
+    for arg in command:
+        if arg in ("--configfile", "--configfiles"):
+            taking = True
+        elif arg.startswith(("--configfile=", "--configfiles=")):
+            found.append(arg.partition("=")[2])
+            taking = False
+        elif arg.startswith("-"):
+            taking = False
+        elif taking:
+            found.append(arg)
+    return found
+
+
+def configfile_problems(command: list[str]) -> list[str]:
+    """Each config file of the command that is empty, no mapping, unreadable or not YAML, named with its path."""
+    from compile_study.core.grid import config_file_problem
+
+    return [p for p in map(config_file_problem, configfiles(command)) if p]
 
 
 STOPS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # a time limit, a closed terminal, ^C

@@ -14,7 +14,7 @@ import subprocess
 import yaml
 
 from compile_study.core import grid
-from compile_study.core.sources import DataError, split_labels
+from compile_study.core.sources import DataError, split_labels, split_rows
 
 FP32 = 4  # bytes: weights, gradients, AdamW's moments and activations are fp32 (bf16 autocasts matmuls only)
 TRAIN_BYTES = 4 * FP32  # a parameter in training: weights, gradients and AdamW's two moments
@@ -136,15 +136,74 @@ def _defaults() -> dict:
     return model | {"batch_size": max(schema["definitions"]["grid"]["properties"]["batch_size"]["default"])}
 
 
-def _train_rows_at_least(data: dict) -> tuple[int, str]:
-    """A lower bound on the train split's rows: known before preparation for the synthetic corpus and for
-    test.csv alone; 1 where the hub or train.csv decides."""
+def train_rows(data: dict) -> tuple[int | None, str]:
+    """The train split's rows where they are known before preparation (the synthetic corpus, test.csv alone to be
+    split), before data.max_train_rows, and what they are; None where the hub or train.csv decides."""
     try:
         found = split_labels(data)
     except DataError:  # config_check.data_errors names it
         found = None
     if found is None:
-        return 1, "one train row"
+        return None, "the train split"
     labels, what = found
-    rows = max(1, int(len(labels) * (1 - data["eval_fraction"])) - len(set(labels)))  # rounding, a row a class
-    return min(rows, data.get("max_train_rows") or rows), f"the train split of {what}"
+    return split_rows(labels, data["eval_fraction"])[0], f"the train split of {what}"
+
+
+def _train_rows_at_least(data: dict) -> tuple[int, str]:
+    """A lower bound on the train split's rows used (1 where the hub or train.csv decides)."""
+    rows, what = train_rows(data)
+    if rows is None:
+        return 1, "one train row"
+    return min(rows, data.get("max_train_rows") or rows), what
+
+
+def train_rows_at_most(data: dict) -> tuple[int | None, str]:
+    """An upper bound on the train split's rows used, and what it is (None: unknown before preparation)."""
+    rows, what = train_rows(data)
+    cap = data.get("max_train_rows")
+    if cap and (rows is None or cap < rows):
+        return cap, "the train split (data.max_train_rows)"
+    return rows, what
+
+
+def _cells(runs, batch_size: int) -> str:
+    """The configurations of `runs` at one batch size, as the study names them."""
+    found = sorted({(k.shape_regime, k.precision, k.compile_mode, k.compile_scope) for k in runs
+                    if k.batch_size == batch_size})
+    return ", ".join(f"{r} {p} {m}" + ("" if s == "module" else f" ({s})") for r, p, m, s in found)
+
+
+def fill_problems(config: dict, devices: list[str] | None = None) -> list[tuple[tuple, str]]:
+    """(config key path, message) for a batch size the train split can never fill: no batch of such a run could
+    be made (static and dynamic batches drop a partial one, bucketed and packed ones would be filler alone), and
+    so for the batch of a parity check that has no cell of its own. Evaluation takes every row in batches of its
+    own size, so any eval split that is not empty (sources.check_split) is read whole."""
+    rows, what = train_rows_at_most(config["data"])
+    if rows is None:
+        return []
+    out = []
+    for device, grids in config["grids"].items():
+        if devices is not None and device not in devices:
+            continue
+        for i, g in enumerate(grids):
+            runs = grid.expand([g])
+            for bs in sorted(b for b in g["batch_size"] if b > rows and _cells(runs, b)):
+                out.append((("grids", device, i, "batch_size"),
+                            f"grids.{device}[{i}] ({g['name']}): batch_size {bs:,} is more than the {rows:,} rows "
+                            f"of {what}: no batch of {_cells(runs, bs)} at batch {bs:,} can be made; use a batch "
+                            f"size of at most {rows:,}, or more rows"))
+        out += _parity_fill(config, device, grid.expand(grids), rows, what)
+    return out
+
+
+def _parity_fill(config: dict, device: str, runs, rows: int, what: str) -> list[tuple[tuple, str]]:
+    """The parity check of a compiled mode without a static module cell runs at parity.<device>.batch_size."""
+    bs = (config.get("parity") or {}).get(device, {}).get("batch_size")
+    cells = {(k.precision, k.compile_mode) for k in runs if k.compile_scope == "module" and k.shape_regime == "static"}
+    alone = [f"{m} {p}" for p, m in grid.parity_pairs(runs) if (p, m) not in cells]
+    if bs is None or bs <= rows or not alone:
+        return []
+    return [(("parity", device, "batch_size"),
+             f"parity.{device}.batch_size: {bs:,} is more than the {rows:,} rows of {what}: the parity check of "
+             f"{', '.join(alone)} (no static module cell in the grid to run at) could make no batch; use a batch "
+             f"size of at most {rows:,}")]

@@ -12,6 +12,8 @@ import io
 import os
 import socket
 import stat
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,14 +55,33 @@ class Corpus:
 
 
 def hub_reachable(host: str = "huggingface.co", timeout_s: float = 3.0) -> bool:
-    """A TCP connect with a short timeout: `datasets` itself retries for ~25 s offline."""
+    """A TCP connect to the hub within timeout_s, name resolution included (`datasets` itself retries for ~25 s
+    offline, and a resolver that never answers blocks getaddrinfo for as long as it likes: it is asked in a
+    thread of its own, left behind if it does not answer in time)."""
     if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
         return False
+    deadline = time.monotonic() + timeout_s
+    found: list = []
+    resolver = threading.Thread(target=_resolve, args=(host, found), daemon=True, name="hub-dns")
+    resolver.start()
+    resolver.join(timeout_s)
+    for *_, address in found[0] if found else []:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            with socket.create_connection(address[:2], timeout=left):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _resolve(host: str, found: list) -> None:
     try:
-        with socket.create_connection((host, 443), timeout=timeout_s):
-            return True
+        found.append(socket.getaddrinfo(host, 443, type=socket.SOCK_STREAM))
     except OSError:
-        return False
+        found.append([])
 
 
 def load_hf(name: str, cache_dir: str | os.PathLike) -> Corpus:
@@ -193,6 +214,13 @@ def check_split(labels: list[int], what: str, eval_fraction: float) -> None:
         fix = "one row cannot be split"
     raise DataError(f"data.eval_fraction {eval_fraction} leaves the {side} split empty: of the {len(labels):,} rows "
                     f"of {what} ({per_class}), {outcome} (round(class rows x {eval_fraction})); {fix}, or more rows")
+
+
+def split_rows(labels: list[int], eval_fraction: float) -> tuple[int, int]:
+    """(train rows, eval rows) of the stratified split of `labels` (split_indices), without drawing it."""
+    counts = np.unique(np.asarray(labels, dtype=np.int64), return_counts=True)[1]
+    n_eval = sum(_n_eval(int(n), eval_fraction) for n in counts)
+    return len(labels) - n_eval, n_eval
 
 
 def split_indices(labels: list[int], eval_fraction: float, seed: int, what: str = "the data"
@@ -340,12 +368,44 @@ def load_corpus(data_cfg: dict, cache_dir: str | os.PathLike) -> Corpus:
         except Exception as e:  # any hub failure falls over to the next source, with the reason kept
             tried.append(f"hub {data_cfg['hf_name']}: {type(e).__name__}: {str(e)[:200]}")
     else:
-        tried.append(f"hub {data_cfg['hf_name']}: unreachable within {data_cfg['hf_timeout_s']} s (or offline mode set)")
+        tried.append(_hub_unreachable(data_cfg))
     csv_dir = data_cfg.get("csv_dir")
-    if csv_dir and "test.csv" in csv_files(csv_dir):  # a broken file there is an error, not a reason to fall over
+    if _has_test_csv(csv_dir):  # a broken file there is an error, not a reason to fall over
         return _with_notes(load_csv(csv_dir, frac, seed, verify), tried)
-    tried.append(f"csv: no test.csv in {display_path(csv_dir) if csv_dir else None!r}")
+    tried.append(_no_test_csv(csv_dir))
     return _with_notes(make_synthetic(data_cfg["synthetic_rows"], frac, seed), tried)
+
+
+def _hub_unreachable(data_cfg: dict) -> str:
+    return f"hub {data_cfg['hf_name']}: unreachable within {data_cfg['hf_timeout_s']} s (or offline mode set)"
+
+
+def _has_test_csv(csv_dir: str | None) -> bool:
+    return bool(csv_dir) and "test.csv" in csv_files(csv_dir)
+
+
+def _no_test_csv(csv_dir: str | None) -> str:
+    return f"csv: no test.csv in {display_path(csv_dir) if csv_dir else None!r}"
+
+
+def synthetic_fallback(data_cfg: dict) -> list[str]:
+    """Why source auto would train on the synthetic stand-in, as load_corpus would note it ([] where it would
+    find real text: a csv_dir holding test.csv, or a hub that answers; any other source: [])."""
+    if data_cfg["source"] != "auto":
+        return []
+    try:
+        if _has_test_csv(data_cfg.get("csv_dir")):
+            return []
+    except DataError:  # a broken file there: load_corpus stops on it (config_check.data_warnings names it)
+        return []
+    if hub_reachable(timeout_s=data_cfg["hf_timeout_s"]):
+        return []
+    return [_hub_unreachable(data_cfg), _no_test_csv(data_cfg.get("csv_dir"))]
+
+
+def is_real_data(facts: dict | None) -> bool:
+    """Whether a study's data facts (facts.json) say it trained on real text (the hub's or a CSV's)."""
+    return facts is not None and facts.get("source") in ("hf", "csv")
 
 
 def _with_notes(corpus: Corpus, tried: list[str]) -> Corpus:

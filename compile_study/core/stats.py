@@ -34,7 +34,9 @@ band, "slower" only when it lies below it, "within-noise" when it lies inside th
 overlaps an edge. Only a stated-coverage interval (n >= MIN_N) gets a verdict: fewer processes give "few-runs"
 (where a configuration varies more between processes than eager does, a range of two values lies wholly
 outside the band by chance far more often than 5%: tests/test_stats.py); a cell without eager runs gives
-"no-control". The paper's templates turn the codes into words.
+"no-control"; a configuration whose runs (or its cell's eager runs) stayed disturbed by other work on the host
+after their redos gets "disturbed" (aggregate/summary.py withhold_disturbed). The paper's templates turn the
+codes into words.
 
 A gain (`ratio_interval`) compares two sets of processes, a configuration's and eager's on static batches:
 the ratio of their geometric means, with Welch's t interval on the difference of mean logs (both sides' variance
@@ -63,7 +65,7 @@ from compile_study.core.intervals import BAND_SDS, BREAK_EVEN_SIDE, LEVEL, MIN_N
 __all__ = ["BAND_SDS", "LEVEL", "MIN_N", "NAN", "VERDICTS", "Band", "Interval", "aa_band", "break_even", "compare",
            "ratio_interval", "speedup_interval", "speedup_table", "top", "verdict"]
 # verdict codes (the templates word them): against the A/A band, or why there is none
-VERDICTS = ("faster", "slower", "within-noise", "indistinct", "few-runs", "no-control", "aa", "no-run")
+VERDICTS = ("faster", "slower", "within-noise", "indistinct", "few-runs", "no-control", "aa", "no-run", "disturbed")
 
 
 def _finite_positive(values: Iterable) -> np.ndarray:

@@ -5,18 +5,22 @@
 - On a host with several GPUs each timed job holds one GPU's lock (`take_gpu`) and runs on its own
   disjoint share of the CPU cores (Inductor's compile workers included), so that two timed runs on two
   GPUs do not compete for the host that most of their steps wait on.
-- The Inductor/Triton cache is per configuration: repeat 0 starts from an empty cache (a cold
-  compile, as a first-time user pays it); later repeats find it populated (a warm compile). Where a
-  sub-grid shares one GEMM search between its max-autotune modes, a later mode's repeat 0 starts from
-  the first mode's search results alone (prepare_cache `search_from`).
+- The Inductor/Triton cache is per configuration: the compile phase's first cold compile starts from an
+  empty cache (as a first-time user pays it) and leaves it filled; every timed run finds it populated (a warm
+  compile); the other cold compiles use caches of their own, emptied first. Where a sub-grid shares one GEMM
+  search between its max-autotune modes, a later mode's first cold compile starts from the first mode's search
+  results alone (prepare_cache `search_from`).
+- Compiles and timed work never share the host (`Host`, `HOST`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -114,3 +118,55 @@ def pin_cores(slot: int, slots: int) -> list[int]:
 def job_threads(requested: int, cores: list[int] | None = None) -> int:
     """Threads for torch: the job's request, but never more than the cores it is pinned to."""
     return max(1, min(requested, len(cores) if cores else len(os.sched_getaffinity(0))))
+
+
+class Host:
+    """Who uses the host: the compile phase's compiles, several at once on disjoint cores, or timed work (a timed
+    run, a check, an evidence pass), which never runs beside a compile. Every job of a local study runs in a
+    thread of Snakemake's own process (profiles/default: force-use-threads), so one lock in that process sees them
+    all; Snakemake's threads already keep a timed job (all of a GPU's cores) from sharing the host on a one-GPU
+    host, and this lock holds where several GPUs' timed jobs and compiles could meet. A cluster's job is alone on
+    its allocation."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._timed = 0
+        self._compiles: dict[int, dict] = {}  # slot -> {"at_once": most compiles seen at once while it ran}
+
+    @contextlib.contextmanager
+    def timed(self):
+        """Hold the host for timed work: wait while any compile runs."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self._compiles)
+            self._timed += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._timed -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def compiling(self, cores_per_compile: int, alone: bool = False):
+        """Hold a compile slot -> {"cores", "slots", "at_once"} (at_once final when the block ends): wait while timed
+        work runs (alone: while anything runs); the slot's cores are disjoint from every other slot's."""
+        cores = sorted(os.sched_getaffinity(0))
+        slots = 1 if alone else max(1, len(cores) // cores_per_compile)
+        with self._cond:
+            self._cond.wait_for(lambda: not self._timed and not (alone and self._compiles)
+                                and len(self._compiles) < slots and not any(c["alone"] for c in self._compiles.values()))
+            slot = min(set(range(slots)) - set(self._compiles))
+            share = cores if alone else cores[slot * cores_per_compile:(slot + 1) * cores_per_compile]
+            mine = {"index": slot, "cores": share, "slots": slots, "at_once": 0, "alone": alone}
+            self._compiles[slot] = mine
+            for c in self._compiles.values():
+                c["at_once"] = max(c["at_once"], len(self._compiles))
+        try:
+            yield mine
+        finally:
+            with self._cond:
+                del self._compiles[slot]
+                self._cond.notify_all()
+
+
+HOST = Host()  # this process's (Snakemake's): measure/jobs.py takes it for every job

@@ -1,10 +1,13 @@
-"""The timed jobs as the rules call them: one job, one fresh process (measure/launch.py), its output written here.
+"""The jobs that make processes, as the rules call them: one job, one fresh process (measure/launch.py), its
+output written here.
 
-    rule train_run:  run: jobs.train_run(params, input.data[0], output.record, output.trace, log[0], threads, ...)
-    rule parity:     run: jobs.parity_jobs("compile_study.checks.parity:job", params.checks, threads, ...)
+    rule cold_compile:  run: jobs.compile_run(params.job, ...)           -> launch.run(targets.compile_job, ...)
+    rule parity:        run: jobs.parity_job(check_targets.parity, ...)  -> launch.run(check_targets.parity, ...)
+    rule train_run:     run: jobs.train_run(params, ...)                 -> launch.run(targets.run_job, ...)
 
-Each runs in a thread of Snakemake's own process and never imports torch: it claims a GPU where the host has
-several (waiting is booked as `gpu_wait_s`), readies the Inductor cache, has the launcher make the process,
+Each runs in a thread of Snakemake's own process and never imports torch. A job of the compile phase takes a
+compile slot (compile_setup); a timed job waits for a host without compiles and claims a GPU where the host has
+several (job_setup; waiting is booked as `gpu_wait_s`); each readies the Inductor cache, has the launcher make the process,
 and writes the output from what the process sends back. A run's record is written last, atomically, with
 where its wall time went from the job's start to that write (`overhead_s`, record.OVERHEAD): the parts its
 process booked, how long its process took to exit (`teardown_s`) and the record's own writing (`record_s`).
@@ -14,29 +17,32 @@ A process that dies without an answer leaves a record of the failure; an interru
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import os
+import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from compile_study.core import deadline, env, record
+from compile_study.core import compile_record, deadline, disturbance, env, record
 from compile_study.core.clock import Clock
 from compile_study.core.io import write_empty_trace, write_json_atomic
-from compile_study.measure import isolation, launch
+from compile_study.measure import isolation, launch, targets
 
 LOCKS = "resources/locks"  # one lock per GPU on a host with several (isolation.take_gpu)
-RUN = "compile_study.measure.run:run_job"
 
 
 @contextlib.contextmanager
 def job_setup(log: str, threads: int, device: str, clock: Clock, cache_dir: str | None = None, fresh: bool = False,
               search_from: str | None = None):
-    """-> (launch.Setup, the Inductor cache's state) for one job, holding its GPU until the block ends.
-    `search_from`: a cache whose GEMM search a fresh cache starts from (isolation.prepare_cache)."""
-    with clock.part("gpu_wait_s"):
-        gpu = isolation.take_gpu(LOCKS) if device == "cuda" else None
-    try:
+    """-> (launch.Setup, the Inductor cache's state) for one job of timed work, holding a host without compiles
+    (isolation.HOST) and its GPU until the block ends; the wait is booked as `gpu_wait_s`. `search_from`: a cache
+    whose GEMM search a fresh cache starts from (isolation.prepare_cache)."""
+    with contextlib.ExitStack() as held:
+        with clock.part("gpu_wait_s"):
+            held.enter_context(isolation.HOST.timed())
+            gpu = isolation.take_gpu(LOCKS) if device == "cuda" else None
+            if gpu is not None:
+                held.callback(gpu[0].release)
         setup = launch.Setup(log=log, threads=threads)
         if gpu is not None:
             _, index, gpus = gpu
@@ -49,9 +55,52 @@ def job_setup(log: str, threads: int, device: str, clock: Clock, cache_dir: str 
             cache_env, state = isolation.prepare_cache(cache_dir, fresh, search_from)
             setup.env |= cache_env
         yield setup, state
-    finally:
-        if gpu is not None:
-            gpu[0].release()
+
+
+@contextlib.contextmanager
+def compile_setup(log: str, device: str, clock: Clock, cores_per_compile: int, alone: bool):
+    """-> (launch.Setup, the slot: isolation.Host.compiling) for a job of the compile phase: a compile slot's cores
+    (all of them where it runs alone), on no timed job's host; on a host with several GPUs, slot i on GPU i mod n."""
+    with contextlib.ExitStack() as held:
+        with clock.part("gpu_wait_s"):
+            slot = held.enter_context(isolation.HOST.compiling(cores_per_compile, alone))
+        setup = launch.Setup(log=log, threads=len(slot["cores"]), cores=slot["cores"])
+        setup.env |= isolation.thread_env(setup.threads)
+        gpus = isolation.count_gpus() if device == "cuda" else 0
+        if gpus > 1 and "CUDA_VISIBLE_DEVICES" not in os.environ:
+            setup.env["CUDA_VISIBLE_DEVICES"] = str(slot["index"] % gpus)
+        yield setup, slot
+
+
+def compile_run(params, data_dir: str, record_path: str, log: str, progress: Callable[[], str] | None = None,
+                expected_s: Callable[[], float] | None = None) -> dict:
+    """Rule cold_compile: one cold compile of a configuration in a fresh process on a compile slot, from an empty
+    cache (params: run, compile {index, alone, cores_per_compile}, cache_dir, search_cache, model, device) -> its
+    record, written (and returned). A cache of its own beyond the first compile's is removed afterwards.
+    `expected_s`: its estimated seconds, asked only where the call has a time limit (core/deadline.py)."""
+    if deadline.seconds_left() is not None and expected_s is not None:
+        deadline.check(expected_s(), record_path)  # not started: nothing written, the next call runs it
+    clock = Clock()
+    run, plan, device = dict(params["run"]), dict(params["compile"]), params["device"]
+    host = env.host_facts(device)
+    with compile_setup(log, device, clock, plan["cores_per_compile"], plan["alone"]) as (setup, slot):
+        cache_env, state = isolation.prepare_cache(params["cache_dir"], True, params.get("search_cache"))
+        setup.env |= cache_env
+        block = {"index": plan["index"], "alone": plan["alone"], "slots": slot["slots"], "cores": slot["cores"],
+                 "inductor_cache": state}
+        kwargs = {"model": dict(params["model"]), "run": run, "data_dir": data_dir, "device": device,
+                  "threads": setup.threads, "host": host, "compile": block}
+        outcome = launch.run(targets.compile_job, kwargs, setup, clock)
+    if plan["index"] > 0:
+        shutil.rmtree(params["cache_dir"], ignore_errors=True)  # only the first compile's cache is used again
+    if outcome.answered:
+        rec = outcome.value
+    else:  # the process died: this compile's outcome is that failure
+        rec = compile_record.new(record.RunConfig(**run), dict(params["model"]), host, block)
+        rec |= {"status": "error", "error": outcome.crash}
+    rec["compile"]["at_once"] = slot["at_once"]  # final now that the compile has ended
+    finish(rec, outcome.clock, record_path, progress)
+    return rec
 
 
 def train_run(params, data_dir: str, record_path: str, trace_path: str, log: str, threads: int,
@@ -64,11 +113,11 @@ def train_run(params, data_dir: str, record_path: str, trace_path: str, log: str
     clock = Clock()
     run, device = dict(params["run"]), params["device"]
     host = env.host_facts(device)
-    fresh = run["repeat"] == 0
-    with job_setup(log, threads, device, clock, params["cache_dir"], fresh, params.get("search_cache")) as (setup, cache):
+    # every repeat starts from the cache its configuration's first cold compile filled (rule cold_compile): warm
+    with job_setup(log, threads, device, clock, params["cache_dir"]) as (setup, cache):
         kwargs = {"model": dict(params["model"]), "run": run, "data_dir": data_dir, "device": device,
                   "threads": setup.threads, "trace_path": trace_path, "host": host}
-        outcome = launch.run(RUN, kwargs, setup, clock, way)
+        outcome = redo_disturbed(kwargs, setup, clock, way, params, cache, record_path)
     if outcome.answered:
         rec = outcome.value
     else:  # the process died: its configuration's outcome is that failure
@@ -78,6 +127,44 @@ def train_run(params, data_dir: str, record_path: str, trace_path: str, log: str
     rec["env"] |= {"inductor_cache": cache, "launcher": outcome.way}
     finish(rec, outcome.clock, record_path, progress)
     return rec
+
+
+def redo_disturbed(kwargs: dict, setup: launch.Setup, clock: Clock, way: str | None, params, cache: str | None,
+                   record_path: str) -> launch.Outcome:
+    """The run's process, started again while its record is disturbed (core/disturbance.py, config `disturbance`),
+    at most `redos` times -> the last attempt's outcome. Its record keeps the judgement (`disturbed`: None, or the
+    evidence where it stayed disturbed) and every earlier attempt's record whole (`earlier_attempts`): nothing
+    measured is lost, and the summary reads only the last. A redo starts as the first attempt did: a cold run's
+    Inductor cache is emptied again. Its clock runs on from the job's start, the earlier attempts booked `redo_s`.
+    Under a call's time limit (core/deadline.py) a redo that would not end before it is not started: the
+    disturbed record is kept as it is rather than lost with a redo cut short."""
+    limits = disturbance.Limits.of(params.get("disturbance"))
+    before, earlier, started = dict(clock.parts), [], clock.elapsed()
+    while True:
+        outcome = launch.run(targets.run_job, kwargs, setup, clock, way)
+        if not outcome.answered:
+            return outcome
+        rec = outcome.value
+        rec["disturbed"] = disturbance.judge(rec, limits)
+        if rec["disturbed"] is None or len(earlier) == limits.redos or not _time_for_redo(
+                outcome.clock.elapsed() - started, record_path):
+            rec["earlier_attempts"] = earlier
+            return outcome
+        earlier.append(rec | {"env": rec["env"] | {"inductor_cache": cache, "launcher": outcome.way}})
+        print(f"{record_path}: disturbed ({disturbance.describe(rec['disturbed'])}); redoing it, "
+              f"{len(earlier)} of at most {limits.redos}", flush=True)
+        started = outcome.clock.elapsed()
+        clock = Clock(outcome.clock.origin, before | {"redo_s": started - sum(before.values())})
+
+
+def _time_for_redo(attempt_s: float, record_path: str) -> bool:
+    """Whether a redo, taking about as long as the attempt before it, ends before the call's time limit (if any)."""
+    left = deadline.seconds_left()
+    if left is None or attempt_s <= left:
+        return True
+    print(f"{record_path}: disturbed, and not redone: a redo takes about {attempt_s:.0f} s and the call's time limit "
+          f"comes in {max(left, 0):.0f} s; the record keeps its flag", flush=True)
+    return False
 
 
 def finish(rec: dict, clock: Clock, record_path: str, progress: Callable[[], str] | None) -> None:
@@ -91,37 +178,27 @@ def finish(rec: dict, clock: Clock, record_path: str, progress: Callable[[], str
         print(progress(), flush=True)
 
 
-def result_job(target: str, kwargs: dict, out_path: str, log: str, threads: int, device: str,
+def result_job(target: launch.Target, kwargs: dict, out_path: str, log: str, threads: int, device: str,
                cache_dir: str | None = None, host_env: bool = False) -> None:
     """Rules parity, measure_peak, mlp_claim: target's dict (with the environment if asked), as JSON."""
     clock = Clock()
     with job_setup(log, threads, device, clock, cache_dir) as (setup, _):
         outcome = launch.run(target, kwargs | ({"host": env.host_facts(device)} if host_env else {}), setup, clock)
     if not outcome.answered:
-        raise RuntimeError(f"{target}: {outcome.crash} (see {log})")
+        raise RuntimeError(f"{launch.name_of(target)}: {outcome.crash} (see {log})")
     write_json_atomic(out_path, outcome.value)
 
 
-def parity_jobs(target: str, checks: list[dict], threads: int, device: str) -> None:
-    """Rule parity: every check at once, each a fresh process of its own on its own Inductor cache, sharing the
-    job's GPU and cores (they time nothing; the job holds the timed slot, so no timed job runs meanwhile).
-    `checks`: [{"kwargs", "output", "log", "cache_dir"}]. Each output is written as its process answers; a check
-    that fails (launch.ChildError) or whose process dies without an answer fails the job once all have ended."""
+def parity_job(target: launch.Target, check: dict, out_path: str, log: str, cores_per_compile: int, device: str) -> None:
+    """Rule parity: one check (check: {"kwargs", "cache_dir"}), a fresh process on its Inductor cache, as JSON. It
+    times nothing: it runs in the compile phase, on a compile slot, beside compiles (compile_setup)."""
     clock = Clock()
-    with job_setup(checks[0]["log"], threads, device, clock) as (setup, _):
-
-        def one(check: dict) -> launch.Outcome:
-            own = dataclasses.replace(setup, log=check["log"], env=setup.env | isolation.prepare_cache(check["cache_dir"], False)[0])
-            outcome = launch.run(target, check["kwargs"], own)
-            if outcome.answered:
-                write_json_atomic(check["output"], outcome.value)
-            return outcome
-
-        with ThreadPoolExecutor(len(checks)) as pool:
-            outcomes = list(pool.map(one, checks))
-    failed = [f"{c['output']}: {o.crash} (see {c['log']})" for c, o in zip(checks, outcomes) if not o.answered]
-    if failed:
-        raise RuntimeError(f"{target}: " + "; ".join(failed))
+    with compile_setup(log, device, clock, cores_per_compile, alone=False) as (setup, _):
+        setup.env |= isolation.prepare_cache(check["cache_dir"], False)[0]
+        outcome = launch.run(target, check["kwargs"], setup, clock)
+    if not outcome.answered:
+        raise RuntimeError(f"{launch.name_of(target)}: {outcome.crash} (see {log})")
+    write_json_atomic(out_path, outcome.value)
 
 
 class PlugRefused(Exception):
@@ -132,7 +209,7 @@ def model_job(data_dir: str, model: dict, device: str, out_path: str, log: str, 
     """Rule check_model: the model tried in a fresh process; a bad plug ends the study with its message."""
     clock = Clock()
     with job_setup(log, threads, device, clock) as (setup, _):
-        outcome = launch.run("compile_study.core.plug_check:job", {"data_dir": data_dir, "model": dict(model),
+        outcome = launch.run(targets.model_check, {"data_dir": data_dir, "model": dict(model),
                                                                     "device": device}, setup, clock)
     if not outcome.answered:
         raise RuntimeError(f"check_model: {outcome.crash} (see {log})")
@@ -142,13 +219,14 @@ def model_job(data_dir: str, model: dict, device: str, out_path: str, log: str, 
     write_json_atomic(out_path, outcome.value["facts"])
 
 
-def check_job(check: str, data_dir: str, out_path: str, model: dict, log: str, threads: int, device: str) -> None:
+def check_job(check: str, target: launch.Target, data_dir: str, out_path: str, model: dict, log: str, threads: int,
+              device: str) -> None:
     """Rule method_check: a check's main(data_dir, out_path, model) in a fresh process (it writes its output).
     The concurrency check places its own processes on the GPUs, so its job takes none."""
     clock = Clock()
     gpu_device = "cpu" if check == "concurrency" else device
     with job_setup(log, threads, gpu_device, clock) as (setup, _):
-        outcome = launch.run(f"compile_study.checks.{check}:main",
+        outcome = launch.run(target,
                              {"data_dir": data_dir, "out_path": out_path, "model": dict(model)}, setup, clock)
     if not outcome.answered or not Path(out_path).is_file():
         raise RuntimeError(f"method check {check}: {outcome.crash or 'no output written'} (see {log})")

@@ -26,7 +26,6 @@ the parent (torch is imported only inside the child's functions).
 from __future__ import annotations
 
 import ctypes
-import importlib
 import inspect
 import multiprocessing
 import os
@@ -38,15 +37,18 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from compile_study.core.clock import Clock
 
 # what the server imports once; none of it may start CUDA (see the module docstring)
-PRELOAD = ("torch", "torch._dynamo", "compile_study.measure.launch", "compile_study.measure.run", "compile_study.checks.parity",
+PRELOAD = ("torch", "torch._dynamo", "compile_study.measure.launch", "compile_study.measure.targets",
+           "compile_study.checks.targets", "compile_study.measure.run", "compile_study.checks.parity",
            "compile_study.checks.peak", "compile_study.checks.mlp_claim")
-SAFE_PRELOAD = ("torch", "torch._dynamo", "compile_study.measure.launch")
+SAFE_PRELOAD = ("torch", "torch._dynamo", "compile_study.measure.launch", "compile_study.measure.targets",
+                "compile_study.checks.targets")
 WAYS = ("warm", "fresh")
 JOB = "compile-study job "  # the name of a launcher's child process
 INTERRUPTS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -127,8 +129,18 @@ def _without_main(get_preparation_data):
     return prepare
 
 
-def run(target: str, kwargs: dict, setup: Setup, clock: Clock | None = None, way: str | None = None) -> Outcome:
-    """Run `module:function`(**kwargs) in a fresh process -> its Outcome (raises Interrupted, ChildError)."""
+Target = Callable[[], Callable]  # imports the job's function in the child and returns it (measure/targets.py)
+
+
+def name_of(target: Target) -> str:
+    fn = getattr(target, "func", target)  # a functools.partial: its function's name
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def run(target: Target, kwargs: dict, setup: Setup, clock: Clock | None = None, way: str | None = None) -> Outcome:
+    """Run target()(**kwargs) in a fresh process -> its Outcome (raises Interrupted, ChildError). `target` is a
+    module-level function of no arguments that imports the job's function and returns it (measure/targets.py):
+    pickled by name, it is called in the child, where the job's imports belong."""
     clock = clock or Clock()
     way = way or _State.way
     if way not in WAYS:
@@ -141,17 +153,17 @@ def run(target: str, kwargs: dict, setup: Setup, clock: Clock | None = None, way
         _degrade()
         return run(target, kwargs, setup, clock, None)
     if "error" in answer:
-        raise ChildError(f"{target} failed in its process (see {setup.log}): {answer['error']}")
+        raise ChildError(f"{name_of(target)} failed in its process (see {setup.log}): {answer['error']}")
     if answer:
         clock = Clock.resume(answer["clock"])
         # pickling the answer, exit, CUDA teardown, reading the answer back: booked up to this return
         clock.parts["teardown_s"] += time.perf_counter() - answer["handoff"]
         return Outcome(answer["value"], clock, exitcode, way)
     if exitcode < 0 and -exitcode in INTERRUPTS:
-        raise Interrupted(f"{target}: its process was stopped by {signal.Signals(-exitcode).name}; nothing recorded")
+        raise Interrupted(f"{name_of(target)}: its process was stopped by {signal.Signals(-exitcode).name}; nothing recorded")
     stop = _server_stopped_by() if way == "warm" and exitcode == SERVER_GONE else None
     if stop in INTERRUPTS:  # a time limit's SIGTERM to the process group stops the server and, with it, the child
-        raise Interrupted(f"{target}: the launcher's server was stopped by {signal.Signals(stop).name} and its "
+        raise Interrupted(f"{name_of(target)}: the launcher's server was stopped by {signal.Signals(stop).name} and its "
                           "process with it; nothing recorded")
     return Outcome(None, clock, exitcode, way, answered=False)
 
@@ -185,7 +197,7 @@ def _server_stopped_by() -> int | None:
 
 def _warm(spec: dict, tmp: str) -> int:
     start()
-    proc = multiprocessing.get_context("forkserver").Process(target=child, args=(spec,), name=f"{JOB}{spec['target']}")
+    proc = multiprocessing.get_context("forkserver").Process(target=child, args=(spec,), name=f"{JOB}{name_of(spec['target'])}")
     proc.start()
     proc.join()
     return proc.exitcode
@@ -292,8 +304,7 @@ def child(spec: dict) -> None:
     clock.lap("process_start_s")  # the parent's set-up of the job and the process's creation
     try:
         with clock.part("imports_s"):
-            module, name = spec["target"].split(":")
-            fn = getattr(importlib.import_module(module), name)
+            fn = spec["target"]()
             torch_threads(setup.threads)
             thread_lock_for_progress_bars()
         if bad_fork():

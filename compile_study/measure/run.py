@@ -13,6 +13,8 @@ Order inside a run (protocol.py says how each part is timed, compile.py what eac
    split, a profiler pass and (static, module scope) the inference block. A failure there is noted in the
    record and the timings are kept; without evidence these metrics are absent;
 4. eval accuracy with the subject's weights.
+Each timed block (the epochs, the steady-state block, the inference block) is read at its two ends for what
+else ran on the host (`host_load`, hostwatch.py); measure/jobs.py judges the steady-state block's readings.
 A failure becomes the record's status; every record says where its wall time went (`overhead_s`).
 """
 
@@ -55,6 +57,7 @@ from compile_study.measure.compile import (
     subject_model,
 )
 from compile_study.measure.compile_stats import CompileWatch
+from compile_study.measure.hostwatch import HostWatch, gpu_uuid
 from compile_study.measure.profiling import profile_steps
 from compile_study.measure.protocol import (
     check_finite,
@@ -144,7 +147,7 @@ def block_metrics(block: dict, cfg: RunConfig, model_cfg: ModelConfig, own_batch
 
 
 def evidence(subject: Side, reference: Side, cfg: RunConfig, batches: list[Batch], device: torch.device,
-             trace_path, clock: Clock) -> dict:
+             trace_path, clock: Clock, host_watch: HostWatch) -> dict:
     """Phase split, profiler pass and inference block; a failure is noted under `evidence_errors`."""
     errors: dict[str, str] = {}
     steps = {"subject": subject.step, "reference": reference.step}
@@ -156,7 +159,7 @@ def evidence(subject: Side, reference: Side, cfg: RunConfig, batches: list[Batch
                    for name, s, t in (("subject", subject.step, trace_path), ("reference", reference.step, None))}
     inference = {}
     if cfg.shape_regime == "static" and cfg.compile_scope == "module":
-        with clock.part("inference_s"):
+        with host_watch.window("inference", clock), clock.part("inference_s"):
             inference = guarded("inference", errors, lambda: inference_block(
                 subject.model, reference.model, cfg, batches, device)) or {}
     reference_phases = {f"reference_{k}": v for k, v in phases.get("reference", {}).items()}
@@ -164,7 +167,8 @@ def evidence(subject: Side, reference: Side, cfg: RunConfig, batches: list[Batch
             "profile": profile["subject"], "reference_profile": profile["reference"], "evidence_errors": errors}
 
 
-def train_subject(model_cfg, cfg: RunConfig, batches: list[Batch], device, clock: Clock, losses: list):
+def train_subject(model_cfg, cfg: RunConfig, batches: list[Batch], device, clock: Clock, losses: list,
+                  host_watch: HostWatch):
     """Build the subject, train it for two epochs -> (its Side, the epochs' metrics, its compile watch)."""
     watch = CompileWatch().start()
     with clock.part("compile_s"):  # the model and its compile switch (a first compile's imports); the compiling
@@ -172,7 +176,7 @@ def train_subject(model_cfg, cfg: RunConfig, batches: list[Batch], device, clock
         subject = Side(model, optimizer, build_step(model, optimizer, cfg, device, watch))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    with clock.part("timed_s"):
+    with host_watch.window("epochs", clock), clock.part("timed_s"):
         epochs = run_epochs(subject.step, batches, min(cfg.warmup_steps, len(batches)), device, watch, losses)
     epochs["peak_memory_bytes"] = peak_memory_bytes(device)  # the subject alone: no reference model yet
     return subject, epochs, watch
@@ -192,8 +196,10 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
         step_flops(model_cfg, data_dir)  # counted once per study (kept beside the data), read by later runs
     with clock.part("compile_s"):  # the compiler's settings (and, where this process compiled before, its reset)
         prepare_compiler(cfg)
+    with clock.part("watch_s"):  # what else runs on the host, read at each timed block's ends (hostwatch.py)
+        host_watch = HostWatch(gpu_uuid(device))
     losses: dict[str, list[torch.Tensor]] = {"subject": [], "reference": []}
-    subject, epochs, watch = train_subject(model_cfg, cfg, batches, device, clock, losses["subject"])
+    subject, epochs, watch = train_subject(model_cfg, cfg, batches, device, clock, losses["subject"], host_watch)
     with clock.part("timed_s"):  # the timing protocol's own overhead: the reference's untimed first steps
         reference = reference_side(model_cfg, cfg, device, batches)
     steps, own = {"subject": subject.step, "reference": reference.step}, {"subject": batches, "reference": batches}
@@ -201,7 +207,7 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
         with clock.part("data_load_s"):
             own["static_reference"] = load_batches(cfg, data_dir, device, "static")
         steps["static_reference"], losses["static_reference"] = reference.step, []
-    with clock.part("timed_s"):
+    with host_watch.window("block", clock), clock.part("timed_s"):
         block = interleaved_block(steps, own, cfg.timed_steps, cfg.interleave_chunk, device, losses)
     metrics = block_metrics(block, cfg, model_cfg, own) | epochs | watch.report()  # eager fallbacks in the block count
     metrics["warmup_excess_s"] = warmup_excess_s(epochs, metrics["steady_step_ms"])
@@ -209,7 +215,7 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
     # after the warm-up recompiled (dynamic lengths) -- booked as compile, not as the timed protocol
     clock.move("timed_s", "compile_s", max(metrics["warmup_excess_s"], epochs["epoch1_s"] - epochs["epoch2_s"]))
     if cfg.evidence:
-        metrics |= evidence(subject, reference, cfg, batches, device, trace_path, clock)
+        metrics |= evidence(subject, reference, cfg, batches, device, trace_path, clock, host_watch)
     loss_values = check_finite(losses["subject"], "measured model")
     check_finite(losses["reference"], "eager reference")
     if cfg.evidence:  # like the rest of the evidence, once per configuration (the repeats train alike)
@@ -220,7 +226,7 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
         "epoch_steps": len(batches), "subject_steps": 2 * len(batches) + cfg.timed_steps,
         "final_loss": float(loss_values[-1]),
         "model_class": model_class(subject.model), "model_params": n_params(subject.model),
-        "model_plug": describe(model_cfg),
+        "model_plug": describe(model_cfg), "host_load": host_watch.windows,
     }
 
 

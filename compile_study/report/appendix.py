@@ -28,12 +28,13 @@ def _failed(r) -> str:
 
 
 def _cols(spec: str) -> list[Column]:
-    """'precision|batch:r|...' -> columns; ':r' right-aligns, ':r2' also doubles the width."""
+    """'precision|batch:r|...' -> columns; ':r' right-aligns (LaTeX widths come from the cells: tex_table.py)."""
     out = []
     for part in spec.split("|"):
         head, _, fmt = part.partition(":")
-        out.append(Column(head, "r" if fmt.startswith("r") else "l", float(fmt[1:] or 1) if fmt[:1] in "rl" and fmt[1:]
-                          else 1.0))
+        if fmt not in ("", "l", "r"):
+            raise ValueError(f"column {head!r}: alignment {fmt!r} is not 'l' or 'r'")
+        out.append(Column(head, fmt or "l"))
     return out
 
 
@@ -52,9 +53,9 @@ def detail_table(ctx: Context) -> Table:
                      n.times(r["cross_process_speedup"]) if c else n.DASH, warm,
                      n.fixed(r["memory_ratio"]) if c else n.DASH, n.percent(r["eval_accuracy"]) if ok else n.DASH,
                      n.ms(r["inference_step_ms"]) if ok else n.DASH, n.row_interval(r, "inference") if c else n.DASH])
-    cols = _cols("precision|batch:r|mode:l1.5|n ok:r|step (ms):r|eager, same process (ms):r|speedup [interval]:r1.6|"
+    cols = _cols("precision|batch:r|mode|n ok:r|step (ms):r|eager, same process (ms):r|speedup [interval]:r|"
                  "cross-process speedup:r|warm compile (warm runs):r|memory ratio:r|eval acc.:r|inference (ms):r|"
-                 "inference speedup:r1.8")
+                 "inference speedup:r")
     return Table("detail", Text("appendix", "detail_caption"), cols, rows)
 
 
@@ -76,8 +77,8 @@ def scopes_table(ctx: Context) -> Table | None:
                          _verdict(r["verdict"]) if c else n.DASH, n.count(r["graphs_compiled"]) if c else n.DASH,
                          n.count(r["graph_breaks"]) if c else n.DASH, phases if c else n.DASH,
                          n.seconds(r["cold_compile_s"]) if c else n.DASH])
-    cols = _cols("precision|batch:r|what is compiled:l1.9|step (ms):r|speedup [interval] (method):r2.4|verdict:l1.2|"
-                 "graphs:r|graph breaks:r|phase speedups fwd / bwd / opt (one process):l1.8|cold compile:r")
+    cols = _cols("precision|batch:r|what is compiled|step (ms):r|speedup [interval] (method):r|verdict|"
+                 "graphs:r|graph breaks:r|phase speedups fwd / bwd / opt (one process)|cold compile:r")
     scopes = sorted(set(s.compile_scope), key=vocab.COMPILE_SCOPES.index)
     return Table("scopes", Text("appendix", "scopes_caption", {"scopes": scopes}), cols, rows)
 
@@ -93,9 +94,15 @@ def noise_table(ctx: Context) -> Table:
                      n.fixed(r["aa_chunk_noise"], 4), n.fixed(r["aa_between_sd"], 4),
                      n.percent(r["step_cv_across_repeats"], 2),
                      n.percent(cell.step_cv_across_repeats.max(), 2) if len(cell) else n.DASH])
-    cols = _cols("shapes|precision|batch:r|eager processes:r|A/A ratio [interval] (method):r2|A/A band:r1.3|"
+    cols = _cols("shapes|precision|batch:r|eager processes:r|A/A ratio [interval] (method):r|A/A band:r|"
                  "chunk noise (log SD):r|between-process SD (log):r|eager CV across processes:r|max compiled CV:r")
     return Table("noise", Text("appendix", "noise_caption", {"sds": BAND_SDS}), cols, rows)
+
+
+def variance_para(ctx: Context) -> Para | None:
+    """How much of the step's spread between processes the host's recorded state explains (aggregate/variance.py)."""
+    found = ctx.env.get("step_variance")
+    return Para(Text("appendix", "variance", {"v": found})) if found else None
 
 
 def regime_table(ctx: Context) -> Table | None:
@@ -113,7 +120,7 @@ def regime_table(ctx: Context) -> Table | None:
         row += [n.seconds(r[f"{state}_epoch1_s"]) if ok else n.DASH for state in ("cold", "warm")]
         rows.append(row + [n.seconds(r["epoch2_s"]) if ok else n.DASH])
     graphs = "CUDA-graph recordings:r|" if ctx.gpu else ""
-    cols = _cols("batch:r|mode:l1.3|shapes:l1.8|speedup, same batches [interval] (method):r2.4|verdict:l1.2|"
+    cols = _cols("batch:r|mode|shapes|speedup, same batches [interval] (method):r|verdict|"
                  f"distinct shapes:r|eager steps past the limit:r|{graphs}epoch 1, cold:r|epoch 1, warm:r|epoch 2:r")
     kinds = [k for k in vocab.REGIME_KINDS if k in {vocab.Regime.parse(x).kind for x in sel.shape_regime}]
     return Table("regimes", Text("appendix", "regimes_caption", {"kinds": kinds, "precision": ctx.precision}), cols, rows)
@@ -155,8 +162,8 @@ def profile_table(ctx: Context) -> Table | None:
     kind = sel.kernel_kind.dropna().iloc[0] if sel.kernel_kind.notna().any() else "kernels"
     gpu = "idle:r|eager idle:r|" if ctx.gpu else ""
     busy = "device busy (ms/step):r|Triton kernels:r|" if ctx.gpu else ""
-    cols = _cols(f"precision|batch:r|mode:l1.3|{kind} / step:r|eager {kind} / step:r|{gpu}host CPU (ms/step):r|"
-                 f"{busy}top {'kernel' if ctx.gpu else 'operator'} (share):l2.6")
+    cols = _cols(f"precision|batch:r|mode|{kind} / step:r|eager {kind} / step:r|{gpu}host CPU (ms/step):r|"
+                 f"{busy}top {'kernel' if ctx.gpu else 'operator'} (share)")
     return Table("profile", Text("appendix", "profile_caption"), cols, rows)
 
 
@@ -170,7 +177,7 @@ def kernel_table(ctx: Context) -> Table | None:
              n.count(k["calls_per_step"]), n.ms(k["ms_per_step"]), n.percent(k["share"], 2)]
             for _, r in ordered(sel[sel.batch_size.isin(sizes)], "precision", "batch_size").iterrows()
             for i, k in enumerate(top_kernels(r), 1)]
-    cols = _cols(f"precision|batch:r|mode:l1.3|#:r0.4|{'kernel' if ctx.gpu else 'operator'}:l4|calls / step:r|"
+    cols = _cols(f"precision|batch:r|mode|#:r|{'kernel' if ctx.gpu else 'operator'}|calls / step:r|"
                  "ms / step:r|share:r")
     return Table("kernels", Text("appendix", "kernels_caption", {"sizes": sizes, "gpu": ctx.gpu}), cols, rows) if rows else None
 
@@ -182,7 +189,7 @@ def parity_table(parity: pd.DataFrame) -> Table | None:
              "pass" if r.loss_ok else "FAIL", n.percent(r.eager_accuracy), n.percent(r.compiled_accuracy),
              n.fixed(r.accuracy_delta_points, 1), "pass" if r.accuracy_ok else "FAIL"]
             for r in parity.sort_values(["precision", "compile_mode"]).itertuples()]
-    cols = _cols("mode:l1.3|precision|batch:r|max rel. loss diff:r|tolerance:r|loss|eager acc.:r|compiled acc.:r|"
+    cols = _cols("mode|precision|batch:r|max rel. loss diff:r|tolerance:r|loss|eager acc.:r|compiled acc.:r|"
                  "Δ (points):r|accuracy")
     return Table("parity", Text("appendix", "parity_caption"), cols, rows)
 
@@ -194,13 +201,13 @@ def check_tables(checks: dict) -> list[Table]:
                  n.fixed(r["timer_median_ms"], 3), n.fixed(r.get("do_bench_median_ms"), 3),
                  n.fixed(r["harness_vs_timer"], 3), "yes" if r["within_3pct"] else "no"] for r in checks["timer"]]
         out.append(Table("timer", Text("appendix", "timer_caption"), _cols(
-            "mode:l1.3|batch:r|precision|harness (ms):r|Timer (ms):r|do_bench (ms):r|harness / Timer:r|within 3%"), rows))
+            "mode|batch:r|precision|harness (ms):r|Timer (ms):r|do_bench (ms):r|harness / Timer:r|within 3%"), rows))
     if checks.get("drift"):
         rows = [[r["compile_mode"], str(r["batch_size"]), n.fixed(r["before_ms"], 3), n.fixed(r["after_compile_ms"], 3),
                  n.fixed(r["interleaved_ms"], 3), n.fixed(r["interleaved_compiled_ms"], 3),
                  n.times(r["in_process_speedup"]), n.times(r["speedup_vs_before"])] for r in checks["drift"]]
         out.append(Table("drift", Text("appendix", "drift_caption"), _cols(
-            "mode:l1.3|batch:r|eager before (ms):r|after compile (ms):r|interleaved (ms):r|compiled (ms):r|"
+            "mode|batch:r|eager before (ms):r|after compile (ms):r|interleaved (ms):r|compiled (ms):r|"
             "in-process speedup:r|vs eager before:r"), rows))
     return out
 
@@ -277,7 +284,7 @@ def outcome_blocks(ctx: Context) -> list:
     out = [Para(Text("appendix", "failures", {"failed": failed, "errors": errors}))] if failed or errors else []
     missing = missing_runs(s, ctx.grids)
     if missing:
-        cols = _cols("mode:l1.3|scope|shapes:l1.4|precision|batch:r|processes planned:r|made:r|missing:r")
+        cols = _cols("mode|scope|shapes|precision|batch:r|processes planned:r|made:r|missing:r")
         out.append(Table("missing", Text("appendix", "missing_caption"), cols, missing))
     return out
 
@@ -304,6 +311,9 @@ def sections(ctx: Context, parity: pd.DataFrame, claims: Table | None = None) ->
               ("Parity", parity_table(parity))]
     out = [Section(title, [t]) for title, t in tables if t is not None]
     decided = ctx.decisions.get("checks") or {}
+    spread = variance_para(ctx)
+    if spread is not None:  # beside the noise table: what the host's state explains of the spread it shows
+        next(s for s in out if s.title == "Noise and controls").blocks.append(spread)
     found = check_tables(ctx.checks) + [
         p for p in (timer_para(ctx), concurrency_para(ctx.checks.get("concurrency") or {}, decided.get("concurrency")),
                     launcher_para(ctx.checks.get("launcher") or {}, decided.get("launcher"))) if p]

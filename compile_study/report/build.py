@@ -51,9 +51,9 @@ def modes_table(ctx: Context) -> Table:
         rows.append([r["precision"], str(int(r["batch_size"])), r["compile_mode"],
                      n.ms(r["steady_step_ms"]) if ok else failed_cell(r),
                      n.row_interval(r) if c else n.DASH, verdict, n.percent(r["mfu"]) if ok else n.DASH])
-    cols = [Column("precision", weight=0.9), Column("batch", "r", 0.5), Column("mode", weight=1.6),
-            Column("step (ms)", "r", 0.6), Column("speedup [interval] (method)", "r", 2.9), Column("verdict", weight=1.3),
-            Column("MFU", "r", 0.6)]
+    cols = [Column("precision"), Column("batch", "r"), Column("mode"),
+            Column("step (ms)", "r"), Column("speedup [interval] (method)", "r"), Column("verdict"),
+            Column("MFU", "r")]
     return Table("modes", Text("modes", "table_caption", {"rows": ctx.train_rows,
                                                          "payback": findings.payback(ctx) is not None}), cols, rows)
 
@@ -80,10 +80,10 @@ def shapes_table(ctx: Context) -> Table | None:
                      n.count(r["graphs_compiled"]) if comp and ok else n.DASH, limit,
                      n.percent(r["padding_fraction"]) if ok else n.DASH,
                      n.seconds(r["cold_compile_s"]) if comp and ok else n.DASH])
-    cols = [Column("batch", "r", 0.6), Column("mode", weight=1.4), Column("shapes", weight=1.8),
-            Column("real tokens/s", "r", 1.0), Column("gain [interval] (method)", "r", 2.4),
-            Column("graphs", "r", 0.6), Column("recompile limit", weight=0.8), Column("padding", "r", 0.8),
-            Column("cold compile", "r", 0.9)]
+    cols = [Column("batch", "r"), Column("mode"), Column("shapes"),
+            Column("real tokens/s", "r"), Column("gain [interval] (method)", "r"),
+            Column("graphs", "r"), Column("recompile limit"), Column("padding", "r"),
+            Column("cold compile", "r")]
     return Table("shapes", Text("shapes", "table_caption", {"precision": ctx.precision}), cols, rows)
 
 
@@ -100,8 +100,8 @@ def best_step_table(ctx: Context) -> Table | None:
         rows.append([str(int(r["batch_size"])), term("mode", c=config(r), code=False), n.ms(r["steady_step_ms"]),
                      n.ms(r["profile_wall_ms_per_step"]), n.ms(r["profile_device_busy_ms_per_step"]),
                      n.percent(r["profile_idle_fraction"], 2), n.times(r["host_ratio"])])
-    cols = [Column("batch", "r", 0.6), Column("what runs", weight=2.2), Column("timed step (ms)", "r"),
-            Column("profiled step (ms)", "r"), Column("device busy (ms/step)", "r"), Column("device idle", "r", 0.8),
+    cols = [Column("batch", "r"), Column("what runs"), Column("timed step (ms)", "r"),
+            Column("profiled step (ms)", "r"), Column("device busy (ms/step)", "r"), Column("device idle", "r"),
             Column("timed step / device busy", "r")]
     return Table("beststep", Text("beststep", "table_caption", {"precision": ctx.precision}), cols, rows)
 
@@ -113,14 +113,17 @@ def claims_table(ctx: Context) -> Table | None:
     rows = [[words(Text("claims", "statement", {"id": c["id"]})), words(Text("claims", "verdict", {"code": c["verdict"]})),
              words(Text("claims", "evidence", {"id": c["id"], "ev": c["evidence"], "rows": ctx.train_rows}))]
             for c in cs]
-    cols = [Column("claim", weight=2.0), Column("verdict", weight=1.2), Column("evidence", weight=5.0)]
+    cols = [Column("claim"), Column("verdict"), Column("evidence")]
     return Table("claims", Text("claims", "table_caption"), cols, rows)
 
 
 # --- sections ---------------------------------------------------------------------------------------------------
 def _fig(ctx: Context, key: str, file: str, data: dict | None = None) -> list[Figure]:
-    """The figure if aggregate/figures.py made it (its caption macro is `<key>_caption` in `file`)."""
-    return [Figure(key, Text(file, f"{key}_caption", data or {}), f"{ctx.figures}/{key}")] if key in ctx.drawn else []
+    """The figure if aggregate/figures.py made it (its caption macro is `<key>_caption` in `file`, called with
+    `data` and what the figure's index says it drew)."""
+    if key not in ctx.drawn:
+        return []
+    return [Figure(key, Text(file, f"{key}_caption", (data or {}) | ctx.drawn[key]), f"{ctx.figures}/{key}")]
 
 
 def _para(file: str, macro: str, data: dict) -> Para:
@@ -154,7 +157,7 @@ def shapes_section(ctx: Context) -> Section:
     return Section("Static, dynamic and bucketed shapes", [
         _para("shapes", "findings", {"found": found, "figure": "regimes" in ctx.drawn,
                                      "timeline": ctx.drawn.get("timeline")}), table,
-        *_fig(ctx, "regimes", "shapes"), *_fig(ctx, "timeline", "shapes", ctx.drawn.get("timeline"))])
+        *_fig(ctx, "regimes", "shapes"), *_fig(ctx, "timeline", "shapes")])
 
 
 def payback_table(ctx: Context, p: dict) -> Table:
@@ -170,10 +173,10 @@ def payback_table(ctx: Context, p: dict) -> Table:
         rows.append([c["precision"], str(c["batch"]), term("mode", c=c, code=False),
                      n.interval(c["cold"], fmt=n.seconds) if c["code"] != "no-cold-compile" else SHARED_SEARCH_CELL,
                      warm, steps, epochs, words(Text("payback", "when", {"code": c["code"], "recommended": c["recommended"]}))])
-    cols = [Column("precision", weight=0.7), Column("batch", "r", 0.5), Column("what runs", weight=1.8),
-            Column("cold compile [interval] (method)", "r", 1.7), Column("warm-cache load (warm runs)", "r", 1.0),
-            Column("break-even steps [interval]", "r", 1.4), Column("epochs [interval]", "r", 1.1),
-            Column("when it pays", weight=1.6)]
+    cols = [Column("precision"), Column("batch", "r"), Column("what runs"),
+            Column("cold compile [interval] (method)", "r"), Column("warm-cache load (warm runs)", "r"),
+            Column("break-even steps [interval]", "r"), Column("epochs [interval]", "r"),
+            Column("when it pays")]
     return Table("payback", Text("payback", "table_caption", {"train_rows": ctx.train_rows}), cols, rows)
 
 

@@ -25,8 +25,7 @@ class Text:
 @dataclass
 class Column:
     header: str
-    align: str = "l"  # "l" text, "r" numbers
-    weight: float = 1.0  # share of the line width in LaTeX
+    align: str = "l"  # "l" text, "r" numbers (LaTeX widths come from the cells: report/tex_table.py)
 
 
 @dataclass

@@ -174,7 +174,7 @@ def whole_step(ctx: Context) -> dict | None:
 def verdicts(ctx: Context) -> dict:
     """Counts of verdict codes over the compiled static-shape configurations of the module (every precision)."""
     counts = Counter(compiled(ctx.head).verdict)
-    decided = sum(v for k, v in counts.items() if k not in ("few-runs", "no-control", "no-run"))
+    decided = sum(v for k, v in counts.items() if k not in ("few-runs", "no-control", "no-run", "disturbed"))
     return {"counts": dict(counts), "decided": decided, "total": sum(counts.values()),
             "few": counts.get("few-runs", 0)}
 

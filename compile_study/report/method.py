@@ -9,10 +9,11 @@ Every definition is the one aggregate/summary.py implements; every condition is 
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 
 from compile_study.aggregate.decide import ordered
 from compile_study.aggregate.summary import HOST_BOUND
-from compile_study.core import grid, record, vocab
+from compile_study.core import disturbance, grid, record, vocab
 from compile_study.core.intervals import BAND_SDS, LEVEL, MIN_N
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Para, Table, Text, plain
@@ -50,9 +51,9 @@ def grid_table(ctx: Context) -> Table:
                      ", ".join(str(b) for b in g["batch_size"]), ", ".join(g["shape_regime"]), ", ".join(g["precision"]),
                      str(g["repeats"]), f"{g['warmup_steps']} / {g['timed_steps']} / {g['interleave_chunk']}",
                      epoch_steps(ctx, g)])
-    cols = [Column("sub-grid", weight=1.2), Column("modes", weight=2.2), Column("scopes", weight=1.3),
-            Column("batch sizes", weight=1.0), Column("shapes", weight=1.3), Column("precision", weight=0.8),
-            Column("processes", "r", 0.8), Column("warm-up / timed / chunk", "r", 1.1), Column("epoch steps", "r", 0.8)]
+    cols = [Column("sub-grid"), Column("modes"), Column("scopes"),
+            Column("batch sizes"), Column("shapes"), Column("precision"),
+            Column("processes", "r"), Column("warm-up / timed / chunk", "r"), Column("epoch steps", "r")]
     return Table("grid", Text("method", "grid_caption"), cols, rows)
 
 
@@ -146,7 +147,7 @@ def setup(ctx: Context) -> list:
     data = {"host": host(ctx), "concurrency": concurrency(ctx), "matmul": matmul(ctx), "calls": calls(ctx),
             "commits": commits(ctx), "recorded_calls": bool(ctx.calls), "env_keys": record.ENV_KEYS}
     return [Para(Text("setup", "conditions", data)), Para(Text("setup", "provenance", data)),
-            Para(Text("setup", "carries", carries(ctx)))]
+            Para(Text("setup", "disturbance", disturbed_runs(ctx))), Para(Text("setup", "carries", carries(ctx)))]
 
 
 def carries(ctx: Context) -> dict:
@@ -162,3 +163,12 @@ def carries(ctx: Context) -> dict:
     bound = [config(r) for r in rows if r.host_bound or eager[int(r.batch_size)]]
     free = [config(r) for r in rows if not (r.host_bound or eager[int(r.batch_size)])]
     return {"gpu": ctx.gpu, "bound": bound, "free": free, "limit": HOST_BOUND}
+
+
+def disturbed_runs(ctx: Context) -> dict:
+    """Runs redone after other work disturbed them, by reason, and those that stayed disturbed (summary.py
+    disturbance_counts), the configured limits, and the configurations that get no verdict for it."""
+    counts = ctx.env.get("disturbance") or {"recorded": 0, "records": int(ctx.env.get("n_records") or 0)}
+    return {"d": {"redone_by": {}, "stayed_disturbed": 0} | counts, "gpu": ctx.gpu,
+            "limits": asdict(disturbance.Limits.of(ctx.config.get("disturbance"))),
+            "withheld": int((ctx.summary.get("verdict") == "disturbed").sum())}

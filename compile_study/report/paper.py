@@ -23,7 +23,7 @@ from pathlib import Path
 import jinja2
 
 from compile_study.core.intervals import LEVEL, MIN_N
-from compile_study.report import numbers
+from compile_study.report import numbers, tex_table
 from compile_study.report.document import Text, hide_paths
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "paper" / "templates"
@@ -142,27 +142,24 @@ def _body_environment(fmt: str) -> jinja2.Environment:
             return f"{names[m[2]]}~\\ref{{{m[2]}:{m[3]}}}"
         env.filters |= {"cell": lambda v: tex_cell(hide_paths(v)),
                         "prose": lambda t: _prose(t, _tex_raw, tex_code, ref),
-                        "colspec": tex_colspec}
+                        "colspec": tex_table.colspec, "tablesize": tex_table.tablesize}
     env.globals["macros"] = f"{fmt}.j2"
     return env
-
-
-def tex_colspec(columns, width: str = r"\linewidth") -> str:
-    """p-columns sharing `width` by each column's weight, numbers right-aligned (longtable needs fixed widths)."""
-    total = sum(c.weight for c in columns)
-    pad = f"{2 * len(columns)}\\tabcolsep"
-    cols = []
-    for c in columns:
-        align = r"\raggedleft" if c.align == "r" else r"\raggedright"
-        share = int(1000 * c.weight / total)  # rounded down: the columns never add up to more than the width
-        cols.append(f">{{{align}\\arraybackslash}}p{{\\dimexpr({width}-{pad})*{share}/1000\\relax}}")
-    return "".join(cols)
 
 
 def render(report, fmt: str) -> str:
     """The paper as Markdown ("md") or LaTeX ("tex") from one report model."""
     text = _environment(fmt, report.numbers).get_template("paper.j2").render(r=report)
     return re.sub(r"\n{3,}", "\n\n", text)  # one blank line between blocks, whatever the macros left
+
+
+def describe(markdown: str) -> str:
+    """One line on a rendered Markdown paper for the paper rule's log: its words, tables and figures."""
+    words = word_counts(markdown)
+    tables = len(re.findall(r"^\*\*Table \d+\.\*\*", markdown, re.M))
+    figures = len(re.findall(r"^\*Figure \d+\.\*", markdown, re.M))
+    return (f"{words['main']:,} words in the main text and {words['appendix']:,} in the appendix (tables apart: "
+            f"{words['main_tables'] + words['appendix_tables']:,}); {tables} tables, {figures} figures")
 
 
 def word_counts(markdown: str) -> dict[str, int]:
@@ -225,8 +222,25 @@ def first_error(log: str) -> str:
     return lines[-1] if lines else "no log"
 
 
+_WRITTEN = re.compile(r"^Output written on (.+) \((\d+) pages?, (\d+) bytes\)\.", re.M)
+_WARNING = re.compile(r"^(LaTeX Warning|Package \S+ Warning|LaTeX Font Warning|Overfull|Underfull)", re.M)
+
+
+def latex_summary(latexmk_output: str, log: str) -> str:
+    """What the PDF rule's log keeps of a build: the PDF's pages and size, the pdflatex passes latexmk ran, and
+    the last pass's warnings (LaTeX's whole log stays in `.latex/`)."""
+    written = _WRITTEN.findall(log)
+    passes = len(re.findall(r"^Run number \d+ of rule '(?:pdf)?latex'", latexmk_output, re.M))
+    warnings = [line.strip() for line in log.splitlines() if _WARNING.match(line)]
+    out = [f"built paper.pdf: {written[-1][1]} pages, {int(written[-1][2]):,} bytes" if written else "built paper.pdf",
+           f"latexmk ran pdflatex {passes} time{'s' * (passes != 1)}" + (" (the PDF was up to date)" if not passes else ""),
+           f"warnings in the last pass: {len(warnings)}"]
+    return "\n".join(out + [f"  {w}" for w in warnings[:20]] + (["  ..."] if len(warnings) > 20 else []))
+
+
 def build_pdf(tex_path: str | Path) -> str:
-    """paper.pdf beside paper.tex with latexmk: "built", or "skipped: latexmk not installed" where it is not.
+    """paper.pdf beside paper.tex with latexmk -> latex_summary ("built paper.pdf: 15 pages, ..."), or "skipped:
+    latexmk not installed" where it is not.
 
     LaTeX's own files (aux, log, ...) stay in `.latex/` beside the paper (LATEX_DIR); only the PDF is placed
     next to the .tex. Raises RuntimeError with the log's first error when LaTeX fails."""
@@ -243,4 +257,4 @@ def build_pdf(tex_path: str | Path) -> str:
         text = log.read_text(errors="replace") if log.is_file() else proc.stdout + proc.stderr
         raise RuntimeError(f"latexmk failed on {tex.name}: {first_error(text)}")
     shutil.copyfile(out / tex.with_suffix(".pdf").name, tex.with_suffix(".pdf"))
-    return "built"
+    return latex_summary(proc.stdout + proc.stderr, log.read_text(errors="replace"))

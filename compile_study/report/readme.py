@@ -192,7 +192,8 @@ def write(inputs: dict, rebuild: str, out: str | Path, logs: str | Path | None =
     root = Path(inputs["environment"]).parent
     text = build(records, json.loads(Path(inputs["environment"]).read_text()),
                  json.loads(Path(inputs["facts"]).read_text()), calls, Path(inputs["paper"]).read_text(), rebuild,
-                 _time(records, calls, logs, list(inputs["records"]), root), logs, tests,
+                 _time(records, calls, logs, list(inputs["records"]) + list(inputs.get("compiles", [])), root),
+                 logs, tests,
                  Path(inputs["reproduction"]).read_text() if inputs.get("reproduction") else None)
     write_text_atomic(out, text)
 

@@ -3,6 +3,7 @@
     python -m compile_study compare reference/<name> results/cuda                        # the report, printed
     python -m compile_study compare reference/<name> results/cuda --out results/cuda     # reproduction.md, .csv
     python -m compile_study compare reference/<name> results/cuda --readme README.md     # quote it in the README
+    python -m compile_study compare reference/<name> results/cuda --allow-different-data # verdicts on other data
     snakemake --cores all results/cuda/reproduction.md     (rule reproduction, when config `yardstick` names one)
 
 The numbers and the verdicts come from aggregate/compare.py (its docstring states the rule); this module only
@@ -18,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from compile_study.aggregate import compare as cmp
+from compile_study.aggregate import measured
 from compile_study.core.intervals import LEVEL, Interval
 from compile_study.core.io import write_text_atomic
 from compile_study.report import numbers
@@ -29,10 +31,45 @@ VERSION_NAMES = {"device_name": "device", "cpu_model": "CPU model", "cpu_cores":
                  "git_commit": "commit", "git_dirty": "made from a dirty tree"}
 
 
+def _shown(key: str, value: str) -> str:
+    """A data fact as a sentence shows it: a sha256 cut to 12 hex digits."""
+    if key != "input_sha256":
+        return value
+    return re.sub(r"\b([0-9a-f]{12})[0-9a-f]{52}\b", r"\1…", value)
+
+
+def data_difference_words(result: cmp.Comparison) -> str:
+    """What differs in the two studies' data, in a few words: what each trained on where their descriptions
+    differ, else each differing fact with both values."""
+    d = result.data
+    if d.loc["description", "stored"] != d.loc["description", "study"]:
+        return f"this study: {d.loc['description', 'study']}; the stored one: {d.loc['description', 'stored']}"
+    return "; ".join(f"{measured.DATA[k]} {_shown(k, d.loc[k, 'stored'])} against {_shown(k, d.loc[k, 'study'])}"
+                     for k in d.index[d.differs])
+
+
 def headline(result: cmp.Comparison) -> str:
+    """The report's first sentence: what is not comparable comes first, then the verdicts."""
     c = result.counts()
-    return (f"{c['reproduced']} of {c['shared']} shared configurations reproduced, {c['differs']} differ, "
-            f"{c['inconclusive']} inconclusive")
+    if result.data_differences and not result.allow_different_data:
+        return (f"Not comparable: the two studies trained on different data ({data_difference_words(result)}), so "
+                f"none of the {c['shared']} shared configurations is judged")
+    parts, verdicts = [], (f"{c['reproduced']} of {c['shared']} shared configurations reproduced, {c['differs']} "
+                           f"differ, {c['inconclusive']} inconclusive")
+    if c["not_comparable"]:
+        parts.append(f"Not comparable: {c['not_comparable']} of {c['shared']} shared configurations, whose protocol "
+                     f"differs ({', '.join(protocol_settings(result))})")
+        verdicts = f"of the others {c['reproduced']} reproduced, {c['differs']} differ, {c['inconclusive']} inconclusive"
+    if result.data_differences:
+        parts.append("different data, verdicts given anyway (allow_different_data): " + data_difference_words(result))
+    text = "; ".join(parts + [verdicts])
+    return text[0].upper() + text[1:]
+
+
+def protocol_settings(result: cmp.Comparison) -> list[str]:
+    """The protocol settings (measured.PROTOCOL's words) in which some shared configuration differs."""
+    found = {s for cell in result.table.get("protocol_differs", pd.Series()).dropna() for s in cell.split(", ")}
+    return [name for name in measured.PROTOCOL.values() if name in found]
 
 
 def rule_text() -> str:
@@ -44,8 +81,12 @@ def rule_text() -> str:
             "**differs** (faster: the study's speedup is larger; slower: smaller) when the interval excludes 1 and "
             f"the ratio lies beyond the margin; **reproduced** when the interval lies within [1/T, T], T = the "
             f"larger of {t} and the margin; **inconclusive (interval too wide)** otherwise "
-            "(`compile_study/aggregate/compare.py`). Absolute step times depend on the host; the verdict is on "
-            "speedups only.")
+            "(`compile_study/aggregate/compare.py`). Before any of these, what the two studies measured is "
+            "compared (`compile_study/aggregate/measured.py`): where their data differ (source, input sha256, "
+            "vocabulary, rows available or used) every configuration is **not comparable**, and so is a "
+            "configuration whose protocol differs (timed steps, steps per block, warm-up, epoch cap, recompile "
+            "limit, fp32 matmul precision, TF32); versions and hosts are listed, not judged. Absolute step times "
+            "depend on the host; the verdict is on speedups only.")
 
 
 def config_label(row: pd.Series) -> str:
@@ -66,7 +107,8 @@ def _ratio(row: pd.Series) -> str:
 
 
 def _verdict(row: pd.Series) -> str:
-    return f"{row.verdict}: {row.reason}" if isinstance(row.reason, str) else row.verdict
+    verdict = f"{row.verdict}: {row.reason}" if isinstance(row.reason, str) else row.verdict
+    return verdict + (" (on different data: allow_different_data)" if row.get("different_data_allowed") else "")
 
 
 def table_lines(result: cmp.Comparison) -> list[str]:
@@ -92,6 +134,23 @@ def _only(frame: pd.DataFrame, name: str) -> str:
     return f"- Only in `{name}` ({len(frame)} configurations): " + "; ".join(items) + "."
 
 
+def measured_lines(result: cmp.Comparison) -> list[str]:
+    """What each study trained on and by which protocol, a difference in bold."""
+    lines = ["| data | stored | this study |", "|---|---|---|"]
+    for key, r in result.data.iterrows():
+        stored, study = (f"**{_shown(key, x)}**" if r.differs else _shown(key, x) for x in (r.stored, r.study))
+        lines.append(f"| {measured.DATA.get(key, 'trained on')} | {stored} | {study} |")
+    differing = result.data_differences
+    allowed = " (verdicts given anyway: allow_different_data)" if result.allow_different_data else ""
+    lines += ["", "- Data: " + (f"**differ** in {', '.join(differing)}{allowed}." if differing else "the same.")]
+    settings, c = protocol_settings(result), result.counts()
+    shared = f"{c['shared']} shared configurations"
+    lines.append(f"- Protocol ({', '.join(measured.PROTOCOL.values())}), per configuration: "
+                 + (f"**differs** in {', '.join(settings)} (see the table's verdicts)." if settings
+                    else f"the same in all {shared}."))
+    return lines
+
+
 def version_lines(result: cmp.Comparison) -> list[str]:
     v = result.versions
     lines = ["| | stored | this study |", "|---|---|---|"]
@@ -113,7 +172,7 @@ def markdown(result: cmp.Comparison, names: tuple[str, str]) -> str:
     lines = [
         f"# Reproduction of `{stored}` by `{study}`",
         "",
-        f"Generated from both studies' run records by `python -m compile_study compare {stored} {study}` (rule "
+        f"Generated from both studies' run records and data facts by `python -m compile_study compare {stored} {study}` (rule "
         f"`reproduction`); do not edit. Device type: {result.device_type}.",
         "",
         f"**{headline(result)}.**",
@@ -125,7 +184,11 @@ def markdown(result: cmp.Comparison, names: tuple[str, str]) -> str:
         _only(result.only_stored, stored),
         _only(result.only_study, study),
         "",
-        "## Versions and hosts",
+        "## What each study measured",
+        "",
+        *measured_lines(result),
+        "",
+        "## Versions and hosts (listed, not judged: a reproduction with another torch or host is a legitimate one)",
         "",
         *version_lines(result),
         "",
@@ -145,11 +208,16 @@ def write(result: cmp.Comparison, names: tuple[str, str], out: dict) -> None:
     write_text_atomic(out["csv"], result.table.to_csv(index=False))
 
 
-def write_records(stored_paths, study_paths, names: tuple[str, str], out: dict) -> cmp.Comparison:
-    """Rule reproduction: the two studies' record paths -> out["md"] and out["csv"]."""
+def write_records(stored: dict, study: dict, names: tuple[str, str], out: dict,
+                  allow_different_data: bool = False) -> cmp.Comparison:
+    """Rule reproduction: each study's record paths ("records") and facts.json ("facts", absent: unknown) ->
+    out["md"] and out["csv"]."""
     from compile_study.core import record
+    from compile_study.core.data import read_facts
 
-    result = cmp.compare(record.table(stored_paths), record.table(study_paths), names)
+    sides = [cmp.Study(record.table(s["records"]), read_facts(s["facts"]) if s.get("facts") else None)
+             for s in (stored, study)]
+    result = cmp.compare(*sides, names, allow_different_data)
     write(result, names, out)
     return result
 
@@ -159,8 +227,11 @@ def readme_block(result: cmp.Comparison, names: tuple[str, str]) -> str:
     v = result.versions
     differing = [f"{VERSION_NAMES[k]} ({v.loc[k, 'stored']} against {v.loc[k, 'study']})" for k in v.index[v.differs]
                  if k not in ("device_name", "cpu_model")]
+    data = result.data.loc["description"]
+    trained = (f"Both trained on {data.stored}." if not result.data_differences
+               else f"Trained on: stored {data.stored}; this study {data.study}.")
     lines = [f"`{names[1]}` against `{names[0]}` (`python -m compile_study compare {names[0]} {names[1]}`): "
-             f"**{headline(result)}**. Absolute step times: {hosts(result)}."
+             f"**{headline(result)}**. {trained} Absolute step times: {hosts(result)}."
              + (f" Other differences: {'; '.join(differing)}." if differing else ""), "", *table_lines(result)]
     return "\n".join(lines)
 
@@ -182,9 +253,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("study", help="the study that tries (e.g. results/cuda)")
     parser.add_argument("--out", help="write reproduction.md and reproduction.csv into this directory, not stdout")
     parser.add_argument("--readme", help="quote the result in this README's reproduction block")
+    parser.add_argument("--allow-different-data", action="store_true",
+                        help="give verdicts even where the two studies trained on different data, each marked so")
     args = parser.parse_args(argv)
     names = (args.stored.rstrip("/"), args.study.rstrip("/"))
-    result = cmp.compare(cmp.load(args.stored), cmp.load(args.study), names)
+    result = cmp.compare(cmp.load(args.stored), cmp.load(args.study), names, args.allow_different_data)
     if args.out:
         out = {ext: str(Path(args.out) / f"reproduction.{ext}") for ext in ("md", "csv")}
         write(result, names, out)

@@ -95,11 +95,12 @@ def plans(project: Path) -> list[str]:
             if device == "cpu" and files[-1] == QUICK:
                 continue
             config = grid.load_config([project / f for f in files])
-            runs = grid.expand(config["grids"][device])
-            jobs = estimate.config_jobs(config, runs, device, pdf=True)
-            e = estimate.estimate(runs, nowhere, device, jobs, 1, str(project / "reference"), config["model"])
-            where = "one GPU" if device == "cuda" else "the CPU"
-            out.append(f"- {name}: {len(runs)} runs, about {e['seconds'] / 60:.1f} min on {where} (runs "
+            # a CPU study planned for the 2 cores of the stored CPU study, whatever this machine has
+            e, slots = estimate.config_estimate(config, device, nowhere, cores=estimate.HOST_CORES.get(device, 2),
+                                                references=str(project / "reference"), pdf=True)
+            where = "one GPU (16 cores)" if device == "cuda" else "2 CPU cores"
+            out.append(f"- {name}: {e['compiles']} cold compiles and {e['total']} runs, about {e['seconds'] / 60:.1f} "
+                       f"min on {where} (compile phase {e['compile_s'] / 60:.1f} min, {slots} at once; runs "
                        f"{e['runs_s'] / 60:.1f} min, {e['measured']} of them from stored records)")
     return out
 

@@ -1,19 +1,35 @@
 rule summarize:
     """All run records -> per-configuration table with speedups over eager and intervals, and the claims checked."""
     input:
-        unpack(optional_inputs),
-        records=run_records,
-        parity=parity_records,
+        unpack(P.optional_inputs),
+        records=P.run_records,
+        compiles=P.compile_records,
+        parity=P.parity_records,
         facts=L.facts,
     output:
-        summary=L.summary,
+        summary=report(
+            L.summary,
+            caption="../report/summary.rst",
+            category="Tables",
+            labels={"table": "summary"},
+        ),
         parity=L.parity_table,
-        environment=L.environment,
-        claims=L.claims,
+        environment=report(
+            L.environment,
+            caption="../report/software.rst",
+            category="Software",
+            labels=P.software_labels,
+        ),
+        claims=report(
+            L.claims,
+            caption="../report/claims.rst",
+            category="Tables",
+            labels={"table": "claims"},
+        ),
         decisions=L.decisions,
     log:
         L.log("summarize"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     script:
         "../scripts/summarize.py"

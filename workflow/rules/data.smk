@@ -7,11 +7,11 @@ localrules:
 rule prepare_data:
     """AG News (hub, CSV or a labelled synthetic stand-in) -> token ids, lengths, labels, tokenizer, facts."""
     output:
-        DATA_FILES,
+        P.data_files,
     log:
         L.log("prepare_data"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     params:
         data=config["data"],
         max_len=config["model"]["max_len"],
@@ -23,15 +23,15 @@ rule prepare_data:
 rule study_facts:
     """The data facts, copied into the study directory so that a stored study carries them."""
     input:
-        f"{DATA_DIR}/facts.json",
+        f"{P.data_dir}/facts.json",
     output:
         L.facts,
     log:
         L.log("study_facts"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     run:
-        shutil.copyfile(input[0], output[0])
+        io.copy_atomic(input[0], output[0])
 
 
 rule study_config:
@@ -41,7 +41,7 @@ rule study_config:
     log:
         L.log("study_config"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     params:
         config=config,
     script:

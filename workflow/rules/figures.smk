@@ -3,12 +3,18 @@ rule figures:
     input:
         summary=L.summary,
         environment=L.environment,
-        records=run_records,
+        records=P.run_records,
     output:
-        directory(L.figures),
+        report(
+            directory(L.figures),
+            patterns=["{figure}.png"],
+            caption="../report/figure.rst",
+            category="Figures",
+            labels={"figure": "{figure}"},
+        ),
     log:
         L.log("figures"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     script:
         "../scripts/figures.py"

@@ -4,24 +4,19 @@ rule check_model:
     model's facts go to model.json.
     """
     input:
-        data=DATA_FILES,
+        data=P.data_files,
     output:
         L.model,
     log:
         L.log("check_model"),
-    threads: TIMED_THREADS
+    threads: P.timed_threads
     resources:
-        **TIMED_JOB,
+        **P.timed_job,
         timed_run=1,
     params:
         model=config["model"],
-        device=DEVICE,
+        device=P.device,
     run:
         jobs.model_job(
-            os.path.dirname(input.data[0]),
-            params.model,
-            params.device,
-            output[0],
-            log[0],
-            threads,
+            P.data_dir, params.model, params.device, output[0], log[0], threads
         )

@@ -1,9 +1,9 @@
 rule paper:
     """The Markdown and LaTeX papers from one report model (compile_study/report/build.py) and the templates."""
     input:
-        unpack(optional_inputs),
-        unpack(call_log),
-        templates=TEMPLATES,
+        unpack(P.optional_inputs),
+        unpack(P.call_log),
+        templates=P.templates,
         summary=L.summary,
         parity=L.parity_table,
         claims=L.claims,
@@ -13,14 +13,19 @@ rule paper:
         config=L.config,
         figures=L.figures,
     output:
-        md=L.paper("md"),
+        md=report(
+            L.paper("md"),
+            caption="../report/paper.rst",
+            category="Paper",
+            labels={"format": "Markdown"},
+        ),
         tex=L.paper("tex"),
     log:
         L.log("paper"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     params:
-        device=DEVICE,
+        device=P.device,
     script:
         "../scripts/render_paper.py"
 
@@ -31,11 +36,16 @@ rule paper_pdf:
         tex=L.paper("tex"),
         figures=L.figures,
     output:
-        L.paper("pdf"),
+        report(
+            L.paper("pdf"),
+            caption="../report/paper.rst",
+            category="Paper",
+            labels={"format": "PDF"},
+        ),
     log:
         L.log("paper_pdf"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     script:
         "../scripts/paper_pdf.py"
 
@@ -46,10 +56,11 @@ rule study_readme:
     (compile_study/report/readme.py).
     """
     input:
-        unpack(call_log),
-        unpack(test_records),
-        unpack(reproduction_report),
-        records=run_records,
+        unpack(P.call_log),
+        unpack(P.test_records),
+        unpack(P.reproduction_report),
+        records=P.run_records,
+        compiles=P.compile_records,
         environment=L.environment,
         facts=L.facts,
         paper=L.paper("md"),
@@ -58,9 +69,9 @@ rule study_readme:
     log:
         L.log("study_readme"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     params:
-        rebuild=f"snakemake --cores all --directory {STUDY_DIR} --forcerun summarize",
-        logs=CALL_LOGS,
+        rebuild=f"snakemake --cores all --directory {P.study_dir} --forcerun summarize",
+        logs=P.call_logs,
     script:
         "../scripts/study_readme.py"

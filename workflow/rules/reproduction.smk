@@ -1,18 +1,22 @@
 rule reproduction:
     """This study's speedups against those of its yardstick (config `yardstick`), configuration by configuration,
-    by the rule in compile_study/aggregate/compare.py: reproduced, differs, or inconclusive.
+    by the rule in compile_study/aggregate/compare.py: reproduced, differs, or inconclusive, once the two are
+    known to have measured the same data and protocol (else "not comparable").
     """
     input:
-        yardstick=yardstick_records,
-        records=run_records,
+        yardstick=P.yardstick_records,
+        yardstick_facts=P.yardstick_facts,
+        records=P.run_records,
+        facts=L.facts,
     output:
         md=L.reproduction("md"),
         csv=L.reproduction("csv"),
     log:
         L.log("reproduction"),
     resources:
-        **CPU_JOB,
+        **P.cpu_job,
     params:
-        names=REPRODUCTION_NAMES,
+        names=P.reproduction_names,
+        allow_different_data=config["yardstick"]["allow_different_data"],
     script:
         "../scripts/reproduction.py"

@@ -1,5 +1,6 @@
 # The timed jobs: every one holds the machine's `timed_run` slot (profiles/default: one at a time; on a host
-# with N GPUs, N at once, each locking its own GPU), so no timed block competes with another job. Each is a
+# with N GPUs, N at once, each locking its own GPU) and a host without compiles (measure/isolation.py Host), so no
+# timed block competes with another job. Each is a
 # `run:` block, run in a thread of Snakemake's own process (profiles/default: force-use-threads), that has the
 # warm launcher make the job's fresh process (compile_study/measure/launch.py, measure/jobs.py): no job pays
 # for an interpreter, its imports or a Snakemake of its own.
@@ -8,9 +9,9 @@
 rule train_run:
     """One configuration, one process, one JSON record (a failure is a record too)."""
     input:
-        data=DATA_FILES,
+        data=P.data_files,
         model=L.model,
-        cold_run=cold_run_record,
+        compiled=P.compiled_cache,
     output:
         record=L.record_pattern,
         trace=L.trace_pattern,
@@ -18,49 +19,26 @@ rule train_run:
         L.log(
             "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}"
         ),
-    threads: TIMED_THREADS
+    threads: P.timed_threads
     resources:
-        **TIMED_JOB,
+        **P.timed_job,
         timed_run=1,
     params:
-        run=run_params,
+        run=P.run_params,
         model=config["model"],
-        device=DEVICE,
-        cache_dir=inductor_cache_dir,
-        search_cache=shared_search_cache,
+        device=P.device,
+        cache_dir=P.inductor_cache_dir,
+        disturbance=config["disturbance"],
     run:
         jobs.train_run(
             params,
-            DATA_DIR,
-            output.record,
-            output.trace,
+            P.data_dir,
+            *output,
             log[0],
             threads,
-            progress,
-            expected_s=expected_seconds(wildcards),
+            P.progress,
+            expected_s=P.expected_seconds(wildcards),
         )
-
-
-rule parity:
-    """Eager vs compiled with dropout off and the same seed, losses and final accuracy: a check per compiled mode
-    and precision of the grid, each where the grid has a static cell of its mode and precision, at that cell's
-    batch size and on its Inductor cache (parity_cell). The checks time nothing, so they run at once, a process
-    each, in one job that holds the machine's timed slots (no timed job runs beside them).
-    """
-    input:
-        unpack(parity_inputs),
-    output:
-        parity_records(),
-    log:
-        [check["log"] for check in parity_checks()],
-    threads: TIMED_THREADS
-    resources:
-        **TIMED_JOB,
-        timed_run=max(1, GPUS),
-    params:
-        checks=parity_checks,
-    run:
-        jobs.parity_jobs(PARITY, params.checks, threads, DEVICE)
 
 
 rule measure_peak:
@@ -69,15 +47,21 @@ rule measure_peak:
         L.peak,
     log:
         L.log("measure_peak"),
-    threads: TIMED_THREADS
+    threads: P.timed_threads
     resources:
-        **TIMED_JOB,
+        **P.timed_job,
         timed_run=1,
     params:
-        peak={"device": DEVICE},
+        peak={"device": P.device},
     run:
         jobs.result_job(
-            PEAK, params.peak, output[0], log[0], threads, DEVICE, host_env=True
+            check_targets.peak,
+            params.peak,
+            output[0],
+            log[0],
+            threads,
+            P.device,
+            host_env=True,
         )
 
 
@@ -87,15 +71,21 @@ rule mlp_claim:
         L.mlp,
     log:
         L.log("mlp_claim"),
-    threads: TIMED_THREADS
+    threads: P.timed_threads
     resources:
-        **TIMED_JOB,
+        **P.timed_job,
         timed_run=1,
     params:
-        claim=mlp_job,
+        claim=P.mlp_job,
     run:
         jobs.result_job(
-            MLP, params.claim, output[0], log[0], threads, DEVICE, host_env=True
+            check_targets.mlp_claim,
+            params.claim,
+            output[0],
+            log[0],
+            threads,
+            P.device,
+            host_env=True,
         )
 
 
@@ -105,23 +95,18 @@ rule method_check:
     launcher against fresh processes (launcher).
     """
     input:
-        unpack(check_inputs),
+        unpack(P.check_inputs),
     output:
         L.check("{check}"),
     log:
         L.log("checks/{check}"),
     wildcard_constraints:
-        check="|".join(CHECKS),
-    threads:
-        lambda wc: (
-            min(workflow.cores, 2 * TIMED_THREADS)
-            if wc.check == "concurrency"
-            else TIMED_THREADS
-        )
+        check="|".join(P.method_checks),
+    threads: P.check_threads
     resources:
-        **TIMED_JOB,
-        timed_run=lambda wc: max(1, GPUS) if wc.check == "concurrency" else 1,
+        **P.timed_job,
+        timed_run=P.check_slots,
     params:
         model=config["model"],
     run:
-        method_check(wildcards.check, output[0], log[0], threads)
+        P.method_check(wildcards.check, output[0], log[0], threads)

@@ -1,0 +1,57 @@
+"""A cold compile's record: one JSON file per cold compile of a configuration, made by the compile phase (rule
+cold_compile, measure/cold.py) and read by the summary (each configuration's cold compile with its interval).
+
+    results/cuda/compiles/static/bf16/default/module/bs32/c0.json       (core/layout.py COMPILE)
+
+It has the run record's shape (record.SHAPE, so that one check finds it damaged; its config's `repeat` is the
+compile's index) with `kind: "cold_compile"` and a `compile` block saying how it ran (COMPILE). Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pandas as pd
+
+from compile_study.core import record
+
+KIND = "cold_compile"
+COMPILE = {
+    "index": "which of the configuration's cold compiles (0 fills the cache the timed runs start from)",
+    "at_once": "how many compiles the host ran at once at most while this one ran (1: alone)",
+    "slots": "compiles the host may run at once (k: its cores over cores_per_compile)",
+    "cores": "the CPU cores this compile was pinned to",
+    "alone": "whether it ran with the whole host to itself (a GEMM search benchmarks on the GPU)",
+    "inductor_cache": "the cache it started from (vocab.CACHE_STATES): cold, or cold but for a shared GEMM search",
+}
+METRICS = ("cold_compile_s", "first_step_s", "epoch1_s", "epoch2_s", "epoch_steps", "graphs_compiled", "recompiles",
+           "generated_kernels", "gemm_searches", "cudagraph_recordings", "compile_events_s", "recompile_limit_hit",
+           "peak_memory_bytes")
+
+
+def new(cfg: record.RunConfig, model: dict, env: dict, compile: dict) -> dict:
+    return {"schema_version": record.SCHEMA_VERSION, "kind": KIND, "config": asdict(cfg) | {"model": model},
+            "compile": compile, "env": env, "status": "ok", "error": None, "metrics": {}}
+
+
+def read(path) -> dict:
+    """A compile record (RecordError naming the file if it is damaged or of another kind)."""
+    rec = record.read(path)
+    if rec.get("kind") != KIND:
+        raise record.RecordError(f"{path}: not a cold compile's record (kind {rec.get('kind')!r})")
+    return rec
+
+
+def table(paths) -> pd.DataFrame:
+    """One row per cold compile: the configuration (record.CONFIGURATION_KEYS), how it ran, its metrics, status."""
+    rows = []
+    for path in paths:
+        rec = read(path)
+        cfg, m = rec["config"], rec["metrics"]
+        row = {k: cfg[k] for k in record.CONFIGURATION_KEYS} | {"device_type": rec["env"].get("device_type")}
+        row |= {k: rec["compile"].get(k) for k in COMPILE} | {k: m.get(k) for k in METRICS}
+        row |= {"status": rec["status"], "error": rec.get("error"),
+                "total_s": (m.get("overhead_s") or {}).get("total_s")}
+        rows.append(row)
+    columns = [*record.CONFIGURATION_KEYS, "device_type", *COMPILE, *METRICS, "status", "error", "total_s"]
+    return pd.DataFrame(rows, columns=columns)

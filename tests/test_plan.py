@@ -1,0 +1,175 @@
+"""The plan the rules read (compile_study/plan/study.py): the shipped config's jobs, inputs and params, and the
+repairs, which only an invocation that runs jobs makes (plan/repairs.py). No Snakemake run: a stand-in workflow."""
+
+from __future__ import annotations
+
+import copy
+import errno
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from compile_study.core import resume
+from compile_study.core.layout import Layout
+from compile_study.core.record import RunKey
+from compile_study.plan import repairs
+from compile_study.plan.study import Plan
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.unit
+SHIPPED = yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def workflow(executing: bool = False, cores: int = 16) -> SimpleNamespace:
+    """What the plan reads of Snakemake's workflow object; `executing`: an invocation that runs jobs."""
+    return SimpleNamespace(basedir=str(REPO), cores=cores, is_main_process=True, local_exec=True,
+                           executor_plugin=object() if executing else None, dryrun=False, touch=False)
+
+
+@pytest.fixture
+def gpu_plan(tmp_path, monkeypatch) -> Plan:
+    monkeypatch.chdir(tmp_path)
+    return Plan(workflow(), copy.deepcopy(SHIPPED) | {"device": "cuda", "yardstick": {"cuda": None}})
+
+
+def test_the_gpu_plan_runs_the_whole_grid_with_evidence_once_per_configuration(gpu_plan):
+    P = gpu_plan
+    assert P.device == "cuda" and len(P.runs) == 70 and P.layout.root == "results/cuda"
+    key = RunKey("reduce-overhead", "module", 32, "static", "bf16", 1)
+    params = P.run_params(key._asdict())
+    assert params["evidence"] is False and params["max_epoch_steps"] == 60 and params["lr"] == 3.0e-4
+    assert P.run_params(key.with_repeat(0)._asdict())["evidence"] is True
+    assert "sub_grid" not in params and "search_from" not in params
+    # every repeat waits for its configuration's first cold compile (its cache); an eager run for nothing
+    assert P.compiled_cache(key._asdict()) == [P.layout.compile_record(key, 0)]
+    assert P.compiled_cache(key._replace(compile_mode="eager")._asdict()) == []
+
+
+def test_the_compile_phase_compiles_each_configuration_cold_n_times_and_a_gemm_search_once_alone(gpu_plan):
+    P = gpu_plan
+    assert len(P.compiles) == 16 and len(P.compile_records()) == 14 * 3 + 2
+    ma = RunKey("max-autotune", "module", 512, "static", "bf16", 0)
+    nocg = ma._replace(compile_mode="max-autotune-no-cudagraphs")
+    assert P.compiles[ma] == {"n": 1, "alone": True, "search_from": None}
+    assert P.compiles[nocg] == {"n": 1, "alone": False, "search_from": ma}
+
+    def wc(key, index):
+        return SimpleNamespace(**{k: str(v) for k, v in key._asdict().items() if k != "repeat"}, index=str(index))
+
+    assert P.compile_inputs(wc(nocg, 0))["search"] == P.layout.compile_record(ma, 0)  # after the search
+    assert (P.compile_threads(wc(ma, 0)), P.compile_slots(wc(ma, 0))) == (16, 1)  # the search: a timed job's
+    ro = RunKey("reduce-overhead", "module", 32, "static", "bf16", 0)
+    assert (P.compile_threads(wc(ro, 2)), P.compile_slots(wc(ro, 2)), P.slots) == (2, 0, 8)
+    first, third = P.compile_params(wc(ro, 0)), P.compile_params(wc(ro, 2))
+    assert first["cache_dir"] == P.cache_dir_of(ro) and third["cache_dir"] != first["cache_dir"]  # scratch
+    assert first["run"]["repeat"] == 0 and third["run"]["repeat"] == 2 and third["run"]["evidence"] is False
+    assert P.compile_params(wc(nocg, 0))["search_cache"] == P.cache_dir_of(ma)
+
+
+def test_each_parity_check_runs_at_its_smallest_static_cell_on_that_cells_cache(gpu_plan):
+    P = gpu_plan
+    pairs = [(Path(p).parent.name, Path(p).stem) for p in P.parity_records()]
+    assert sorted(pairs) == [("bf16", m) for m in ("default", "max-autotune", "max-autotune-no-cudagraphs",
+                                                   "reduce-overhead")] + [("fp32", "default")]
+    ro = P.parity_check(SimpleNamespace(precision="bf16", compile_mode="reduce-overhead"))
+    assert ro["kwargs"]["settings"]["batch_size"] == 32
+    assert ro["cache_dir"] == "resources/inductor_cache/cuda/static-bf16-reduce-overhead-module-bs32"
+    ma = P.parity_check(SimpleNamespace(precision="bf16", compile_mode="max-autotune"))
+    assert ma["kwargs"]["settings"]["batch_size"] == 512
+    cell = P.parity_inputs(SimpleNamespace(precision="bf16", compile_mode="reduce-overhead"))["cell"]
+    assert cell.endswith("compiles/static/bf16/reduce-overhead/module/bs32/c0.json")  # on its first compile's cache
+
+
+def test_the_targets_name_every_record_and_a_method_check_its_threads(gpu_plan):
+    P = gpu_plan
+    targets = P.all_targets()
+    assert sum("/runs/" in t for t in targets) == 70 and P.layout.summary in targets
+    assert sum("/compiles/" in t for t in targets) == 44
+    assert P.check_threads(SimpleNamespace(check="concurrency")) == 16  # two timed jobs' worth, capped by the cores
+    assert P.check_threads(SimpleNamespace(check="timer_check")) == P.timed_threads
+
+
+def test_bad_config_stops_the_plan_with_the_key_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bad = copy.deepcopy(SHIPPED) | {"device": "cpu"}
+    bad["grids"]["cpu"][0]["batch_size"] = [0]
+    with pytest.raises(SystemExit, match=r"batch_size"):
+        Plan(workflow(), bad)
+
+
+def damaged_study(root: Path) -> tuple[Layout, dict, str]:
+    """A study directory with one truncated record and one whole record Snakemake marked incomplete."""
+    layout = Layout(str(root / "results" / "cpu"))
+    key = RunKey("eager", "module", 8, "static", "fp32", 0)
+    torn, whole = Path(layout.record(key)), Path(layout.peak)
+    torn.parent.mkdir(parents=True)
+    torn.write_text('{"schema_version": 4, "config"')
+    whole.write_text('{"peaks": {}}')
+    incomplete = root / ".snakemake" / "incomplete"
+    incomplete.mkdir(parents=True)
+    resume.marker(str(whole), incomplete).write_text("")
+    return layout, {str(torn): key, str(whole): None}, str(incomplete)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_repairs_are_found_without_a_change_and_made_only_when_asked(tmp_path):
+    layout, outputs, incomplete = damaged_study(tmp_path)
+    before = tree(tmp_path)
+    found = repairs.find(layout, outputs, incomplete)
+    lines = repairs.describe(found)
+    assert tree(tmp_path) == before  # a dry run changes nothing
+    torn = next(iter(outputs))
+    assert lines[0].startswith(f"damaged: {torn}: incomplete or corrupt JSON")
+    assert "a run would set it aside" in lines[0] and "a run would keep 1 output(s)" in lines[1]
+    made = repairs.make(found, layout, incomplete)
+    assert not Path(torn).exists() and Path(layout.damaged).is_dir()
+    assert resume.marked(incomplete) == [] and made[-1].startswith("kept 1 output(s)")
+
+
+def test_a_repair_the_file_system_refuses_is_one_line_naming_path_and_permission(tmp_path):
+    if os.geteuid() == 0:  # root ignores directory permissions: the error is made as the kernel would make it
+        e = PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "results/cpu/runs/r0.json"))
+    else:
+        pytest.skip("made as root")
+    layout = Layout(str(tmp_path / "results" / "cpu"))
+    Path(layout.paper("md")).parent.mkdir(parents=True)
+    Path(layout.paper("md")).write_text("old paper")
+    line = repairs.refused(e, "cannot set aside the damaged results/cpu/runs/r0.json", layout)
+    assert line == (f"cannot set aside the damaged results/cpu/runs/r0.json: {e.filename}: no write permission on "
+                    f"{tmp_path}/results/cpu/runs; {layout.paper('md')} stay as they are and may be stale")
+    assert "\n" not in line
+
+
+def test_the_plan_repairs_only_in_an_invocation_that_runs_jobs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    cfg = copy.deepcopy(SHIPPED) | {"device": "cpu"}
+    torn = Path("results/cpu/runs/static/fp32/eager/module/bs8/r0.json")
+    torn.parent.mkdir(parents=True)
+    torn.write_text("{")
+    dry = Plan(workflow(executing=False), copy.deepcopy(cfg))
+    dry.all_targets()
+    assert torn.is_file() and "a run would set it aside" in capsys.readouterr().err
+    real = Plan(workflow(executing=True), copy.deepcopy(cfg))
+    real.all_targets()
+    real.all_targets()  # once per invocation
+    assert not torn.exists() and Path("results/cpu/damaged", *torn.parts[2:]).is_file()
+    assert capsys.readouterr().err.count("set aside as") == 1
+
+
+def test_a_run_that_cannot_write_a_missing_output_says_where_and_what_is_stale(tmp_path, monkeypatch):
+    layout = Layout(str(tmp_path / "results" / "cpu"))
+    Path(layout.paper("md")).parent.mkdir(parents=True)
+    Path(layout.paper("md")).write_text("old paper")
+    missing = layout.record(RunKey("eager", "module", 8, "static", "fp32", 0))
+    assert repairs.unwritable(layout, [missing]) is None  # (root may write anywhere)
+    monkeypatch.setattr(os, "access", lambda path, mode: not str(path).startswith(str(tmp_path / "results")))
+    line = repairs.unwritable(layout, [missing])
+    assert line == (f"cannot make {missing}: {tmp_path}/results/cpu: no write permission on {tmp_path}/results/cpu; "
+                    f"{layout.paper('md')} stay as they are and may be stale")

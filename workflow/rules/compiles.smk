@@ -1,0 +1,54 @@
+# The compile phase: every compiled configuration's cold compiles and the parity checks, several at once on
+# disjoint cores (`threads`: a compile's share), never beside a timed job (measure/isolation.py Host), ahead of
+# the timed runs (`priority`), which all start from the cache a configuration's first cold compile leaves.
+
+
+rule cold_compile:
+    """One cold compile of a configuration, a fresh process from an empty Inductor cache (measure/cold.py)."""
+    input:
+        unpack(P.compile_inputs),
+    output:
+        L.compile_pattern,
+    log:
+        L.log(
+            "compiles/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/c{index}"
+        ),
+    priority: 10
+    threads: P.compile_threads
+    resources:
+        **P.compile_job,
+        timed_run=P.compile_slots,
+    params:
+        job=P.compile_params,
+    run:
+        jobs.compile_run(
+            params.job,
+            P.data_dir,
+            output[0],
+            log[0],
+            P.progress,
+            P.expected_compile_seconds(wildcards),
+        )
+
+
+rule parity:
+    """Eager vs compiled with dropout off and the same seed, losses and final accuracy: a check per compiled mode
+    and precision of the grid, at the batch size of the grid's static cell of its mode and precision and on the
+    cache that cell's first cold compile filled (plan/study.py parity_cell). It times nothing: a compile slot.
+    """
+    input:
+        unpack(P.parity_inputs),
+    output:
+        L.parity_pattern,
+    log:
+        L.log("parity/{precision}/{compile_mode}"),
+    priority: 10
+    threads: P.cores_per_compile
+    resources:
+        **P.compile_job,
+    params:
+        check=P.parity_check,
+    run:
+        jobs.parity_job(
+            check_targets.parity, params.check, output[0], log[0], threads, P.device
+        )

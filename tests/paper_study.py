@@ -9,6 +9,7 @@ import pandas as pd
 
 from compile_study.aggregate import figures
 from compile_study.aggregate.claims import claims_table
+from compile_study.aggregate.decide import decide
 from compile_study.aggregate.summary import add_mfu, environment, summarize
 from compile_study.core import record as record_mod
 from compile_study.report import build as report
@@ -83,5 +84,12 @@ def make_study(tmp_path, hostile: str = HOSTILE, device: str = "cuda", peak: flo
 
 
 def build(study: dict) -> report.Report:
-    return report.build(*(study[k] for k in ("summary", "parity", "claims", "environment", "facts", "config",
-                                             "device", "checks", "figure_dir_rel", "calls", "drawn")))
+    """The report of a study as rule paper makes it; its decisions made from its summary and checks as they are
+    now (a test may have edited either), as rule summarize makes them."""
+    checks = study["checks"]  # the report's names -> the study's files (layout.CHECKS), as rule summarize reads them
+    decisions = decide(study["summary"], {"timer_check": {"results": checks.get("timer") or []},
+                                          "concurrency": checks.get("concurrency") or {},
+                                          "launcher": checks.get("launcher") or {}})
+    return report.build(study["summary"], study["parity"], study["claims"], decisions,
+                        *(study[k] for k in ("environment", "facts", "config", "device", "checks", "figure_dir_rel",
+                                             "calls", "drawn")))

@@ -96,17 +96,26 @@ def test_forward_only_claim_rests_on_one_process_and_quotes_the_scopes_beside_it
     assert {x["scope"]: x["verdict"] for x in ev[0]["scopes"]} == {"forward": "slower", "aot-eager": "indistinct"}
 
 
-def test_short_runs_claim_counts_epochs_of_the_rows_used_across_the_speedup_interval():
-    # batch 32: 213 steps an epoch; 10 ms eager, 13.5 s cold: at 3.0x a step saves 6.67 ms -> 2,025 steps
-    s = table(three("reduce-overhead", 32, 3.0, 2.5, 3.6, cold_compile_s=13.5, break_even_steps=2025.0))
-    verdict, ev = claims.short_runs_claim(s, FACTS)
-    assert verdict == "holds" and ev[0]["epoch_steps"] == 6840 // 32
-    assert ev[0]["steps_low"] == pytest.approx(13.5 / (0.010 * (1 - 1 / 3.6)))  # the fast end saves most
-    assert ev[0]["steps_high"] == pytest.approx(13.5 / (0.010 * (1 - 1 / 2.5)))
-    slow = table(three("default", 32, 1.02, 0.98, 1.06, cold_compile_s=13.5))
-    assert claims.short_runs_claim(slow, FACTS)[1][0]["steps_high"] == math.inf  # no step saved at its low end
-    quick = table(three("reduce-overhead", 32, 3.0, 2.5, 3.6, cold_compile_s=0.2))
-    assert claims.short_runs_claim(quick, FACTS)[0] == "does-not-hold"
+def _paying(steps, low, high, **kw):
+    """A configuration at batch 32 (213 steps an epoch) whose break-even interval summary.csv gives."""
+    return three("reduce-overhead", 32, 3.0, 2.5, 3.6, cold_compile_s=13.5, payback="pays-after", break_even_steps=steps,
+                 break_even_low=low, break_even_high=high, break_even_method="Bonferroni", break_even_n=3, **kw)
+
+
+def test_short_runs_claim_reads_the_break_even_interval_against_one_epoch_of_the_rows_used():
+    verdict, ev = claims.short_runs_claim(table(_paying(2025.0, 1700.0, 2400.0)), FACTS)
+    assert verdict == "holds" and ev[0]["epoch_steps"] == 6840 // 32 and ev[0]["code"] == "more"
+    assert (ev[0]["steps_low"], ev[0]["steps_high"]) == (1700.0, 2400.0)  # the summary's, not recomputed
+    assert claims.short_runs_claim(table(_paying(60.0, 40.0, 90.0)), FACTS)[0] == "does-not-hold"  # within an epoch
+    assert claims.short_runs_claim(table(_paying(250.0, 150.0, 400.0)), FACTS)[0] == "not-enough-evidence"
+    # one cold compile: a point and no interval, so it decides nothing
+    one = _paying(2025.0, np.nan, np.nan) | {"break_even_method": "1 cold compile, no interval", "break_even_n": 1}
+    verdict, ev = claims.short_runs_claim(table(one), FACTS)
+    assert verdict == "not-enough-evidence" and ev[0]["code"] == "few-runs"
+    # a step not faster than eager's never pays back: compiling costs more on any run
+    never = three("default", 32, 0.99, 0.9, 1.08, cold_compile_s=13.5, payback="never", break_even_steps=math.inf)
+    verdict, ev = claims.short_runs_claim(table(never), FACTS)
+    assert verdict == "holds" and ev[0]["never"] and ev[0]["code"] == "more"
 
 
 def test_claims_table_is_codes_and_numbers_with_one_row_per_claim():

@@ -3,7 +3,9 @@
     python -m pytest tests/test_layers.py -q
 
 Layers, from the bottom (ARCHITECTURE.md draws them): core < measure < checks < aggregate < report < plan; the
-package's own `__main__` (the command line) sits above them all. Imports inside functions count too. The
+package's own `__main__` (the command line) sits above them all. Imports inside functions count too. The report
+words numbers and decides none: it imports no statistics (core/stats.py, scipy, numpy, `statistics`), which
+aggregate applies once (aggregate/decide.py, summary.py, claims.py). The
 Snakefile and workflow/rules/*.smk only wire rules to the plan: they define no function.
 """
 
@@ -20,6 +22,7 @@ pytestmark = pytest.mark.unit
 
 PACKAGE = "compile_study"
 LAYERS = ("core", "measure", "checks", "aggregate", "report", "plan")
+STATISTICS = ("compile_study.core.stats", "scipy", "numpy", "statistics")  # what the report may not import
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -95,8 +98,26 @@ def test_no_layer_imports_a_higher_one_and_nothing_imports_in_a_cycle():
     assert cycles(g) == []
 
 
+def statistics_in_report(root: Path) -> list[str]:
+    """Report modules that import a statistics module, or call one by the name `stats.` anywhere in their text."""
+    out = []
+    for path in sorted((root / PACKAGE / "report").rglob("*.py")):
+        name = module_name(path, root)
+        for node in ast.walk(ast.parse(path.read_text())):
+            found = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+                     if isinstance(node, ast.ImportFrom) else [])
+            out += [f"{name} imports {f}" for f in found if f.split(".")[0] in STATISTICS or f in STATISTICS]
+        out += [f"{name} names stats." for line in path.read_text().splitlines() if "stats." in line]
+    return out
+
+
+def test_the_report_imports_no_statistics():
+    assert statistics_in_report(REPO) == []
+
+
 def test_the_check_sees_an_upward_import_and_a_cycle(tmp_path):
-    """The checks above would fail on a deliberately bad package (a copy of this one, with two bad lines)."""
+    """The checks above would fail on a deliberately bad package (a copy of this one, with three bad lines)."""
     import shutil
 
     shutil.copytree(REPO / PACKAGE, tmp_path / PACKAGE)
@@ -104,7 +125,11 @@ def test_the_check_sees_an_upward_import_and_a_cycle(tmp_path):
     vocab.write_text(vocab.read_text() + "\nfrom compile_study.report import build  # noqa\n")
     timing = tmp_path / PACKAGE / "measure" / "timing.py"
     timing.write_text(timing.read_text() + "\nfrom compile_study.measure import run  # noqa\n")
+    findings = tmp_path / PACKAGE / "report" / "findings.py"
+    findings.write_text(findings.read_text() + "\nfrom compile_study.core import stats  # noqa\nBEST = stats.top\n")
     g = graph(tmp_path)
+    assert statistics_in_report(tmp_path) == ["compile_study.report.findings imports compile_study.core.stats",
+                                              "compile_study.report.findings names stats."]
     assert "compile_study.core.vocab -> compile_study.report.build" in upward_imports(g)
     assert any("compile_study.measure.timing" in c and "compile_study.measure.run" in c for c in cycles(g))
 

@@ -17,7 +17,7 @@ from compile_study.report import rebuild
 from .conftest import REPO
 
 STORED = sorted(p.parent for p in (REPO / "reference").glob("*/config.yaml"))
-REGENERATED = ("summary.csv", "parity.csv", "claims.csv", "environment.json", "paper.md", "paper.tex", "README.md") + (
+REGENERATED = ("summary.csv", "parity.csv", "claims.csv", "decisions.json", "environment.json", "paper.md", "paper.tex", "README.md") + (
     ("paper.pdf",) if shutil.which("latexmk") else ())  # the PDF too where it is built (its date is fixed)
 
 
@@ -49,7 +49,7 @@ def test_a_live_and_a_stored_study_share_one_layout():
     live, stored = Layout("results/cuda"), Layout(".")
     key = RunKey("default", "module", 32, "static", "bf16", 0)
     assert live.record(key) == "results/cuda/" + stored.record(key)
-    for attr in ("summary", "facts", "config", "claims", "environment", "figures", "peak", "mlp"):
+    for attr in ("summary", "facts", "config", "claims", "decisions", "environment", "figures", "peak", "mlp"):
         assert getattr(live, attr) == "results/cuda/" + getattr(stored, attr)
     assert live.paper("pdf") == "results/cuda/paper.pdf" and stored.check("timer_check") == "checks/timer_check.json"
 

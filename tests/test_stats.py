@@ -13,9 +13,11 @@ from compile_study.core.stats import (
     Band,
     Interval,
     aa_band,
+    break_even,
     chunk_log_ratios,
     compare,
     pooled_chunk_sd,
+    ratio_interval,
     speedup_interval,
     speedup_table,
     top,
@@ -224,3 +226,46 @@ def test_top_is_every_configuration_not_distinguishable_from_the_best():
            "slow": _iv(1.15, 1.14, 1.16)}
     assert top(ivs) == (["sg", "ro", "d"], ["slow"])  # three not distinguishable: none is "the fastest"
     assert top({"x": _iv(2.0, math.nan, math.nan, n=1)}) == ([], [])
+
+
+def test_a_gain_carries_both_sides_variance_and_covers_at_its_nominal_level():
+    """Welch's interval on the log ratio of two sets of processes (a configuration's real tokens/s over eager's):
+    wider than the one that takes eager's median as fixed, and covering the true ratio about 95% of the time."""
+    rng = np.random.default_rng(1)
+    truth, sd = 2.0, 0.08
+    a = np.exp(rng.normal(np.log(truth), sd, (STUDIES, 3)))
+    b = np.exp(rng.normal(0.0, sd, (STUDIES, 3)))
+    ivs = [ratio_interval(x, y) for x, y in zip(a, b)]
+    covered = np.mean([iv.low <= truth <= iv.high for iv in ivs])
+    fixed = [speedup_interval(x / np.median(y)) for x, y in zip(a, b)]  # eager's median taken as exact
+    assert 0.93 <= covered <= 0.98 and np.mean([f.low <= truth <= f.high for f in fixed]) < 0.93
+    iv = ratio_interval([4.0, 4.4, 4.2], [1.0, 0.9, 1.1])
+    assert iv.point == pytest.approx(np.exp(np.mean(np.log([4.0, 4.4, 4.2])) - np.mean(np.log([1.0, 0.9, 1.1]))))
+    assert iv.low < 4.2 / 1.1 and iv.high > 4.2 / 0.9 and iv.method == "Welch t on log ratio, n = 3 and 3"
+    assert math.isnan(ratio_interval([2.0, 2.1], [1.0, 1.0, 1.0]).low)  # two processes: no interval
+
+
+def test_break_even_from_both_intervals_on_known_inputs():
+    cold, speedups, eager_ms = [20.0, 22.0, 24.0], [3.0, 3.2, 3.4], 10.0
+    iv = break_even(cold, speedups, eager_ms)
+    c, s = np.exp(np.mean(np.log(cold))), np.exp(np.mean(np.log(speedups)))
+    assert iv.point == pytest.approx(c / (eager_ms * (1 - 1 / s) / 1e3))
+    c975, s975 = speedup_interval(cold, 0.975), speedup_interval(speedups, 0.975)
+    assert iv.low == pytest.approx(c975.low / (eager_ms * (1 - 1 / s975.high) / 1e3))  # the shortest compile, the largest saving
+    assert iv.high == pytest.approx(c975.high / (eager_ms * (1 - 1 / s975.low) / 1e3))
+    assert iv.method == "Bonferroni, 97.5% t on each side, n = 3 and 3" and iv.level == 0.95
+    one = break_even([20.0], speedups, eager_ms)
+    assert math.isnan(one.low) and one.method == "1 cold compile, no interval" and one.point == pytest.approx(
+        20.0 / (eager_ms * (1 - 1 / s) / 1e3))
+    assert break_even(cold, [0.9, 0.95, 0.97], eager_ms).point == math.inf  # no step saved: never
+    assert break_even(cold, [1.0, 1.5, 2.5], eager_ms).high == math.inf  # its speedup interval reaches 1
+
+
+def test_break_even_interval_covers_at_least_its_nominal_level():
+    rng = np.random.default_rng(2)
+    true_cold, true_speedup, eager_ms = 20.0, 1.5, 10.0
+    truth = true_cold / (eager_ms * (1 - 1 / true_speedup) / 1e3)
+    cold = np.exp(rng.normal(np.log(true_cold), 0.1, (STUDIES, 3)))
+    speedups = np.exp(rng.normal(np.log(true_speedup), 0.05, (STUDIES, 3)))
+    ivs = [break_even(c, s, eager_ms) for c, s in zip(cold, speedups)]
+    assert np.mean([iv.low <= truth <= iv.high for iv in ivs]) >= 0.95

@@ -1,5 +1,4 @@
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -71,8 +70,11 @@ def test_compile_latency_break_even_and_memory(records):
     assert row.cold_compile_s == pytest.approx(12.5) and row.warm_compile_s == pytest.approx(4.5)  # minus eager's 1 s
     assert (row.cold_n, row.warm_n) == (1, 2)  # as each run found its Inductor cache directory
     assert row.cold_epoch1_s == pytest.approx(23.5) and row.warm_epoch1_s == pytest.approx(15.5)  # never pooled
-    assert row.break_even_steps == pytest.approx(12.5 / ((10.0 - 8.0) / 1e3))
+    # cold compile over what a step saves, eager's step x (1 - 1 / speedup), from the speedup's geometric mean
+    assert row.break_even_steps == pytest.approx(12.5 / (row.reference_step_ms * (1 - 1 / row.speedup) / 1e3))
     assert row.break_even_epochs == pytest.approx(row.break_even_steps / (ROWS // 64))  # epochs of the rows used
+    assert row.payback == "pays-after" and np.isnan(row.break_even_low)  # one cold compile: no interval
+    assert row.break_even_method == "1 cold compile, no interval" and row.cold_method == "single run"
     assert row.memory_ratio == pytest.approx(2.0)
 
 
@@ -104,10 +106,12 @@ def test_escaping_neutralises_hostile_strings(hostile):
 
 
 def test_a_configuration_that_shared_a_gemm_search_has_no_cold_compile_and_the_paper_says_why(tmp_path):
+    from compile_study.aggregate.decide import decide
     from compile_study.aggregate.summary import environment
     from compile_study.core import vocab
-    from compile_study.report.build import SHARED_SEARCH_CELL, modes_table
+    from compile_study.report.build import SHARED_SEARCH_CELL, payback_table
     from compile_study.report.document import Text
+    from compile_study.report.findings import Context, payback
     from compile_study.report.method import costs
 
     paths = [record(tmp_path, "eager", 512, r, 10.0, 10.0) for r in range(3)]
@@ -125,11 +129,14 @@ def test_a_configuration_that_shared_a_gemm_search_has_no_cold_compile_and_the_p
     env = environment(records)
     assert env["compiled_cache_states"] == {"warm": 4, "cold": 1, vocab.SEARCH_SHARED: 1}
     assert env["search_shared_modes"] == ["max-autotune-no-cudagraphs"]
-    ctx = SimpleNamespace(env=env, gpu=True, train_rows=ROWS, summary=s.reset_index().assign(mfu=0.5))
+    summary = s.reset_index().assign(mfu=0.5)
+    ctx = Context(summary, None, decide(summary), env, {"splits": {"train": {"rows": ROWS}}}, {"grids": {"cuda": []}},
+                  "cuda", "figures", [], {})
     facts = costs(ctx)
     assert (facts["cold"], facts["warm"], facts["shared"], facts["shared_modes"]) == (
         1, 4, 1, ["max-autotune-no-cudagraphs"])
     sentence = paper.words(Text("method", "costs", facts))
     assert "`max-autotune-no-cudagraphs`" in sentence and "no cold compile" in sentence
-    cold_column = {row[2]: row[6] for row in modes_table(ctx).rows}
-    assert cold_column["max-autotune-no-cudagraphs"] == SHARED_SEARCH_CELL and cold_column["max-autotune"].endswith("(1)")
+    cold_column = {row[2]: row[3] for row in payback_table(ctx, payback(ctx)).rows}
+    assert cold_column["max-autotune-no-cudagraphs (module)"] == SHARED_SEARCH_CELL
+    assert cold_column["max-autotune (module)"] == "12.5 s (single run)"

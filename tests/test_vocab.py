@@ -30,6 +30,25 @@ def test_schema_enums_are_the_vocabulary():
     assert set(vocab.SCOPE_MODES) == set(vocab.COMPILE_SCOPES)
 
 
+def test_each_word_is_listed_once_and_every_other_list_follows_it():
+    """A new mode, scope or regime is one edit of vocab.py (and the schema's enum, held to it above): the scopes'
+    modes, the whole-step graph's modes, the wildcards and the figures' colours follow, and the schema's
+    description of the scopes names every scope."""
+    from compile_study.aggregate.figures import MODE_COLOURS
+    from compile_study.measure.step_graph import GRAPH_COMPILE_MODES
+
+    compiled = vocab.COMPILE_MODES[1:]
+    assert vocab.COMPILED_MODES == compiled and vocab.SCOPE_MODES["step"] == vocab.SCOPE_MODES["graph-break"] == compiled
+    assert vocab.SCOPE_MODES["module"] == vocab.SCOPE_MODES["fused-adamw"] == vocab.COMPILE_MODES
+    assert set(vocab.SCOPE_MODES["step-graph"]) == set(compiled) - set(vocab.CUDAGRAPH_MODES)  # the capture is the graph
+    assert GRAPH_COMPILE_MODES == ("eager", *vocab.SCOPE_MODES["step-graph"])
+    assert list(MODE_COLOURS) == list(vocab.COMPILE_MODES)  # a mode without a colour would fail in a figure
+    regime = re.compile(f"(?:{vocab.wildcard_constraints()['shape_regime']})")
+    assert all(regime.fullmatch(k) for k in vocab.REGIME_KINDS if k != "bucketed") and regime.fullmatch("bucketed-8-16")
+    described = SCHEMA["definitions"]["grid"]["properties"]["compile_scope"]["description"]
+    assert [s for s in vocab.COMPILE_SCOPES if not re.search(rf"(?<![\w-]){s}(?![\w-])", described)] == []
+
+
 def test_the_paper_has_words_for_every_scope_and_regime():
     from compile_study.report.document import Text
     from compile_study.report.paper import words

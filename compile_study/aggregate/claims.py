@@ -20,6 +20,8 @@ import math
 
 import pandas as pd
 
+from compile_study.aggregate.columns import interval_of
+from compile_study.aggregate.decide import key
 from compile_study.core import stats, vocab
 from compile_study.core.data import steps_per_epoch
 
@@ -39,11 +41,7 @@ def _num(v) -> float | None:
     return None if math.isnan(v) else v
 
 
-def _iv(row, prefix: str = "speedup") -> stats.Interval:
-    point = row[{"speedup": "speedup", "inference": "inference_speedup"}[prefix]]
-    n = row.get(f"{prefix}_n")
-    n = int(n) if _num(n) is not None else 0
-    return stats.Interval(point, row[f"{prefix}_low"], row[f"{prefix}_high"], "", n, stats.LEVEL)
+_iv = interval_of  # a summary row's interval (aggregate/columns.py names its columns)
 
 
 def _iv_json(iv: stats.Interval) -> dict:
@@ -84,17 +82,12 @@ def _static_module(summary: pd.DataFrame) -> pd.DataFrame:
     return vocab.usable(vocab.headline(summary))
 
 
-def _key(r) -> dict:
-    return {"mode": r.compile_mode, "scope": r.compile_scope, "regime": r.shape_regime, "precision": r.precision,
-            "batch": int(r.batch_size)}
-
-
 def training_claim(summary: pd.DataFrame) -> tuple[str, list[dict]]:
     """Per default-mode configuration (static shapes, the module): its speedup interval inside, outside or
     straddling 1.2-1.4x."""
     s = _static_module(summary)
     rows = s[s.compile_mode == "default"].dropna(subset=["speedup"]).sort_values(["precision", "batch_size"])
-    ev = [_key(r) | _iv_json(_iv(r)) | {"code": _band_code(_iv(r), *TRAIN_CLAIM)} for _, r in rows.iterrows()]
+    ev = [key(r) | _iv_json(_iv(r)) | {"code": _band_code(_iv(r), *TRAIN_CLAIM)} for _, r in rows.iterrows()]
     return _verdict([e["code"] for e in ev], "inside", "outside"), ev
 
 
@@ -108,7 +101,7 @@ def inference_claim(summary: pd.DataFrame) -> tuple[str, list[dict]]:
         iv = _iv(r, "inference")
         code = "few-runs" if not _decided(iv) else (
             "reaches" if iv.high >= INFERENCE_CLAIM and iv.low > 1 else "below" if iv.high < INFERENCE_CLAIM else "straddles")
-        ev.append(_key(r) | _iv_json(iv) | {"code": code})
+        ev.append(key(r) | _iv_json(iv) | {"code": code})
     codes = [e["code"] for e in ev]
     if "reaches" in codes:
         return "holds", ev
@@ -144,7 +137,7 @@ def dynamic_claim(summary: pd.DataFrame) -> tuple[str, list[dict]]:
         every = _num(r.graphs_compiled) is not None and r.graphs_compiled >= r.distinct_shapes
         code = ("few-runs" if not _decided(iv) else
                 "holds" if every and r.verdict != "faster" else "fails")
-        ev.append(_key(r) | _iv_json(iv) | {"graphs": _num(r.graphs_compiled), "shapes": _num(r.distinct_shapes),
+        ev.append(key(r) | _iv_json(iv) | {"graphs": _num(r.graphs_compiled), "shapes": _num(r.distinct_shapes),
                                             "limit_hit": bool(r.recompile_limit_hit), "verdict": r.verdict,
                                             "cold_compile_s": _num(r.cold_compile_s), "code": code})
     return _verdict([e["code"] for e in ev], "holds", "fails"), ev
@@ -161,34 +154,30 @@ def forward_claim(summary: pd.DataFrame) -> tuple[str, list[dict]]:
     for _, r in module.sort_values(["precision", "batch_size"]).iterrows():
         scopes = s[(s.precision == r.precision) & (s.batch_size == r.batch_size)
                    & s.compile_scope.isin(("forward", "backward", "aot-eager"))]
-        ev.append(_key(r) | {"forward": _num(r.forward_speedup), "backward": _num(r.backward_speedup),
+        ev.append(key(r) | {"forward": _num(r.forward_speedup), "backward": _num(r.backward_speedup),
                              "phase_n": 1, "code": "few-runs",
-                             "scopes": [_key(o) | _iv_json(_iv(o)) | {"verdict": o.verdict} for _, o in scopes.iterrows()]})
+                             "scopes": [key(o) | _iv_json(_iv(o)) | {"verdict": o.verdict} for _, o in scopes.iterrows()]})
     return ("not-enough-evidence" if ev else "not-measured"), ev
 
 
 def short_runs_claim(summary: pd.DataFrame, facts: dict) -> tuple[str, list[dict]]:
-    """A short run is one epoch of the training rows used. Per compiled static configuration: the break-even
-    interval, cold compile over the step time saved at each end of the speedup interval, is wholly above
-    one epoch ("more"), wholly below ("less") or neither."""
+    """A short run is one epoch of the training rows used. Per compiled static configuration: its break-even
+    interval (summary.csv: cold compile over the time a step saves, from both sides' intervals) wholly above one
+    epoch ("more"), wholly below ("less") or neither; a configuration that never pays back (its step is not
+    faster) costs more on any run ("more"); without a break-even interval (fewer than MIN_N cold compiles or
+    processes), "few-runs"."""
     rows_used = facts["splits"]["train"]["rows"]
     s = _static_module(summary)
     s = s[(s.compile_mode != "eager")].dropna(subset=["cold_compile_s"])
     ev = []
     for _, r in s.sort_values(["precision", "batch_size"]).iterrows():
-        iv, epoch = _iv(r), steps_per_epoch(r.batch_size, rows_used)
-        cold = max(float(r.cold_compile_s), 0.0)
-
-        def steps(speedup):
-            saved_s = r.reference_step_ms * (1 - 1 / speedup) / 1e3 if _num(speedup) else float("nan")
-            return float("inf") if saved_s <= 0 else cold / saved_s
-
-        lo, hi = (steps(iv.high), steps(iv.low)) if _decided(iv) else (float("nan"), float("nan"))
-        code = "few-runs" if not _decided(iv) else "more" if lo > epoch else "less" if hi < epoch else "straddles"
-        ev.append(_key(r) | _iv_json(iv) | {"steps": _num(r.break_even_steps), "steps_low": _num(lo),
-                                            "steps_high": _num(hi), "epoch_steps": epoch,
-                                            "cold_compile_s": _num(r.cold_compile_s), "code": code,
-                                            "cold_n": int(r.cold_n) if _num(r.get("cold_n")) is not None else 0})
+        be, epoch, never = _iv(r, "break_even"), steps_per_epoch(r.batch_size, rows_used), r.get("payback") == "never"
+        code = ("more" if never else "few-runs" if not _decided(be) else
+                "more" if be.low > epoch else "less" if be.high < epoch else "straddles")
+        ev.append(key(r) | {"speedup": _iv_json(_iv(r)), "steps": _num(be.point), "steps_low": _num(be.low),
+                            "steps_high": _num(be.high), "method": be.method, "epoch_steps": epoch, "never": bool(never),
+                            "cold_compile_s": _num(r.cold_compile_s), "code": code,
+                            "cold_n": int(r.cold_n) if _num(r.get("cold_n")) is not None else 0})
     return _verdict([e["code"] for e in ev], "more", "less"), ev
 
 

@@ -24,6 +24,7 @@ from matplotlib.ticker import (  # noqa: E402
 )
 from matplotlib.transforms import Bbox  # noqa: E402
 
+from compile_study.aggregate.columns import POINT  # noqa: E402
 from compile_study.core import stats  # noqa: E402
 
 matplotlib.rcParams["svg.hashsalt"] = "compile-study"  # deterministic ids
@@ -117,7 +118,7 @@ def line(ax, sizes: list, x, y, dodge: float | dict = 1.0, **kw) -> None:
 
 def interval(ax, x, row, prefix: str, colour, marker, horizontal=False) -> None:
     """One point with its interval (MIN_N processes or more) or a hollow marker (fewer: no interval)."""
-    point = row[{"speedup": "speedup", "gain": "gain_over_eager_static"}[prefix]]
+    point = row[POINT[prefix]]
     n, lo, hi = row.get(f"{prefix}_n", 0), row[f"{prefix}_low"], row[f"{prefix}_high"]
     has = n >= stats.MIN_N and np.isfinite(lo) and np.isfinite(hi)
     err = [[point - lo], [hi - point]] if has else None

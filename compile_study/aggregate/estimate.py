@@ -41,7 +41,7 @@ from compile_study.core.layout import Layout
 # Seconds, where nothing was measured yet; each says where it comes from.
 # The launcher's own cost per run (process start, the imports the server did not preload, the environment,
 # the record, the process's exit): CPU, median of this project's launcher records on 2 cores (2026-12-01); CUDA,
-# an H200 measurement outside the study (DESIGN.md: an eager forked child's wall time less its CUDA init and
+# an H200 measurement outside the study (an eager forked child's wall time less its CUDA init and
 # its steps, 0.15 s), doubled until the study's own H200 records say better.
 LAUNCHER_S = {"cpu": 0.6, "cuda": 0.3}
 # A run of a kind never measured: first H200 runs (imports taken out) and 2-core CPU runs, cold and warm.

@@ -1,6 +1,6 @@
 """Figures from the summary table and the run records (plotting only; never touches a device).
 
-    figures.draw_all(summary, record.table(paths), environment, "paper/figures")   # -> the figures made
+    figures.draw_all(summary, record.table(paths), environment, "results/cpu/figures")   # -> the figures made
 
 Only a figure with data is made: `drawable` decides which, `draw_all` draws those as PNG and as a PDF without a
 creation date (byte-identical on a rebuild) and writes `index.json`, the list the paper cites (read_index).

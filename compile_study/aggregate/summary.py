@@ -3,7 +3,7 @@
     snakemake --cores all results/cpu/summary.csv        (rule summarize calls `write`)
 
 Speedup: every run times its subject (eager or compiled) interleaved with an eager reference in the same
-process; the run's ratio reference/subject is its speedup, and for an eager subject it is the A/A control.
+process; the run's ratio, reference over subject, is its speedup, and for an eager subject it is the A/A control.
 Across the configuration's processes (repeats) stats.py gives the interval (method and n beside it), the
 cell's A/A band and the verdict. Everything else is the median over the successful repeats.
 """
@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from compile_study.aggregate import variance
+from compile_study.aggregate.columns import columns
 from compile_study.core import compile_record, record, stats, vocab
 from compile_study.core.data import steps_per_epoch
 from compile_study.core.io import write_json_atomic, write_text_atomic
@@ -34,8 +35,6 @@ PARITY_COLUMNS = [
     "compile_mode", "precision", "batch_size", "loss_steps", "train_steps", "max_rel_loss_diff", "loss_rtol",
     "loss_ok", "eager_accuracy", "compiled_accuracy", "accuracy_delta_points", "accuracy_ok",
 ]
-# an interval's point column per prefix: every point shown beside an interval is that interval's centre
-POINT = {"speedup": "speedup", "gain": "gain_over_eager_static", "inference": "inference_speedup", "step": "step_ms"}
 
 
 def _status(g: pd.DataFrame) -> tuple[str, str | None]:
@@ -47,73 +46,64 @@ def _status(g: pd.DataFrame) -> tuple[str, str | None]:
 
 def _interval_columns(prefix: str, values) -> dict:
     """The interval across processes (stats.speedup_interval) and its point, the geometric mean."""
-    iv = stats.speedup_interval(pd.to_numeric(pd.Series(values), errors="coerce").dropna())
-    return {POINT[prefix]: iv.point, f"{prefix}_low": iv.low, f"{prefix}_high": iv.high, f"{prefix}_method": iv.method,
-            f"{prefix}_n": iv.n}
+    return columns(prefix, stats.speedup_interval(pd.to_numeric(pd.Series(values), errors="coerce").dropna()))
 
 
-def _cold_compiles(compiles: pd.DataFrame | None) -> dict[tuple, pd.DataFrame]:
-    """CONFIG values -> the configuration's successful cold compiles of the compile phase."""
-    if compiles is None or compiles.empty:
-        return {}
-    ok = compiles[compiles.status == "ok"]
-    return {k: g for k, g in ok.groupby(CONFIG, sort=True)}
-
-
-def _config_row(key: tuple, g: pd.DataFrame, cold: pd.DataFrame | None = None) -> dict:
+def _config_row(key: tuple, g: pd.DataFrame, medians: dict, cold: list[float] | None = None) -> dict:
     """Medians over the configuration's successful repeats, plus status, spread and compile overheads; `cold`:
-    its cold compiles of the compile phase, where it has any."""
+    its cold compiles (cold_compiles), counted as cold_n."""
     ok = g[g.status == "ok"]
     status, error = _status(g)
     row = dict(zip(CONFIG, key)) | {"reference_regime": g.reference_regime.iloc[0], "n": len(g), "n_ok": len(ok),
                                     "status": status, "error": error}
-    for m in NUMERIC:
-        values = pd.to_numeric(ok[m], errors="coerce")
-        row[m] = values.median() if values.notna().any() else np.nan
+    row |= medians.get(key, dict.fromkeys(NUMERIC, np.nan))  # NaN where none measured it
     first = ok.iloc[0] if len(ok) else None  # text fields: the first successful repeat's
     row |= {m: (first[m] if first is not None else None) for m in TEXT}
     row["evidence_errors"] = "; ".join(sorted({e for e in g.evidence_errors if isinstance(e, str)})) or None
-    row["recompile_limit_hit"] = bool(ok.recompile_limit_hit.fillna(False).astype(bool).any())
+    row["recompile_limit_hit"] = bool(ok.recompile_limit_hit.fillna(0).astype(bool).any())
     row["step_cv_within_run"] = ok.step_cv.median() if len(ok) else np.nan
     row["step_cv_across_repeats"] = ok.steady_step_ms.std() / ok.steady_step_ms.mean() if len(ok) > 1 else np.nan
-    row |= _interval_columns("gain", ok.gain_over_eager_static)
     row |= _interval_columns("inference", ok.inference_speedup)
     row |= _interval_columns("step", ok.steady_step_ms)  # step times compared across configurations (stats.compare)
     row["dirty_n"] = int((g.git_dirty.astype(str) == "True").sum())  # records made from a tree with changes
     for phase in ("forward", "backward", "optimizer"):  # per phase, eager reference / subject, same process
         row[f"{phase}_speedup"] = row[f"reference_{phase}_ms"] / row[f"{phase}_ms"]
     for state in ("cold", "warm"):  # as each run found its Inductor cache directory (the record's env)
-        sel = cold if state == "cold" and cold is not None else ok[ok.inductor_cache == state]
-        row[f"{state}_n"] = len(sel)
+        sel = ok[ok.inductor_cache == state]
+        if state == "warm":  # the cold compiles are counted with their interval (cold_n: cold_compiles)
+            row["warm_n"] = len(sel)
         row[f"{state}_epoch1_s"] = sel.epoch1_s.median() if len(sel) else np.nan
         # epoch 1 - epoch 2: compilation, recompilations, CUDA-graph recording
         row[f"{state}_epoch1_overhead_s"] = (sel.epoch1_s - sel.epoch2_s).median() if len(sel) else np.nan
+    # rows an epoch of the runs drew: epochs stop at max_epoch_steps; a packed row holds several sequences
+    named = dict(zip(CONFIG, key))
+    row["epoch_rows"] = row["epoch_steps"] * named["batch_size"] if named["shape_regime"] != "packed" else np.nan
     row["search_shared_n"] = int((ok.inductor_cache == vocab.SEARCH_SHARED).sum())  # not cold: no cold compile
     return row
 
 
-def _regime_gains(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
-    """A non-static regime's gain in real tokens/s over eager on static batches, against the eager static runs of
-    the same batch size and precision (their median) where the grid has them: each run's real tokens/s over
-    that median, with the interval across the regime's runs. Not against the static reference inside the
-    run: its steps alternate with another shape's, and its first step after each switch is slow (allocator),
-    which on the GPU inflated the gain of packed batches by a third. Without eager static runs, the
-    in-process yardstick stays, and `gain_yardstick` says which one a row has."""
+def _gains(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
+    """Every configuration's gain: its real (non-pad) tokens/s over eager's on static batches of the same batch size
+    and precision (eager, module, static: the yardstick), each side across its own processes, with the interval
+    of stats.ratio_interval (both sides' variance). One definition for every regime and mode. Not against the
+    static reference inside the run: its steps alternate with another shape's, and its first step after each
+    switch is slow (allocator), which on the GPU inflated the gain of packed batches by a third. Where the
+    cell has no eager static runs there is no gain; the yardstick's own row has none either."""
     ok = records[records.status == "ok"]
     static = ok[(ok.shape_regime == "static") & (ok.compile_mode == "eager") & (ok.compile_scope == "module")]
-    yard = pd.to_numeric(static.real_tokens_per_s, errors="coerce").groupby(
-        [static.device_type, static.precision, static.batch_size]).median()
-    summary["gain_yardstick"] = "in-process"
-    for i, row in summary.iterrows():
+    yard = {k: pd.to_numeric(g.real_tokens_per_s, errors="coerce").dropna()
+            for k, g in static.groupby(["device_type", "precision", "batch_size"])}
+    by_config = {k: pd.to_numeric(g.real_tokens_per_s, errors="coerce").dropna() for k, g in ok.groupby(CONFIG)}
+    rows = []
+    for _, row in summary.iterrows():
         key = (row.device_type, row.precision, row.batch_size)
-        if row.shape_regime == "static" or key not in yard.index:
-            continue
-        runs = ok[(ok[CONFIG] == pd.Series(row[CONFIG])).all(axis=1)]
-        gains = pd.to_numeric(runs.real_tokens_per_s, errors="coerce") / yard[key]
-        for col, value in _interval_columns("gain", gains).items():
-            summary.loc[i, col] = value
-        summary.loc[i, "gain_yardstick"] = "eager static runs"
-    return summary
+        itself = row.shape_regime == "static" and row.compile_mode == "eager" and row.compile_scope == "module"
+        runs = by_config.get(tuple(row[c] for c in CONFIG), pd.Series(dtype=float))
+        iv = (stats.ratio_interval(runs, yard[key]) if key in yard and not itself else
+              stats.Interval(np.nan, np.nan, np.nan, "the yardstick" if itself else "no eager static runs", 0, np.nan))
+        rows.append(columns("gain", iv))
+    return summary.drop(columns=[c for c in rows[0] if c in summary], errors="ignore").join(
+        pd.DataFrame(rows, index=summary.index)) if rows else summary
 
 
 def summarize(records: pd.DataFrame, train_rows: int, compiles: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -122,13 +112,29 @@ def summarize(records: pd.DataFrame, train_rows: int, compiles: pd.DataFrame | N
     train_rows: the training rows the runs used (facts.json's splits.train.rows): epochs are counted in them.
     compiles: the compile phase's cold compiles (core/compile_record.py table); a configuration's cold compile
     comes from them where it has any, else (a study made before the compile phase) from its cold runs."""
-    cold = _cold_compiles(compiles)
-    summary = pd.DataFrame([_config_row(key, g, cold.get(key)) for key, g in records.groupby(CONFIG, sort=True)])
-    summary = _regime_gains(summary, records)
+    records = compact(records.astype({m: float for m in NUMERIC if records[m].dtype == object}))
+    ok = records[records.status == "ok"]
+    medians = {k: v for k, v in ok.groupby(CONFIG)[NUMERIC].median().to_dict("index").items()}
+    colds = cold_compiles(records, compiles)
+    summary = pd.DataFrame([_config_row(key, g, medians, colds.get(key)) for key, g in
+                            records.groupby(CONFIG, sort=True)])
+    summary = _gains(summary, records)
     speedups = stats.speedup_table(records, CONFIG, CELL).rename(
         columns={"aa_band_low": "aa_low", "aa_band_high": "aa_high"})
     summary = summary.merge(speedups, on=CONFIG, how="left")
-    return _against_eager(withhold_disturbed(summary, records), records, train_rows)
+    summary = withhold_disturbed(summary, records)
+    return compact(add_host_ratio(_against_eager(summary, records, train_rows, colds)))
+
+
+def compact(df: pd.DataFrame) -> pd.DataFrame:
+    """Text as plain objects and one block per dtype: tables and claims select rows of the summary hundreds of
+    times, and each selection copies every block (pandas' text columns are a block each)."""
+    text = [c for c in df.columns if isinstance(df[c].dtype, pd.StringDtype)]
+    if not text:
+        return df.copy()
+    objects = pd.DataFrame(np.array([df[c].to_numpy(dtype=object) for c in text], dtype=object).T, columns=text,
+                           index=df.index, dtype=object)  # one block (astype would make a column at a time)
+    return pd.concat([df.drop(columns=text), objects], axis=1)[list(df.columns)].copy()
 
 
 def withhold_disturbed(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
@@ -150,32 +156,91 @@ def _eager_of_cell(records: pd.DataFrame) -> dict:
     return {k: g for k, g in eager.groupby(CELL)}
 
 
-def _against_eager(summary: pd.DataFrame, records: pd.DataFrame, train_rows: int) -> pd.DataFrame:
-    """Cross-process speedup, compile latency net of eager's warm-up, break-even, memory ratio."""
-    eager = _eager_of_cell(records)
-    cols = {c: [] for c in ("eager_step_ms", "aa_ratio", "cross_process_speedup", "cold_compile_s",
-                            "warm_compile_s", "break_even_steps", "break_even_epochs", "memory_ratio")}
-    for _, row in summary.iterrows():
-        e = eager.get(tuple(row[c] for c in CELL))
-        if e is None:
-            for c in cols:
-                cols[c].append(np.nan)
+def cold_compiles(records: pd.DataFrame, compiles: pd.DataFrame | None = None) -> dict[tuple, list[float]]:
+    """Each compiled configuration's cold compiles in seconds, keyed by its CONFIG values: the one source of
+    cold-compile times; the interval, the break-even, the claims and the paper all read this list.
+
+    A cold compile is epoch 1 minus epoch 2 (compilation, recompilations, CUDA-graph recording) of a process that
+    found its Inductor cache empty, less the same for eager in the cell (the median over its eager runs: the
+    first epoch's costs that are not compilation). Such processes are the compile phase's (`compiles`: the
+    compile records' table, rule cold_compile); a study made before the compile phase has them as its runs whose
+    record says "cold" (repeat 0). A configuration in a cell without eager runs, or with no cold process (one that
+    started from another mode's GEMM search, before the compile phase), has none."""
+    eager = {k: (g.epoch1_s - g.epoch2_s).median() for k, g in _eager_of_cell(records).items()}
+    phase = None if compiles is None or compiles.empty else compiles[
+        (compiles.status == "ok") & (compiles.compile_mode != "eager")].assign(
+        reference_regime=lambda d: [vocab.Regime.parse(r).reference for r in d.shape_regime])
+    runs = records[(records.status == "ok") & (records.compile_mode != "eager") & (records.inductor_cache == "cold")]
+    out = {}
+    for source in (runs, phase):  # the compile phase's, where a configuration has any, replace its cold runs'
+        if source is None:
             continue
-        eager_overhead = (e.epoch1_s - e.epoch2_s).median()
+        for key, g in source.groupby(CONFIG):
+            cell = tuple(g[c].iloc[0] for c in CELL)
+            if cell in eager:
+                out[key] = [float(v) for v in pd.to_numeric(g.epoch1_s - g.epoch2_s) - eager[cell]]
+    return out
+
+
+# what the paper advises for each compiled configuration (`payback`), by its verdict against eager
+PAYBACK = {"faster": "pays-after", "slower": "never", "within-noise": "never", "indistinct": "not-shown-faster",
+           "few-runs": "few-runs", "no-control": "no-control"}
+
+
+def payback(row, cold_n: int) -> str | None:
+    """When compiling pays, for one configuration: after its break-even ("pays-after", the verdict is faster),
+    "never" (slower, within noise, or a speedup not above 1), "not-shown-faster" (not distinguishable from
+    eager), "few-runs" or "no-control" (no verdict), "no-cold-compile"; None for eager."""
+    if row.compile_mode == "eager":
+        return None
+    if cold_n == 0:
+        return "no-cold-compile"
+    code = PAYBACK.get(row.verdict, "few-runs")
+    return "never" if code != "few-runs" and not row.speedup > 1 else code
+
+
+def _against_eager(summary: pd.DataFrame, records: pd.DataFrame, train_rows: int,
+                   colds: dict[tuple, list[float]]) -> pd.DataFrame:
+    """Cross-process speedup, cold compile (with its interval) and warm-cache load net of eager's warm-up,
+    break-even (with its interval) and what it advises, memory ratio."""
+    eager = _eager_of_cell(records)
+    ok = records[records.status == "ok"]
+    speedups = {k: g.in_process_speedup for k, g in ok.groupby(CONFIG)}
+    out = []
+    for _, row in summary.iterrows():
+        config, e = tuple(row[c] for c in CONFIG), eager.get(tuple(row[c] for c in CELL))
+        if e is None:
+            out.append({})
+            continue
         compiled = row.compile_mode != "eager"
-        cold = row.cold_epoch1_overhead_s - eager_overhead if compiled else np.nan
-        saved_s = (row.reference_step_ms - row.steady_step_ms) / 1e3  # per step, same process
-        steps = (np.inf if saved_s <= 0 else max(cold, 0) / saved_s) if compiled and np.isfinite(cold) else np.nan
-        cols["eager_step_ms"].append(e.steady_step_ms.median())
-        cols["aa_ratio"].append(e.in_process_speedup.median())
-        cols["cross_process_speedup"].append(e.steady_step_ms.median() / row.steady_step_ms)
-        cols["cold_compile_s"].append(cold)
-        cols["warm_compile_s"].append(row.warm_epoch1_overhead_s - eager_overhead if compiled else np.nan)
-        cols["break_even_steps"].append(steps)
-        cols["break_even_epochs"].append(steps / steps_per_epoch(row.batch_size, train_rows))
-        cols["memory_ratio"].append(e.peak_memory_bytes.median() / row.peak_memory_bytes)
-    for c, v in cols.items():
-        summary[c] = v
+        cold = colds.get(config, [])
+        steps = stats.break_even(cold, speedups.get(config, []), row.reference_step_ms) if compiled else None
+        code = payback(row, len(cold))
+        if code == "never":  # the compiled step is not faster: it never pays back, whatever the arithmetic says
+            steps = stats.Interval(np.inf, np.nan, np.nan, steps.method, steps.n, steps.level)
+        epoch = steps_per_epoch(row.batch_size, train_rows)
+        cells = {"eager_step_ms": e.steady_step_ms.median(), "aa_ratio": e.in_process_speedup.median(),
+                 "cross_process_speedup": e.steady_step_ms.median() / row.steady_step_ms,
+                 "memory_ratio": e.peak_memory_bytes.median() / row.peak_memory_bytes, "payback": code}
+        if compiled:
+            eager_overhead = (e.epoch1_s - e.epoch2_s).median()
+            cells |= columns("cold", stats.speedup_interval(cold, of="seconds")) | columns("break_even", steps) | {
+                "warm_compile_s": row.warm_epoch1_overhead_s - eager_overhead, "full_epoch_steps": epoch,
+                "break_even_epochs": steps.point / epoch, "break_even_epochs_low": steps.low / epoch,
+                "break_even_epochs_high": steps.high / epoch}
+        out.append(cells)
+    return summary.join(pd.DataFrame(out, index=summary.index))
+
+
+HOST_BOUND = 1.25  # timed step / device-busy time above which the host, not the device, sets the pace
+
+
+def add_host_ratio(summary: pd.DataFrame) -> pd.DataFrame:
+    """The timed step over the device-busy time per step the profiler measured (one process's window): how far
+    the step is from the device's own work; above HOST_BOUND the host sets the pace (`host_bound`)."""
+    summary["host_ratio"] = summary.steady_step_ms / pd.to_numeric(summary.profile_device_busy_ms_per_step,
+                                                                   errors="coerce")
+    summary["host_bound"] = summary.host_ratio > HOST_BOUND
     return summary
 
 
@@ -244,12 +309,14 @@ def _json_or(path, default):
 
 
 def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp_path=None,
-          compile_paths=()) -> pd.DataFrame:
-    """Records -> out["summary"] (csv), out["parity"] (csv), out["environment"] (json), out["claims"] (csv).
+          check_paths: dict | None = None, compile_paths=()) -> pd.DataFrame:
+    """Records -> out["summary"] (csv), out["parity"] (csv), out["environment"] (json), out["claims"] (csv),
+    out["decisions"] (json: aggregate/decide.py).
 
-    The peak and MLP results and the cold compiles' records are optional (a stored study from before they
-    existed has none)."""
+    The peak and MLP results, the method checks ({name: path}) and the cold compiles' records are optional (a
+    stored study from before they existed has none)."""
     from compile_study.aggregate.claims import claims_table
+    from compile_study.aggregate.decide import decide, to_json
 
     records = record.table(record_paths)
     compiles = compile_record.table(compile_paths)
@@ -260,6 +327,8 @@ def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp
     write_text_atomic(out["parity"], parity_table(parity_paths).to_csv(index=False))
     claims = claims_table(summary, _json_or(mlp_path, None), facts)
     write_text_atomic(out["claims"], claims.to_csv(index=False))
+    checks = {name: _json_or(path, {}) for name, path in (check_paths or {}).items()}
+    write_text_atomic(out["decisions"], to_json(decide(summary, checks)))
     write_json_atomic(out["environment"],
                       environment(records) | {"peak_tflops": {p: v["tflops"] for p, v in peaks.items()}})
     return summary

@@ -6,7 +6,7 @@ A study directory holds everything its paper is made from and the paper itself:
     <root>/model.json                 the model's class, parameters, FLOPs per token and plug (rule check_model)
     <root>/runs/<regime>/<precision>/<mode>/<scope>/bs<B>/r<repeat>.json (+ .trace.json.gz)   one record per run
     <root>/parity/<precision>/<mode>.json   <root>/peak.json   <root>/claims/mlp.json   <root>/checks/*.json
-    <root>/summary.csv  parity.csv  claims.csv  environment.json  figures/  paper.md  paper.tex  paper.pdf
+    <root>/summary.csv  parity.csv  claims.csv  decisions.json  environment.json  figures/  paper.md  paper.tex  paper.pdf
     <root>/reproduction.md, reproduction.csv   against the stored study config `yardstick` names, if any
     <root>/README.md (generated)   <root>/calls.jsonl (the calls that ran it)   <root>/logs/ (a stored study's)
     <root>/damaged/runs/...        records found damaged, set aside (with a .why.txt note) while their runs are redone
@@ -114,6 +114,11 @@ class Layout:
         return self._p("claims.csv")
 
     @property
+    def decisions(self) -> str:
+        """Every ranking, comparison and method-check verdict the paper words (aggregate/decide.py)."""
+        return self._p("decisions.json")
+
+    @property
     def environment(self) -> str:
         return self._p("environment.json")
 
@@ -152,7 +157,7 @@ class Layout:
     def views(self) -> list[str]:
         """What is made from the records (the tables, the figures, the papers, the README): none of it may stand
         while a record it was made from is gone."""
-        return [self.summary, self.parity_table, self.claims, self.environment, self.figures,
+        return [self.summary, self.parity_table, self.claims, self.decisions, self.environment, self.figures,
                 self.paper("md"), self.paper("tex"), self.paper("pdf"), self.readme]
 
     def log(self, name: str) -> str:

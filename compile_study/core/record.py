@@ -6,8 +6,8 @@ A record is `{"schema_version", "config", "env", "status", "error", "metrics", "
 `config` is a RunConfig plus the model, `env` the hardware and versions (env.py), `status` one of vocab.STATUSES,
 `metrics` the names declared below (absent ones were not measured), `disturbed` None or the evidence that other
 work on the host disturbed the run (core/disturbance.py), `earlier_attempts` the records of the run's disturbed
-attempts that this one replaced, whole (measure/jobs.py redoes a disturbed run). Older records are upgraded on reading (`upgrade`), so
-summary, figures, rebuild and benchmarks/records_table.py see one shape. Torch-free.
+attempts that this one replaced, whole (measure/jobs.py redoes a disturbed run). Older records are upgraded on
+reading (`upgrade`), so summary, figures, rebuild and `python -m compile_study record` see one shape. Torch-free.
 """
 
 from __future__ import annotations
@@ -364,7 +364,7 @@ def table(paths) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """One line per record: status, configuration, step time, speedup (the old benchmarks/records_table.py)."""
+    """One line per record: status, configuration, step time, speedup."""
     for path in argv if argv is not None else sys.argv[1:]:
         try:
             rec = read(path)

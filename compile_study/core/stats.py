@@ -1,4 +1,5 @@
-"""Speedup intervals with stated coverage, the A/A band of a cell, and the verdict rule (torch-free).
+"""Speedup intervals with stated coverage, the A/A band of a cell, and the verdict rule (torch-free). The rule's
+constants (LEVEL, MIN_N, BAND_SDS) and the Interval and Band types are in core/intervals.py, which the report reads.
 
     from compile_study.core.stats import speedup_table
     table = speedup_table(records, config=CONFIG, cell=CELL)   # records: one row per run (summary.load_records)
@@ -37,6 +38,12 @@ outside the band by chance far more often than 5%: tests/test_stats.py); a cell 
 after their redos gets "disturbed" (aggregate/summary.py withhold_disturbed). The paper's templates turn the
 codes into words.
 
+A gain (`ratio_interval`) compares two sets of processes, a configuration's and eager's on static batches:
+the ratio of their geometric means, with Welch's t interval on the difference of mean logs (both sides' variance
+carried), given only where both sides have MIN_N processes. A break-even (`break_even`) is cold compile seconds
+over the seconds a step saves; its interval is made from each side's 97.5% interval (Bonferroni: it holds
+whenever both do, with 95% or more); a cold compile measured fewer than MIN_N times gives it none.
+
 Comparison rule (`compare`), the one rule behind every comparative word of the paper ("faster than",
 "fastest", "most"): two configurations' intervals (speedups over eager, gains, or step times read as their
 inverse) are ordered only when both rest on at least MIN_N processes and the intervals do not overlap;
@@ -48,41 +55,17 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-LEVEL = 0.95  # nominal coverage of every interval
-MIN_N = 3  # fewest processes for an interval, a verdict and a comparative word
-BAND_SDS = 1.0  # the A/A band's second term: |mean| + BAND_SDS x SD of the per-process A/A log ratios
-NAN = float("nan")
+from compile_study.core.intervals import BAND_SDS, BREAK_EVEN_SIDE, LEVEL, MIN_N, NAN, Band, Interval
+
+__all__ = ["BAND_SDS", "LEVEL", "MIN_N", "NAN", "VERDICTS", "Band", "Interval", "aa_band", "break_even", "compare",
+           "ratio_interval", "speedup_interval", "speedup_table", "top", "verdict"]
 # verdict codes (the templates word them): against the A/A band, or why there is none
 VERDICTS = ("faster", "slower", "within-noise", "indistinct", "few-runs", "no-control", "aa", "no-run", "disturbed")
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A configuration's speedup: point, interval ends (NaN if none), how they were made, nominal coverage."""
-
-    point: float
-    low: float
-    high: float
-    method: str  # a label for summary.csv: "t on log ratio, n = 5", "n = 2, no interval", "single run"
-    n: int  # processes with a finite speedup
-    level: float  # nominal coverage; NaN where none is claimed (n < 3)
-
-
-@dataclass(frozen=True)
-class Band:
-    """The A/A band [low, high] of a cell and the measured variation it is made from (log units)."""
-
-    low: float
-    high: float
-    chunk_noise: float  # pooled within-process SD of per-chunk A/A log ratios
-    between_sd: float  # SD of the per-process A/A log ratios (NaN with fewer than 2)
-    n: int  # eager processes
 
 
 def _finite_positive(values: Iterable) -> np.ndarray:
@@ -90,8 +73,11 @@ def _finite_positive(values: Iterable) -> np.ndarray:
     return v[np.isfinite(v) & (v > 0)]
 
 
-def speedup_interval(speedups: Iterable, level: float = LEVEL) -> Interval:
-    """The interval of one configuration from its per-process speedups (NaN and non-positive values dropped)."""
+def speedup_interval(speedups: Iterable, level: float = LEVEL, of: str = "ratio") -> Interval:
+    """The interval of one configuration from its per-process speedups (NaN and non-positive values dropped):
+    the geometric mean with a Student-t interval on the logs. `of` names the quantity in the method label
+    ("ratio", "seconds": the same interval serves any positive quantity, such as a cold compile's seconds, whose
+    geometric mean estimates its median where the logs are normal)."""
     r = _finite_positive(speedups)
     n = len(r)
     if n == 0:
@@ -104,7 +90,52 @@ def speedup_interval(speedups: Iterable, level: float = LEVEL) -> Interval:
         return Interval(point, NAN, NAN, f"n = {n}, no interval", n, NAN)
     half = stats.t.ppf((1 + level) / 2, n - 1) * logs.std(ddof=1) / np.sqrt(n)
     low, high = np.exp(logs.mean() - half), np.exp(logs.mean() + half)
-    return Interval(point, float(low), float(high), f"t on log ratio, n = {n}", n, level)
+    return Interval(point, float(low), float(high), f"t on log {of}, n = {n}", n, level)
+
+
+def ratio_interval(subject: Iterable, yardstick: Iterable, level: float = LEVEL) -> Interval:
+    """The ratio of two sets of processes' values (a configuration's real tokens/s over eager's), each side
+    across its own processes: the ratio of geometric means, with Welch's t interval on the difference of mean
+    logs, so that it carries both sides' variance. No interval unless both sides have MIN_N processes; `n` is
+    the smaller side's."""
+    a, b = np.log(_finite_positive(subject)), np.log(_finite_positive(yardstick))
+    n = min(len(a), len(b))
+    if n == 0:
+        return Interval(NAN, NAN, NAN, "no run", 0, NAN)
+    point = float(np.exp(a.mean() - b.mean()))
+    if n < MIN_N:
+        return Interval(point, NAN, NAN, "single run" if n == 1 else f"n = {n}, no interval", n, NAN)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = np.sqrt(va + vb)
+    # Welch-Satterthwaite degrees of freedom (both variances zero: no spread to scale, the interval is the point)
+    dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if se > 0 else len(a) + len(b) - 2
+    half = stats.t.ppf((1 + level) / 2, dof) * se
+    method = f"Welch t on log ratio, n = {len(a)} and {len(b)}"
+    return Interval(point, float(point * np.exp(-half)), float(point * np.exp(half)), method, n, level)
+
+
+def break_even(cold: Iterable, speedups: Iterable, eager_step_ms: float, level: float = LEVEL) -> Interval:
+    """Steps after which compiling pays: cold compile seconds over the seconds a step saves,
+    eager_step x (1 - 1/speedup). Point: from the two geometric means (inf where the speedup is not above 1).
+    Interval (both sides with MIN_N processes or more): from each side's (1 + level) / 2 interval, the shortest
+    compile over the largest saving to the longest over the smallest (inf where that speedup is not above 1),
+    so that it holds whenever both do: with `level` or more (Bonferroni), whatever their dependence."""
+    c, s = speedup_interval(cold, of="seconds"), speedup_interval(speedups)
+
+    def steps(seconds, speedup):
+        saved = eager_step_ms * (1 - 1 / speedup) / 1e3
+        return float("inf") if not saved > 0 else max(seconds, 0.0) / saved
+
+    point = steps(c.point, s.point) if np.isfinite(c.point) and np.isfinite(s.point) else NAN
+    if c.n < MIN_N:
+        why = "no cold compile" if c.n == 0 else f"{c.n} cold compile{'s' if c.n > 1 else ''}, no interval"
+        return Interval(point, NAN, NAN, why, c.n, NAN)
+    if s.n < MIN_N:
+        return Interval(point, NAN, NAN, f"speedup n = {s.n}, no interval", s.n, NAN)
+    each = BREAK_EVEN_SIDE if level == LEVEL else 1 - (1 - level) / 2
+    c2, s2 = speedup_interval(cold, each, of="seconds"), speedup_interval(speedups, each)
+    return Interval(point, steps(c2.low, s2.high), steps(c2.high, s2.low),
+                    f"Bonferroni, {each:.1%} t on each side, n = {c.n} and {s.n}", min(c.n, s.n), level)
 
 
 def chunk_log_ratios(subject_ms: Sequence[float], reference_ms: Sequence[float], chunk: int) -> np.ndarray:

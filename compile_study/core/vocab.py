@@ -4,7 +4,7 @@ Torch-free, so that the config schema check, the Snakemake wildcard constraints,
 every table, figure and claim can import it cheaply. `tests/test_vocab.py` checks the schema's enums and
 the rules' wildcard constraints against it.
 
-    python -c "from compile_study import vocab; print(vocab.wildcard_constraints())"
+    python -c "from compile_study.core import vocab; print(vocab.wildcard_constraints())"
 """
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ import re
 from dataclasses import dataclass
 
 # --- compile modes: torch.compile(mode=...); eager is the reference path (nothing compiled) -----------------
+# One list per word: the schema's enums (workflow/schemas/config.schema.yaml, checked by tests/test_vocab.py), the
+# grid, the scopes' rules below and the paper's terms (paper/templates/sections/terms.j2) all read these.
 COMPILE_MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+COMPILED_MODES = COMPILE_MODES[1:]  # every mode but eager
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # Inductor records CUDA graphs (on CUDA only)
 AUTOTUNE_MODES = ("max-autotune", "max-autotune-no-cudagraphs")  # search kernel configs: minutes per shape
 # How a run found its Inductor cache (its record's env `inductor_cache`): repeat 0 empty ("cold"), later repeats
@@ -26,18 +29,21 @@ SEARCH_SHARED = CACHE_STATES[2]
 # --- compile scopes: what is compiled (compile_study/measure/compile.py implements each; the paper's words for
 # each scope and shape regime are in paper/templates/sections/terms.j2) ------------------------------------------
 COMPILE_SCOPES = ("module", "fused-adamw", "forward", "backward", "aot-eager", "step", "step-graph", "graph-break")
-# Which modes a scope runs with; a scope missing here takes every mode.
+# Which modes a scope runs with, made from the mode lists above, so that a new mode needs no edit here.
 SCOPE_MODES = {
     "module": COMPILE_MODES,
     "fused-adamw": COMPILE_MODES,
     "forward": ("default",),  # a custom Inductor backend: mode does not apply
     "backward": ("default",),
     "aot-eager": ("default",),  # backend aot_eager: no Inductor, mode does not apply
-    "step": ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
-    "step-graph": ("default", "max-autotune-no-cudagraphs"),  # the capture is the CUDA graph: no Inductor graphs
-    "graph-break": ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+    "step": COMPILED_MODES,
+    # the capture is the CUDA graph: no Inductor CUDA graphs inside it
+    "step-graph": tuple(m for m in COMPILED_MODES if m not in CUDAGRAPH_MODES),
+    "graph-break": COMPILED_MODES,
 }
 CUDA_ONLY_SCOPES = ("step-graph",)
+# the scopes one would train with; forward, backward and aot-eager are diagnostic baselines, graph-break a probe
+TRAINING_SCOPES = ("module", "fused-adamw", "step", "step-graph")
 # What only the built-in model can run, and why: a plugged model (config model.factory / model.hf_config) takes
 # ids and an attention mask and nothing else; its runs of these are recorded as not applicable, with the reason.
 BUILTIN_ONLY_SCOPES = {
@@ -61,7 +67,10 @@ USABLE_STATUSES = ("ok", "partial")  # a configuration some of whose repeats fai
 
 # --- shape regimes ------------------------------------------------------------------------------------------
 REGIME_KINDS = ("static", "dynamic", "dynamic-true", "dynamic-false", "dynamic-marked", "bucketed", "packed")
-_REGIME_RE = r"static|dynamic(-true|-false|-marked)?|bucketed(-\d+)+|packed"
+# a regime's name in record paths: its kind, a bucketed one with its edges (bucketed-32-64-128); longest first, so
+# that dynamic-true is not read as dynamic
+_REGIME_RE = "|".join(r"bucketed(-\d+)+" if k == "bucketed" else k
+                      for k in sorted(REGIME_KINDS, key=len, reverse=True))
 
 
 @dataclass(frozen=True)
@@ -138,6 +147,18 @@ def runs_with(mode: str, scope: str, regime: str) -> bool:
 # Keys of a transformers config (model.hf_config) that the study sets itself, from the data and the tokenizer
 HF_SET_BY_STUDY = {"vocab_size": "the tokenizer's vocabulary, data.vocab_size", "num_labels": "the data's classes",
                    "pad_token_id": "the tokenizer's padding id, 0"}
+
+
+# a transformers config's names for its depth and width, by model family (first found wins)
+HF_LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+HF_WIDTH = ("hidden_size", "d_model", "n_embd", "dim")
+
+
+def hf_size(hf_config: dict | None) -> dict:
+    """A transformers config's layers and width as it names them ({} where it names neither)."""
+    found = {"layers": next((hf_config[k] for k in HF_LAYERS if k in hf_config), None),
+             "width": next((hf_config[k] for k in HF_WIDTH if k in hf_config), None)} if hf_config else {}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def plug_not_applicable(scope: str, regime: str) -> str | None:

@@ -7,7 +7,7 @@
 - `interleaved_block`: the steady state. The subject and an eager reference trained on the same batches
   in the same process alternate in chunks, and which of them opens a chunk alternates too (subject in
   even chunks, reference in odd), so neither host drift (clocks, load) nor the slot right after a
-  switch favours one side. The in-process ratio reference/subject is the run's speedup; for an eager
+  switch favours one side. The in-process ratio, reference over subject, is the run's speedup; for an eager
   subject it is the A/A control.
 - `phase_split` and `inference_block`: evidence outside the timed block (forward/backward/optimizer
   split; eval mode without grad).

@@ -27,9 +27,10 @@ from dataclasses import fields, replace
 
 import torch
 
+from compile_study.core.vocab import SCOPE_MODES
 from compile_study.measure.steps import NotApplicable, batch_loss
 
-GRAPH_COMPILE_MODES = ("eager", "default", "max-autotune-no-cudagraphs")  # modes that do not capture graphs themselves
+GRAPH_COMPILE_MODES = ("eager", *SCOPE_MODES["step-graph"])  # modes that do not capture graphs themselves
 WARMUP_STEPS = 3  # the recipe's side-stream warm-up (compilation happens in the first)
 
 

@@ -6,12 +6,12 @@ appendix.j2; sections with no data are left out, and GPU-only columns are left o
 from __future__ import annotations
 
 import json
-import statistics
 from collections import Counter
 
 import pandas as pd
 
-from compile_study.core import grid, stats, vocab
+from compile_study.core import grid, vocab
+from compile_study.core.intervals import BAND_SDS, Interval
 from compile_study.core.record import RunKey
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Para, Section, Table, Text, plain
@@ -66,14 +66,13 @@ def scopes_table(ctx: Context) -> Table | None:
         return None
     rows = []
     for k in keys.sort_values(["precision", "batch_size"]).itertuples():
-        sel = s[(s.precision == k.precision) & (s.batch_size == k.batch_size) & (s.shape_regime == "static")
-                & s.compile_mode.isin(["eager", "default"])]
+        sel = s[(s.precision == k.precision) & (s.batch_size == k.batch_size) & (s.shape_regime == "static")]
         sel = ordered(sel.assign(_e=sel.compile_mode != "eager"), "_e")
         for _, r in sel.iterrows():
             ok, c = _ok(r), _ok(r) and r["compile_mode"] != "eager"
             phases = " / ".join(n.times(r[f"{p}_speedup"]) for p in ("forward", "backward", "optimizer"))
             rows.append([r["precision"], str(int(r["batch_size"])),
-                         f"eager ({r['compile_scope']})" if r["compile_mode"] == "eager" else r["compile_scope"],
+                         term("mode", c=config(r), code=False),
                          n.ms(r["steady_step_ms"]) if ok else _failed(r), n.row_interval(r) if c else n.DASH,
                          _verdict(r["verdict"]) if c else n.DASH, n.count(r["graphs_compiled"]) if c else n.DASH,
                          n.count(r["graph_breaks"]) if c else n.DASH, phases if c else n.DASH,
@@ -97,7 +96,7 @@ def noise_table(ctx: Context) -> Table:
                      n.percent(cell.step_cv_across_repeats.max(), 2) if len(cell) else n.DASH])
     cols = _cols("shapes|precision|batch:r|eager processes:r|A/A ratio [interval] (method):r|A/A band:r|"
                  "chunk noise (log SD):r|between-process SD (log):r|eager CV across processes:r|max compiled CV:r")
-    return Table("noise", Text("appendix", "noise_caption", {"sds": stats.BAND_SDS}), cols, rows)
+    return Table("noise", Text("appendix", "noise_caption", {"sds": BAND_SDS}), cols, rows)
 
 
 def variance_para(ctx: Context) -> Para | None:
@@ -124,7 +123,7 @@ def regime_table(ctx: Context) -> Table | None:
     cols = _cols("batch:r|mode|shapes|speedup, same batches [interval] (method):r|verdict|"
                  f"distinct shapes:r|eager steps past the limit:r|{graphs}epoch 1, cold:r|epoch 1, warm:r|epoch 2:r")
     kinds = [k for k in vocab.REGIME_KINDS if k in {vocab.Regime.parse(x).kind for x in sel.shape_regime}]
-    return Table("regimes", Text("appendix", "regimes_caption", {"kinds": kinds}), cols, rows)
+    return Table("regimes", Text("appendix", "regimes_caption", {"kinds": kinds, "precision": ctx.precision}), cols, rows)
 
 
 def short_kernel(name: str) -> str:
@@ -219,42 +218,54 @@ def _cell(check: dict) -> dict:
             "precision": check["precision"], "batch": check["batch_size"]}
 
 
-def _band(summary: pd.DataFrame, mode: str, check: dict) -> stats.Band | None:
-    """The study's A/A band of the check's cell (read from the row of `mode` there), None where it has none."""
-    cell = summary[(summary.compile_mode == mode) & (summary.compile_scope == "module")
-                   & (summary.shape_regime == check["shape_regime"]) & (summary.precision == check["precision"])
-                   & (summary.batch_size == check["batch_size"])]
-    if not len(cell) or not n.finite(cell.aa_low.iloc[0]):
-        return None
-    return stats.Band(cell.aa_low.iloc[0], cell.aa_high.iloc[0], stats.NAN, stats.NAN, int(cell.aa_n.iloc[0]))
+def _interval(d: dict) -> Interval:
+    """An interval of decisions.json (None for a missing end) as the filters read it."""
+    nan = float("nan")
+    return Interval(*(nan if d[k] is None else d[k] for k in ("point", "low", "high")), d["method"], d["n"],
+                    nan if d["level"] is None else d["level"])
 
 
-def concurrency_para(check: dict, summary: pd.DataFrame) -> Para | None:
+def _decided(decided: dict) -> dict:
+    """A method check's interval, band and verdict as aggregate/decide.py decided them."""
+    band = decided["band"]
+    return {"iv": _interval(decided["interval"]), "rounds": decided["rounds"], "verdict": decided["verdict"],
+            "band": {"low": band[0], "high": band[1]} if band else None}
+
+
+def concurrency_para(check: dict, decided: dict | None) -> Para | None:
     """The concurrency check's step-time ratio (two at once over one alone) against its cell's A/A band; the
     verdict code reads a ratio as a speedup, so the template says "faster" of it as "two at once are slower"."""
-    if not check.get("applicable"):
+    if not check.get("applicable") or not decided:
         return None
-    s = check["summary"]
-    iv = stats.speedup_interval(r["ratio"] for r in check["results"])
-    band = _band(summary, "eager", check)
-    return Para(Text("appendix", "concurrency", {
-        "gpu": plain(check["gpus"][0]), "cores": len(check["cores"][0]), "shares": check["shares"], "iv": iv,
-        "rounds": len(check["results"]), "c": _cell(check),
-        "overlap_low": min(s["overlaps"]), "overlap_high": max(s["overlaps"]), "band": band, "verdict": stats.verdict(iv, band) if band else None}))
+    return Para(Text("appendix", "concurrency", _decided(decided) | {
+        "gpu": plain(check["gpus"][0]), "cores": len(check["cores"][0]), "shares": check["shares"], "c": _cell(check),
+        "overlap_low": decided["overlap"][0], "overlap_high": decided["overlap"][1]}))
 
 
-def launcher_para(check: dict, summary: pd.DataFrame) -> Para | None:
+def launcher_para(check: dict, decided: dict | None) -> Para | None:
     """The launcher check (checks/launcher.py): the same cell by a process the warm launcher forked and by a fresh
     Python process; the ratio of their in-process speedups against the cell's A/A band (read as a speedup)."""
-    if not check.get("applicable"):
+    if not check.get("applicable") or not decided:
         return None
-    fixed = {way: statistics.median(r["fixed_cost_s"][way] for r in check["results"]) for way in ("warm", "fresh")}
-    iv = stats.speedup_interval(r["ratio"] for r in check["results"])
-    band = _band(summary, check["compile_mode"], check)
-    return Para(Text("appendix", "launcher", {
-        "iv": iv, "rounds": len(check["results"]), "warm_s": fixed["warm"], "fresh_s": fixed["fresh"],
-        "c": _cell(check),
-        "band": band, "verdict": stats.verdict(iv, band) if band else None}))
+    return Para(Text("appendix", "launcher", _decided(decided) | {
+        "warm_s": decided["fixed_cost_s"]["warm"], "fresh_s": decided["fixed_cost_s"]["fresh"], "c": _cell(check)}))
+
+
+def decided_launcher(ctx: Context) -> dict | None:
+    """The launcher check's interval, rounds and verdict as decided (None where it did not run or apply)."""
+    decided = (ctx.decisions.get("checks") or {}).get("launcher")
+    return _decided(decided) if decided and (ctx.checks.get("launcher") or {}).get("applicable") else None
+
+
+def timer_para(ctx: Context) -> Para | None:
+    """The timer check's disagreements where they bear on a speedup (aggregate/decide.py timer_disagreements)."""
+    found = (ctx.decisions.get("checks") or {}).get("timer") or []
+    if not found:
+        return None
+    return Para(Text("appendix", "timer", {"found": [
+        {"c": ctx.named(f["config"]) | {"verdict": f["verdict"]}, "ratio": f["ratio"], "eager_ratio": f["eager_ratio"],
+         "factor": f["factor"], "moved": _interval(f["moved"]), "verdict": f["verdict"],
+         "moved_verdict": f["moved_verdict"]} for f in found]}))
 
 
 def missing_runs(summary: pd.DataFrame, grids: list[dict]) -> list[list[str]]:
@@ -299,12 +310,13 @@ def sections(ctx: Context, parity: pd.DataFrame, claims: Table | None = None) ->
               ("Profiler detail", profile_table(ctx)), ("Top kernels" if ctx.gpu else "Top operators", kernel_table(ctx)),
               ("Parity", parity_table(parity))]
     out = [Section(title, [t]) for title, t in tables if t is not None]
+    decided = ctx.decisions.get("checks") or {}
     spread = variance_para(ctx)
     if spread is not None:  # beside the noise table: what the host's state explains of the spread it shows
         next(s for s in out if s.title == "Noise and controls").blocks.append(spread)
     found = check_tables(ctx.checks) + [
-        p for p in (concurrency_para(ctx.checks.get("concurrency") or {}, ctx.summary),
-                    launcher_para(ctx.checks.get("launcher") or {}, ctx.summary)) if p]
+        p for p in (timer_para(ctx), concurrency_para(ctx.checks.get("concurrency") or {}, decided.get("concurrency")),
+                    launcher_para(ctx.checks.get("launcher") or {}, decided.get("launcher"))) if p]
     missing = [name for name in ctx.config.get("checks", {}).get(ctx.device, []) if not ctx.checks.get(CHECK_KEYS[name])]
     if missing:
         found.append(Para(Text("appendix", "checks_missing", {"missing": missing})))

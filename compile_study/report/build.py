@@ -1,11 +1,12 @@
 """The report model: the paper's sections as blocks (sentences as template calls with their numbers, tables
 as rows of formatted cells, figures), built once from the study's files.
 
-    rep = build.build(summary, parity, claims, environment, facts, config, device, checks, "figures",
+    rep = build.build(summary, parity, claims, decisions, environment, facts, config, device, checks, "figures",
                       calls=[...], drawn=("speedup", ...))
     paper.render(rep, "md")   # or "tex"
 
-`summary` is summary.csv (one row per configuration), `claims` claims.csv (codes and numbers), `checks` the
+`summary` is summary.csv (one row per configuration), `claims` claims.csv (codes and numbers), `decisions`
+decisions.json (every ranking, comparison and method-check verdict: aggregate/decide.py), `checks` the
 method checks ({"timer": rows, "drift": rows, "concurrency": its JSON}), `calls` calls.jsonl, `drawn` the
 figures aggregate/figures.py made (its index): only those are placed and cited. Every sentence is a Text
 (document.py): a macro of paper/templates/sections/*.j2 and its data; findings.py, method.py, conclusions.py
@@ -21,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from compile_study.core import vocab
+from compile_study.core.intervals import BREAK_EVEN_SIDE
 from compile_study.report import appendix, conclusions, findings, method
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Items, Para, Report, Section, Table, Text
@@ -38,24 +40,29 @@ SHARED_SEARCH_CELL = "none (GEMM search shared)"
 
 # --- main-text tables ---------------------------------------------------------------------------------------
 def modes_table(ctx: Context) -> Table:
-    """Static shapes, the module compiled: step, speedup with its interval, verdict, cold compile, break-even, MFU."""
+    """Static shapes, the module compiled: step, speedup with its interval, verdict, MFU (cold compile and
+    break-even: payback_table)."""
     rows = []
     for _, r in ordered(vocab.headline(ctx.summary), "precision", "batch_size").iterrows():
         ok, comp = r["status"] in vocab.USABLE_STATUSES, r["compile_mode"] != "eager"
         c = ok and comp
         verdict = f"A/A band [{n.fixed(r['aa_low'])}, {n.fixed(r['aa_high'])}]" if not comp else (
             term("verdict_cell", code=r["verdict"]) if ok else n.DASH)
-        cold = (f"{n.seconds(r['cold_compile_s'])} ({int(r['cold_n'])})" if c and n.finite(r["cold_compile_s"])
-                else SHARED_SEARCH_CELL if c and r.get("search_shared_n", 0) > 0 else n.DASH)
-        even = (f"{n.steps(r['break_even_steps'])} ({n.sig(r['break_even_epochs'], 2)})"
-                if c and n.finite(r["break_even_epochs"]) else n.steps(r["break_even_steps"]) if c else n.DASH)
         rows.append([r["precision"], str(int(r["batch_size"])), r["compile_mode"],
                      n.ms(r["steady_step_ms"]) if ok else failed_cell(r),
-                     n.row_interval(r) if c else n.DASH, verdict, cold, even, n.percent(r["mfu"]) if ok else n.DASH])
-    cols = [Column("precision"), Column("batch", "r"), Column("mode"), Column("step (ms)", "r"),
-            Column("speedup [interval] (method)", "r"), Column("verdict"), Column("cold compile (cold runs)", "r"),
-            Column("break-even steps (epochs)", "r"), Column("MFU", "r")]
-    return Table("modes", Text("modes", "table_caption", {"rows": ctx.train_rows}), cols, rows)
+                     n.row_interval(r) if c else n.DASH, verdict, n.percent(r["mfu"]) if ok else n.DASH])
+    cols = [Column("precision"), Column("batch", "r"), Column("mode"),
+            Column("step (ms)", "r"), Column("speedup [interval] (method)", "r"), Column("verdict"),
+            Column("MFU", "r")]
+    return Table("modes", Text("modes", "table_caption", {"rows": ctx.train_rows,
+                                                         "payback": findings.payback(ctx) is not None}), cols, rows)
+
+
+def gain_cell(r) -> str:
+    """A gain with its interval, or why a row has none (it is the yardstick, or its cell has no eager static runs)."""
+    if n.finite(r["gain_over_eager_static"]):
+        return n.row_interval(r, "gain")
+    return "yardstick" if r["gain_method"] == "the yardstick" else "none: no eager static runs"
 
 
 def shapes_table(ctx: Context) -> Table | None:
@@ -69,15 +76,15 @@ def shapes_table(ctx: Context) -> Table | None:
         limit = ("hit" if bool(r.get("recompile_limit_hit")) else "no") if comp and ok else n.DASH
         rows.append([str(int(r["batch_size"])), r["compile_mode"], r["shape_regime"],
                      n.sig(r["real_tokens_per_s"]) if ok else failed_cell(r),
-                     n.row_interval(r, "gain") if ok else n.DASH,
+                     gain_cell(r) if ok else n.DASH,
                      n.count(r["graphs_compiled"]) if comp and ok else n.DASH, limit,
                      n.percent(r["padding_fraction"]) if ok else n.DASH,
                      n.seconds(r["cold_compile_s"]) if comp and ok else n.DASH])
-    cols = [Column("batch", "r"), Column("mode"), Column("shapes"), Column("real tokens/s", "r"),
-            Column("gain [interval] (method)", "r"), Column("graphs", "r"), Column("recompile limit"),
-            Column("padding", "r"), Column("cold compile", "r")]
-    yard = (sel.get("gain_yardstick", pd.Series(dtype=str)) == "eager static runs").any()
-    return Table("shapes", Text("shapes", "table_caption", {"yardstick": bool(yard)}), cols, rows)
+    cols = [Column("batch", "r"), Column("mode"), Column("shapes"),
+            Column("real tokens/s", "r"), Column("gain [interval] (method)", "r"),
+            Column("graphs", "r"), Column("recompile limit"), Column("padding", "r"),
+            Column("cold compile", "r")]
+    return Table("shapes", Text("shapes", "table_caption", {"precision": ctx.precision}), cols, rows)
 
 
 def best_step_table(ctx: Context) -> Table | None:
@@ -90,12 +97,12 @@ def best_step_table(ctx: Context) -> Table | None:
         return None
     rows = []
     for _, r in ordered(s, "batch_size").iterrows():
-        rows.append([str(int(r["batch_size"])), term("mode", c=config(r), code=False),
+        rows.append([str(int(r["batch_size"])), term("mode", c=config(r), code=False), n.ms(r["steady_step_ms"]),
                      n.ms(r["profile_wall_ms_per_step"]), n.ms(r["profile_device_busy_ms_per_step"]),
-                     n.percent(r["profile_idle_fraction"], 2),
-                     n.times(r["profile_wall_ms_per_step"] / r["profile_device_busy_ms_per_step"])])
-    cols = [Column("batch", "r"), Column("what runs"), Column("profiled step (ms)", "r"), Column("device busy (ms/step)", "r"), Column("device idle", "r"),
-            Column("profiled step / device busy", "r")]
+                     n.percent(r["profile_idle_fraction"], 2), n.times(r["host_ratio"])])
+    cols = [Column("batch", "r"), Column("what runs"), Column("timed step (ms)", "r"),
+            Column("profiled step (ms)", "r"), Column("device busy (ms/step)", "r"), Column("device idle", "r"),
+            Column("timed step / device busy", "r")]
     return Table("beststep", Text("beststep", "table_caption", {"precision": ctx.precision}), cols, rows)
 
 
@@ -130,6 +137,9 @@ def modes_section(ctx: Context) -> Section:
                                          "beststep": best_step_table(ctx) is not None, "scopes": scopes,
                                          "figure": figs["speedup"]}),
               _para("modes", "verdicts", {"v": findings.verdicts(ctx)})]
+    timer, launcher = appendix.timer_para(ctx), appendix.decided_launcher(ctx)
+    if timer or (launcher and launcher["verdict"] not in ("within-noise", None)):
+        blocks.append(_para("modes", "checks", {"timer": timer.text.data["found"] if timer else [], "launcher": launcher}))
     if len(set(ctx.head.precision)) > 1:
         blocks.append(_para("modes", "precisions", {"pairs": findings.precisions(ctx)}))
     blocks += [modes_table(ctx), *_fig(ctx, "speedup", "modes")]
@@ -150,13 +160,33 @@ def shapes_section(ctx: Context) -> Section:
         *_fig(ctx, "regimes", "shapes"), *_fig(ctx, "timeline", "shapes")])
 
 
+def payback_table(ctx: Context, p: dict) -> Table:
+    """Per compiled configuration (main precision, static shapes, the scopes one trains with): verdict, cold compile
+    with its interval, warm-cache load, break-even with its interval, when it pays."""
+    rows = []
+    for c in p["rows"]:
+        warm = f"{n.seconds(c['warm_s'])} ({int(c['warm_n'])})" if n.finite(c["warm_s"]) else n.DASH
+        epochs = (f"{n.sig(c['epochs'], 2)} [{n.sig(c['epochs_low'], 2)}, {n.epochs(c['epochs_high'])}]"
+                  if n.finite(c["steps_low"]) else n.epochs(c["epochs"]))
+        steps = (f"{n.steps(c['steps'])} [{n.steps(c['steps_low'])}, {n.steps(c['steps_high'])}]"
+                 if n.finite(c["steps_low"]) else n.steps(c["steps"]))
+        rows.append([c["precision"], str(c["batch"]), term("mode", c=c, code=False),
+                     n.interval(c["cold"], fmt=n.seconds) if c["code"] != "no-cold-compile" else SHARED_SEARCH_CELL,
+                     warm, steps, epochs, words(Text("payback", "when", {"code": c["code"], "recommended": c["recommended"]}))])
+    cols = [Column("precision"), Column("batch", "r"), Column("what runs"),
+            Column("cold compile [interval] (method)", "r"), Column("warm-cache load (warm runs)", "r"),
+            Column("break-even steps [interval]", "r"), Column("epochs [interval]", "r"),
+            Column("when it pays")]
+    return Table("payback", Text("payback", "table_caption", {"train_rows": ctx.train_rows}), cols, rows)
+
+
 def payback_section(ctx: Context) -> Section | None:
     p = findings.payback(ctx)
     if p is None:
         return None
-    return Section("When compilation pays for itself", [
-        _para("payback", "text", {"p": p, "precision": ctx.precision, "figure": "breakeven" in ctx.drawn}),
-        *_fig(ctx, "breakeven", "payback")])
+    return Section("When does compiling pay?", [
+        _para("payback", "rule", {"p": p, "figure": "breakeven" in ctx.drawn, "side": BREAK_EVEN_SIDE}),
+        _para("payback", "advice", {"p": p}), payback_table(ctx, p), *_fig(ctx, "breakeven", "payback")])
 
 
 def best_step_section(ctx: Context) -> Section:
@@ -191,11 +221,11 @@ def _number(sections: list[Section], numbers: dict[str, int]) -> None:
                 numbers[f"{'tab' if b.kind == 'table' else 'fig'}:{b.key}"] = b.number
 
 
-def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | None, environment: dict, facts: dict,
-          config: dict, device: str, checks: dict, figure_dir_rel: str, calls: list[dict] | None = None,
+def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | None, decisions: dict, environment: dict,
+          facts: dict, config: dict, device: str, checks: dict, figure_dir_rel: str, calls: list[dict] | None = None,
           drawn: dict | None = None) -> Report:
     """The whole paper as blocks (see the module docstring)."""
-    ctx = Context(summary.copy(), claims, environment, facts, config, device, figure_dir_rel, calls or [],
+    ctx = Context(summary.copy(), claims, decisions, environment, facts, config, device, figure_dir_rel, calls or [],
                   checks or {}, dict(drawn or {}))
     main = main_sections(ctx)
     extra = appendix.sections(ctx, parity, claims_table(ctx))
@@ -211,7 +241,7 @@ def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | No
 def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: str | Path) -> None:
     """The study directory's files (layout.py) -> paper.md and paper.tex (figure paths relative to each paper).
 
-    inputs: summary, parity, claims, environment, facts, figures, and where present calls (calls.jsonl) and
+    inputs: summary, parity, claims, decisions, environment, facts, figures, and where present calls (calls.jsonl) and
     the method checks (timer_check, reference_drift, concurrency, launcher)."""
     from compile_study.aggregate.figures import read_index
     from compile_study.aggregate.walltime import read_calls
@@ -225,6 +255,7 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     claims = pd.read_csv(inputs["claims"]) if inputs.get("claims") else None
     summary, parity = pd.read_csv(inputs["summary"]), pd.read_csv(inputs["parity"])
     env = json.loads(Path(inputs["environment"]).read_text())
+    decisions = json.loads(Path(inputs["decisions"]).read_text())
     facts = json.loads(Path(inputs["facts"]).read_text())
     checks = {key: check(name) if name in ("concurrency", "launcher") else check(name).get("results", [])
               for name, key in appendix.CHECK_KEYS.items()}
@@ -232,5 +263,5 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     drawn = read_index(inputs["figures"])
     for fmt, dest in (("md", md_out), ("tex", tex_out)):
         figs = Path(os.path.relpath(inputs["figures"], os.path.dirname(os.path.abspath(dest)))).as_posix()
-        rep = build(summary, parity, claims, env, facts, config, device, checks, figs, calls, drawn)
+        rep = build(summary, parity, claims, decisions, env, facts, config, device, checks, figs, calls, drawn)
         write_text_atomic(dest, paper.render(rep, fmt))

@@ -1,5 +1,5 @@
 """Conclusions and recommendations ("for this model on this device, do X") as codes and numbers, each by a
-stated rule over intervals (findings.py, stats.compare) and traced to the table it rests on; the data of
+stated rule over intervals (decided in aggregate/decide.py, read by findings.py) and traced to the table it rests on; the data of
 "How far from the best step"; the paper's byline and notices. conclusions.j2 and beststep.j2 word them.
 """
 
@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from compile_study.core import stats, vocab
+from compile_study.aggregate.summary import HOST_BOUND
+from compile_study.core import vocab
+from compile_study.core.intervals import MIN_N
 from compile_study.report import numbers as n
 from compile_study.report.document import Text, plain
 from compile_study.report.findings import (
@@ -15,16 +17,14 @@ from compile_study.report.findings import (
     compiled,
     config,
     data_facts,
+    payback,
     per_batch,
     precisions,
-    ranking,
     shape_findings,
     static_rows,
     value,
 )
 from compile_study.report.paper import words
-
-HOST_BOUND = 1.25  # profiled step / device-busy time above which the host still sets the pace
 
 
 def _profiled(ctx: Context) -> pd.DataFrame:
@@ -34,21 +34,21 @@ def _profiled(ctx: Context) -> pd.DataFrame:
 
 def _profile(r) -> dict:
     return config(r) | {"wall": r.profile_wall_ms_per_step, "busy": r.profile_device_busy_ms_per_step,
-                        "idle": r.profile_idle_fraction, "host": r.profile_cpu_ms_per_step,
-                        "gap": r.profile_wall_ms_per_step / r.profile_device_busy_ms_per_step}
+                        "idle": r.profile_idle_fraction, "host": r.profile_cpu_ms_per_step, "gap": r.host_ratio}
 
 
 def best_step(ctx: Context) -> dict:
     """At the smallest and largest profiled batch: eager and the best module-scope configuration by the
     comparison rule (first of its top), each from its own profiler window; the whole step compiled."""
     s = _profiled(ctx)
+    tops = {r["batch"]: r["top"] for r in ctx.rankings("speedup-module")}
     ends = []
     for b in sorted({s.batch_size.min(), s.batch_size.max()}) if len(s) else []:
         g = s[(s.batch_size == b) & (s.compile_scope == "module")]
-        eager, top = g[g.compile_mode == "eager"], ranking(compiled(g))["top"]
-        if len(eager) and top:
-            row = compiled(g)[compiled(g).compile_mode == top[0]["mode"]].iloc[0]
-            ends.append({"batch": int(b), "eager": _profile(eager.iloc[0]), "best": _profile(row)})
+        eager, top = g[g.compile_mode == "eager"], tops.get(int(b))
+        best = compiled(g)[compiled(g).compile_mode == top[0]["mode"]] if top else g.iloc[:0]
+        if len(eager) and len(best):
+            ends.append({"batch": int(b), "eager": _profile(eager.iloc[0]), "best": _profile(best.iloc[0])})
     return {"ends": ends, "graph": bool((ctx.summary.compile_scope == "step-graph").any()), "step": step_scope(ctx)}
 
 
@@ -77,7 +77,7 @@ def mode_advice(ctx: Context) -> Text | None:
     if not batches:
         return None
     decided = compiled(static_rows(ctx))
-    decided = decided[decided.speedup_n >= stats.MIN_N]
+    decided = decided[decided.speedup_n >= MIN_N]
     verdicts = set(decided.verdict)
     return Text("conclusions", "modes", {"batches": batches, "precision": ctx.precision, "device": ctx.device_name,
                                          "all_slower": verdicts == {"slower"}, "any_faster": "faster" in verdicts})
@@ -96,19 +96,11 @@ def shapes_advice(ctx: Context) -> Text | None:
 
 
 def payback_advice(ctx: Context) -> Text | None:
-    """The longest break-even among the configurations recommended above (tops with MIN_N processes that are
-    faster than eager), in steps and in epochs of the training rows used."""
-    recommended = [c for b in per_batch(ctx) for c in b["top"] if c["verdict"] == "faster"]
-    keys = {(c["mode"], c["scope"], c["batch"]) for c in recommended}
-    s = static_rows(ctx)
-    chosen = [(r.compile_mode, r.compile_scope, int(r.batch_size)) in keys for r in s.itertuples()]
-    s = s[pd.Series(chosen, index=s.index, dtype=bool)]  # a mask (an empty list would select no columns)
-    s = s[s.break_even_steps.map(n.finite)]
-    if s.empty:
-        return None
-    r = s.loc[s.break_even_steps.idxmax()]
-    return Text("conclusions", "payback", {"c": config(r), "steps": r.break_even_steps, "epochs": r.break_even_epochs,
-                                           "rows": ctx.train_rows})
+    """Per configuration recommended above (tops with MIN_N processes that are faster than eager): compile for runs
+    longer than its own break-even, with its interval; never a maximum over configurations."""
+    p = payback(ctx)
+    chosen = [c for c in (p or {}).get("rows", []) if c["recommended"] and c["code"] == "pays-after"]
+    return Text("conclusions", "payback", {"chosen": chosen}) if chosen else None
 
 
 def slower_advice(ctx: Context) -> Text | None:
@@ -134,7 +126,7 @@ def host_advice(ctx: Context) -> Text | None:
 
 def evidence_advice(ctx: Context) -> Text | None:
     c = compiled(ctx.head)
-    few = int((c.speedup_n.fillna(0) < stats.MIN_N).sum())
+    few = int((c.speedup_n.fillna(0) < MIN_N).sum())
     return Text("conclusions", "evidence", {"few": few, "total": len(c)}) if few else None
 
 

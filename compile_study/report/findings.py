@@ -1,34 +1,36 @@
-"""What the main text says, as numbers and codes: each configuration's intervals and verdict, the rankings
-by the comparison rule (core/stats.py `compare`, `top`), the counts, the head of the paper. The sentence
-templates (paper/templates/sections/*.j2) word them.
+"""What the main text says, as numbers and codes: each configuration's intervals and verdict, the rankings and
+comparisons as aggregate/decide.py decided them (decisions.json), the counts, the head of the paper. The
+sentence templates (paper/templates/sections/*.j2) word them.
 
-Every comparative word the paper uses comes from a code made here: "fastest" only for a `top` of one,
-"not distinguishable" for a `top` of several, "faster than" only where `compare` says "higher"; cells with
-fewer than stats.MIN_N processes are named with their n and never ranked.
+Every comparative word the paper uses comes from a code decided there: "fastest" only for a ranking whose top
+is one configuration, "not distinguishable" for a top of several, "faster than" only where the comparison
+says "higher"; cells with fewer than MIN_N processes are named with their n and never ranked.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from dataclasses import dataclass, field
 
 import pandas as pd
 
-from compile_study.core import grid, stats, vocab
+from compile_study.aggregate.decide import key, ordered
+from compile_study.aggregate.summary import compact
+from compile_study.core import grid, vocab
+from compile_study.core.intervals import LEVEL
 from compile_study.report import numbers as n
 from compile_study.report.document import Text, plain
 
 MODE_ORDER = {m: i for i, m in enumerate(vocab.COMPILE_MODES)}
-SCOPE_ORDER = {s: i for i, s in enumerate(vocab.COMPILE_SCOPES)}
-# the scopes one would train with; forward, backward and aot-eager are diagnostic baselines, graph-break a probe
-TRAINING_SCOPES = ("module", "fused-adamw", "step", "step-graph")
 
 
 @dataclass
 class Context:
     summary: pd.DataFrame
     claims: pd.DataFrame | None
+    decisions: dict  # decisions.json (aggregate/decide.py): rankings, comparisons, method-check verdicts
     env: dict
     facts: dict
     config: dict
@@ -39,8 +41,24 @@ class Context:
     drawn: dict = field(default_factory=dict)  # the figures made (aggregate/figures.py's index): only these are cited
 
     def __post_init__(self) -> None:
-        # one block per dtype: read_csv's block per column makes every column added to it warn
-        self.summary = self.summary.copy()
+        # one block per dtype (read_csv's block per column makes every column added to it warn), and text as plain
+        # objects: the report selects rows hundreds of times, and each selection copies every column
+        self.summary = compact(self.summary)
+        self._rows = {tuple(key(r).values()): r for _, r in self.summary.iterrows()}
+        self._precision = main_precision(self.summary)
+        self._memo: dict = {}
+
+    def named(self, k: dict) -> dict:
+        """A configuration named by its key (decisions.json), as the templates name it."""
+        return config(self._rows[tuple(k.values())])
+
+    def rankings(self, by: str) -> list[dict]:
+        """The main precision's rankings of one kind (aggregate/decide.py RANKINGS), by batch size."""
+        return sorted((r for r in self.decisions["rankings"] if r["by"] == by and r["precision"] == self.precision),
+                      key=lambda r: r["batch"])
+
+    def comparisons(self, what: str) -> list[dict]:
+        return [c for c in self.decisions["comparisons"] if c["what"] == what]
 
     @property
     def head(self) -> pd.DataFrame:
@@ -49,7 +67,7 @@ class Context:
 
     @property
     def precision(self) -> str | None:
-        return main_precision(self.summary)
+        return self._precision
 
     @property
     def grids(self) -> list[dict]:
@@ -66,6 +84,17 @@ class Context:
     @property
     def device_name(self) -> str:
         return value(self.env.get("device_name"))
+
+
+def once(finding):
+    """A finding made once per report: the sections, the abstract and the conclusions read the same one."""
+    @functools.wraps(finding)
+    def read(ctx: Context, *args):
+        key = (finding.__name__, args)
+        if key not in ctx._memo:
+            ctx._memo[key] = finding(ctx, *args)
+        return ctx._memo[key]
+    return read
 
 
 def main_precision(summary: pd.DataFrame) -> str | None:
@@ -85,16 +114,10 @@ def compiled(df: pd.DataFrame) -> pd.DataFrame:
     return df[df.compile_mode != "eager"]
 
 
-def ordered(df: pd.DataFrame, *first: str) -> pd.DataFrame:
-    """Rows sorted by the given columns, then mode and scope in the vocabulary's order."""
-    return df.assign(_m=df.compile_mode.map(MODE_ORDER), _s=df.compile_scope.map(SCOPE_ORDER)).sort_values(
-        [*first, "_m", "_s"])
-
-
 def regime_rows(ctx: Context) -> pd.DataFrame:
-    """Every regime's rows (module scope) at the batch sizes where more than static shapes ran, by batch and
-    regime: the main text's shapes table and the appendix's regime detail read the same rows."""
-    s = ctx.summary
+    """Every regime's rows (module scope, main precision) at the batch sizes where more than static shapes ran, by
+    batch and regime: the main text's shapes table and the appendix's regime detail read the same rows."""
+    s = ctx.summary[ctx.summary.precision == ctx.precision]
     sel = s[s.batch_size.isin(set(s[s.shape_regime != "static"].batch_size)) & (s.compile_scope == "module")]
     return ordered(sel, "batch_size", "shape_regime") if len(sel) else sel
 
@@ -109,65 +132,45 @@ def config(r) -> dict:
             "n": int(get("n_ok")) if n.finite(get("n_ok")) else 0}
 
 
-def key(c: dict) -> tuple:
-    return c["mode"], c["scope"], c["regime"], c["precision"], c["batch"]
+def ranking(ctx: Context, r: dict) -> dict:
+    """A ranking of decisions.json with its configurations as the templates name them: `top` (each with the
+    `overlaps` among those below), `apart`, `below` and `few`."""
+    top = [ctx.named(k) | {"overlaps": [ctx.named(o) for o in over]} for k, over in zip(r["top"], r["overlaps"])]
+    return {"top": top, "apart": [{"lower": ctx.named(a["lower"]), "above": [ctx.named(k) for k in a["above"]]}
+                                  for a in r["apart"]],
+            "below": [ctx.named(k) for k in r["below"]], "few": [ctx.named(k) for k in r["few"]]}
 
 
-def ranking(rows: pd.DataFrame, prefix: str = "speedup") -> dict:
-    """The comparison rule over some configurations: `top` (not distinguishable from the best, best first; each
-    with the `overlaps` among those below, the ones the rule cannot rank it above), `apart` (within `top`, each
-    one that some others of `top` are measurably above, with those: two of the top need not overlap each other,
-    though each overlaps the best), `below` (measurably below the best) and `few` (fewer than MIN_N processes:
-    named, not ranked)."""
-    cs = [config(r) for _, r in rows.iterrows()]
-    first, below = stats.top({key(c): c[prefix] for c in cs})
-    by = {key(c): c for c in cs}
-    few = [c for c in cs if c[prefix].n < stats.MIN_N]
-    top, under = [by[k] for k in first], [by[k] for k in below]
-    for c in top:  # the best is faster than every one below; another of the top may overlap some of them
-        c["overlaps"] = [b for b in under if stats.compare(c[prefix], b[prefix]) == "indistinct"]
-    apart = [{"lower": c, "above": [h for h in top if stats.compare(h[prefix], c[prefix]) == "higher"]} for c in top]
-    return {"top": top, "apart": [a for a in apart if a["above"]], "below": under, "few": few}
-
-
-def static_rows(ctx: Context, precision: str | None = None, scopes=TRAINING_SCOPES) -> pd.DataFrame:
+def static_rows(ctx: Context, precision: str | None = None, scopes=vocab.TRAINING_SCOPES) -> pd.DataFrame:
     s = vocab.usable(ctx.summary[(ctx.summary.shape_regime == "static") & ctx.summary.compile_scope.isin(scopes)])
     return compiled(s[s.precision == (precision or ctx.precision)])
 
 
+@once
 def per_batch(ctx: Context) -> list[dict]:
     """Per batch size (main precision, static shapes, the scopes one trains with): the ranking by speedup."""
-    s = static_rows(ctx)
-    return [{"batch": int(b)} | ranking(ordered(g)) for b, g in s.groupby("batch_size")]
+    return [{"batch": r["batch"]} | ranking(ctx, r) for r in ctx.rankings("speedup")]
 
 
+@once
 def batch_trend(ctx: Context) -> dict | None:
     """The best module-scope configuration at the smallest and at the largest batch size, compared by the rule."""
-    s = static_rows(ctx, scopes=("module",))
-    ranked = [(b, ranking(g)) for b, g in s.groupby("batch_size")]
-    ranked = [(b, r) for b, r in ranked if r["top"]]
-    if len(ranked) < 2:
-        return None
-    (b0, small), (b1, large) = ranked[0], ranked[-1]
-    code = stats.compare(small["top"][0]["speedup"], large["top"][0]["speedup"])
-    return {"small": int(b0), "large": int(b1), "code": code}
-
-
-def whole_step(ctx: Context) -> dict | None:
-    """Where the whole-step CUDA graph ran: is it above every module-scope configuration at that batch size?"""
-    s = static_rows(ctx, scopes=("module", "step-graph"))
-    for b, g in s.groupby("batch_size"):
-        graph, module = g[g.compile_scope == "step-graph"], g[g.compile_scope == "module"]
-        if graph.empty or module.empty:
-            continue
-        top = ranking(module)["top"]
-        if not top:
-            continue
-        best = top[0]
-        return {"batch": int(b), "code": stats.compare(config(graph.iloc[0])["speedup"], best["speedup"])}
+    for c in ctx.comparisons("batch-trend"):
+        if c["a"]["precision"] == ctx.precision:
+            return {"small": c["a"]["batch"], "large": c["b"]["batch"], "code": c["code"]}
     return None
 
 
+@once
+def whole_step(ctx: Context) -> dict | None:
+    """Where the whole-step CUDA graph ran: is it above the best module-scope configuration at that batch size?"""
+    for c in ctx.comparisons("whole-step"):
+        if c["a"]["precision"] == ctx.precision:
+            return {"batch": c["a"]["batch"], "code": c["code"]}
+    return None
+
+
+@once
 def verdicts(ctx: Context) -> dict:
     """Counts of verdict codes over the compiled static-shape configurations of the module (every precision)."""
     counts = Counter(compiled(ctx.head).verdict)
@@ -176,62 +179,80 @@ def verdicts(ctx: Context) -> dict:
             "few": counts.get("few-runs", 0)}
 
 
+@once
 def precisions(ctx: Context) -> list[dict]:
     """The same mode, scope and batch size in two precisions: step time intervals compared by the rule."""
-    s = vocab.usable(vocab.headline(ctx.summary))
-    out = []
-    for (mode, b), g in compiled(s).groupby(["compile_mode", "batch_size"]):
-        if g.precision.nunique() < 2:
-            continue
-        cs = sorted((config(r) for _, r in g.iterrows()), key=lambda c: c["step"].point)
-        fast, slow = cs[0], cs[-1]
-        code = stats.compare(slow["step"], fast["step"])  # "higher": the slow one's step is measurably longer
-        out.append({"mode": mode, "batch": int(b), "fast": fast, "slow": slow, "code": code})
-    return out
+    return [{"mode": c["a"]["mode"], "batch": c["a"]["batch"], "fast": ctx.named(c["b"]), "slow": ctx.named(c["a"]),
+             "code": c["code"]} for c in ctx.comparisons("precision")]
 
 
+@once
 def shape_findings(ctx: Context) -> list[dict]:
     """Per batch size where more than static shapes ran: the compiled regimes' gains over eager on static batches
-    (module scope, main precision) ranked by the rule, and the (mode, regime) pairs the grid planned there but the study did not
-    make (a comparison with a side missing is named as such)."""
+    (module scope, main precision) ranked by the rule, and the (mode, regime) pairs the grid planned there but
+    the study did not make (a comparison with a side missing is named as such)."""
     module = ctx.summary[(ctx.summary.compile_scope == "module") & (ctx.summary.precision == ctx.precision)]
-    s = vocab.usable(module)
     planned = {(k.batch_size, k.compile_mode, k.shape_regime) for k in grid.expand(ctx.grids)
                if k.compile_scope == "module" and k.precision == ctx.precision}
     out = []
-    for b in sorted(set(s[s.shape_regime != "static"].batch_size)):
-        g = s[s.batch_size == b]
-        every = module[module.batch_size == b]
-        made = {(r.compile_mode, r.shape_regime) for r in every.itertuples()}  # failed runs were made: not "missing"
-        missing = sorted({(m, r) for bb, m, r in planned if bb == b} - made, key=lambda mr: (MODE_ORDER[mr[0]], mr[1]))
-        comp = compiled(g).dropna(subset=["gain_over_eager_static"]).sort_values("gain_over_eager_static", ascending=False)
-        out.append({"batch": int(b), "rows": [config(r) for _, r in comp.iterrows()], "missing": missing}
-                   | ranking(comp, "gain"))
+    for r in ctx.rankings("gain"):
+        every = module[module.batch_size == r["batch"]]
+        made = {(x.compile_mode, x.shape_regime) for x in every.itertuples()}  # failed runs were made: not "missing"
+        missing = sorted({(m, g) for bb, m, g in planned if bb == r["batch"]} - made,
+                         key=lambda mr: (MODE_ORDER[mr[0]], mr[1]))
+        usable = vocab.usable(every)
+        unmeasured = usable[(usable.compile_mode != "eager") & (usable.gain_method == "no eager static runs")]
+        out.append({"batch": r["batch"], "missing": missing, "no_yardstick": [config(x) for _, x in
+                                                                              ordered(unmeasured).iterrows()]}
+                   | ranking(ctx, r))
     return out
 
 
+def break_even(r) -> dict:
+    """A configuration's payback as the templates name it: cold compile (an interval of seconds), warm-cache load,
+    break-even steps and epochs with their interval and method, and the code of summary.py's `payback`."""
+    return config(r) | {
+        "cold": n.row_iv(r, "cold"), "warm_s": r.get("warm_compile_s"), "warm_n": r.get("warm_n"),
+        "steps": r.break_even_steps, "steps_low": r.break_even_low, "steps_high": r.break_even_high,
+        "method": r.break_even_method, "epochs": r.break_even_epochs, "epochs_low": r.break_even_epochs_low,
+        "epochs_high": r.break_even_epochs_high, "epoch_steps": r.get("full_epoch_steps"), "code": r.payback}
+
+
+@once
+def recommended(ctx: Context) -> list[dict]:
+    """The configurations the paper recommends: per batch size, the top of the ranking (per_batch) where it is
+    faster than eager."""
+    return [c for b in per_batch(ctx) for c in b["top"] if c["verdict"] == "faster"]
+
+
+@once
 def payback(ctx: Context) -> dict | None:
-    """Cold compile time and break-even of the compiled static configurations (main precision), the range over
-    those with MIN_N processes or more, in steps and in epochs of the training rows used."""
-    h = compiled(ctx.head[ctx.head.precision == ctx.precision]).dropna(subset=["cold_compile_s"])
+    """When compiling pays, per compiled static configuration (every precision, the scopes one trains with): its
+    break-even and the advice it gives (summary.py `payback`), and which of them the paper recommends."""
+    h = pd.concat([static_rows(ctx, p) for p in sorted(set(ctx.summary.precision))])
+    h = h[h.payback.notna()] if "payback" in h else h.iloc[:0]
     if h.empty:
         return None
-    rows = [config(r) | {"cold_s": r.cold_compile_s, "cold_n": int(r.cold_n), "steps": r.break_even_steps,
-                         "epochs": r.break_even_epochs} for _, r in ordered(h, "batch_size").iterrows()]
-    decided = [c for c in rows if c["speedup"].n >= stats.MIN_N and n.finite(c["steps"])]
-    return {"rows": rows, "decided": decided, "cold": [c["cold_s"] for c in rows],
-            "never": [c for c in rows if c["steps"] == float("inf")], "train_rows": ctx.train_rows}
+    rows = [break_even(r) for _, r in ordered(h, "precision", "batch_size").iterrows()]
+    named = ("mode", "scope", "regime", "precision", "batch")
+    chosen = {tuple(c[k] for k in named) for c in recommended(ctx)}
+    for c in rows:
+        c["recommended"] = tuple(c[k] for k in named) in chosen
+    return {"rows": rows, "recommended": [c for c in rows if c["recommended"]], "train_rows": ctx.train_rows,
+            "precision": ctx.precision, "precisions": len(set(h.precision)) > 1}
 
 
+@once
 def mfu(ctx: Context) -> dict | None:
-    """The range of MFU over the main precision's usable configurations, with its two ends named."""
-    ok = vocab.usable(ctx.summary[ctx.summary.compile_scope.isin(TRAINING_SCOPES)]).dropna(subset=["mfu"])
+    """The range of MFU over every usable configuration of the main precision (every scope and shape regime),
+    with its two ends named."""
+    ok = vocab.usable(ctx.summary).dropna(subset=["mfu"])
     ok = ok[ok.precision == ctx.precision]
     if ok.empty:
         return None
     lo, hi = ok.loc[ok.mfu.idxmin()], ok.loc[ok.mfu.idxmax()]
     return {"low": config(lo) | {"mfu": lo.mfu}, "high": config(hi) | {"mfu": hi.mfu, "real_mfu": hi.get("real_mfu")},
-            "peak": hi.peak_tflops, "precision": ctx.precision, "same": lo.name == hi.name}
+            "peak": hi.peak_tflops, "precision": ctx.precision, "same": lo.name == hi.name, "count": len(ok)}
 
 
 def claims(ctx: Context) -> list[dict]:
@@ -253,16 +274,19 @@ def model(ctx: Context) -> dict:
     m = ctx.config["model"]
     out = {"kind": "transformer", **m, "vocab_size": ctx.facts["vocab_size"], "lr": ctx.config["train"]["lr"],
            "plugged": bool(m.get("factory") or m.get("hf_config"))}
-    for key in ("model_plug", "model_class", "model_params"):  # the records' own account of the model
-        known = ctx.summary[key].dropna() if key in ctx.summary else ()
-        out[key.removeprefix("model_")] = known.iloc[0] if len(known) else None
-    return out
+    for column in ("model_plug", "model_class", "model_params"):  # the records' own account of the model
+        known = ctx.summary[column].dropna() if column in ctx.summary else ()
+        out[column.removeprefix("model_")] = known.iloc[0] if len(known) else None
+    return out | {"size": vocab.hf_size(m.get("hf_config"))}  # a transformers plug's layers and width, as its config says
 
 
 def data_facts(ctx: Context) -> dict:
     """The data as used: the corpus's description, rows available and used, the cap if one was set."""
     train = ctx.facts["splits"]["train"]
-    return {"description": plain(ctx.facts["description"]), "rows": int(train["rows"]),
+    static = ctx.summary[ctx.summary.shape_regime == "static"]
+    static = static.dropna(subset=["epoch_rows"]) if "epoch_rows" in static else static.iloc[:0]
+    epochs = [(int(b), int(g.epoch_steps.iloc[0]), int(g.epoch_rows.iloc[0])) for b, g in static.groupby("batch_size")]
+    return {"description": plain(ctx.facts["description"]), "rows": int(train["rows"]), "epochs": epochs,
             "available": int(train.get("rows_available", train["rows"])), "synthetic": ctx.facts.get("source") == "synthetic",
             "percentiles": train["token_length_percentiles"], "pad": train["pad_fraction_at_max_len"],
             "max_len": ctx.facts["max_len"]}
@@ -279,5 +303,5 @@ def abstract(ctx: Context) -> list[Text]:
              "trend": batch_trend(ctx), "whole": whole_step(ctx), "model": model(ctx), "data": data_facts(ctx),
              "configs": len(ctx.summary), "runs": ctx.env.get("n_records"), "batches": per_batch(ctx),
              "shape": shapes[-1] if shapes else None, "short": short, "claims": claim_counts(ctx),
-             "level": stats.LEVEL}
+             "level": LEVEL}
     return [Text("abstract", "takeaway", facts), Text("abstract", "body", facts)]

@@ -1,8 +1,8 @@
 """The method and Setup sections as numbers, codes and labels: model and data, the grid, the timing and
-interval rules (stats.py's own constants), cache states and compile cost, where the time went, and the
+interval rules (the constants of core/intervals.py), cache states and compile cost, where the time went, and the
 conditions of the runs (hardware, cores, concurrency, TF32, calls, commits, versions).
 
-Every definition is the one summary.py and stats.py implement; every condition is read from the records
+Every definition is the one aggregate/summary.py implements; every condition is read from the records
 (environment.json), the study's calls.jsonl and its method checks, and said to be unrecorded where it is.
 """
 
@@ -11,38 +11,64 @@ from __future__ import annotations
 import re
 from dataclasses import asdict
 
-from compile_study.core import disturbance, grid, record, stats, vocab
+from compile_study.aggregate.decide import ordered
+from compile_study.aggregate.summary import HOST_BOUND
+from compile_study.core import disturbance, grid, record, vocab
+from compile_study.core.intervals import BAND_SDS, LEVEL, MIN_N
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Para, Table, Text, plain
-from compile_study.report.findings import Context, data_facts, model, value
+from compile_study.report.findings import Context, config, data_facts, model, once, payback, value
+
+
+@once
+def _epoch_steps(ctx: Context) -> dict:
+    """Each configuration's epoch steps as its runs recorded them, by (mode, scope, regime, precision, batch)."""
+    s = ctx.summary
+    return dict(zip(zip(s.compile_mode, s.compile_scope, s.shape_regime, s.precision, s.batch_size), s.epoch_steps))
+
+
+def epoch_steps(ctx: Context, g: dict) -> str:
+    """A sub-grid's epoch steps as its runs recorded them, per batch size ('60 at 32, 13 at 512'; a range where its
+    regimes differ), or its cap where no run of it has numbers."""
+    recorded = _epoch_steps(ctx)
+    per: dict[int, list] = {}
+    for k in grid.expand([g]):
+        steps = recorded.get((k.compile_mode, k.compile_scope, k.shape_regime, k.precision, k.batch_size))
+        if n.finite(steps):
+            per.setdefault(int(k.batch_size), []).append(steps)
+    per = {b: n.span(v, "count") for b, v in sorted(per.items())}
+    if not per:
+        return f"≤ {g['max_epoch_steps']}" if g.get("max_epoch_steps") else "whole split"
+    return next(iter(per.values())) if len(per) == 1 else ", ".join(f"{v} at {b}" for b, v in per.items())
 
 
 def grid_table(ctx: Context) -> Table:
-    """The grid as the study's config has it: one row per sub-grid."""
+    """The grid as the study's config has it: one row per sub-grid; its epoch steps as its runs had them."""
     rows = []
     for g in ctx.grids:
         scopes = g.get("compile_scope") or ["module"]
         rows.append([plain(g["name"]), ", ".join(map(str, g["compile_mode"])), ", ".join(scopes),
                      ", ".join(str(b) for b in g["batch_size"]), ", ".join(g["shape_regime"]), ", ".join(g["precision"]),
                      str(g["repeats"]), f"{g['warmup_steps']} / {g['timed_steps']} / {g['interleave_chunk']}",
-                     str(g["max_epoch_steps"]) if g.get("max_epoch_steps") else "whole split"])
-    cols = [Column("sub-grid"), Column("modes"), Column("scopes"), Column("batch sizes"), Column("shapes"),
-            Column("precision"), Column("processes", "r"), Column("warm-up / timed / chunk", "r"),
-            Column("epoch steps", "r")]
+                     epoch_steps(ctx, g)])
+    cols = [Column("sub-grid"), Column("modes"), Column("scopes"),
+            Column("batch sizes"), Column("shapes"), Column("precision"),
+            Column("processes", "r"), Column("warm-up / timed / chunk", "r"), Column("epoch steps", "r")]
     return Table("grid", Text("method", "grid_caption"), cols, rows)
 
 
 def intervals() -> dict:
-    """The interval and verdict rules, from stats.py's constants."""
-    return {"level": stats.LEVEL, "min_n": stats.MIN_N, "band_sds": stats.BAND_SDS}
+    """The interval and verdict rules, from their constants."""
+    return {"level": LEVEL, "min_n": MIN_N, "band_sds": BAND_SDS}
 
 
 def costs(ctx: Context) -> dict:
     states = ctx.env.get("compiled_cache_states") or {}
     return {"cold": states.get("cold", 0), "warm": states.get("warm", 0), "recorded": bool(states),
             "shared": states.get(vocab.SEARCH_SHARED, 0), "shared_modes": ctx.env.get("search_shared_modes") or [],
-            "gpu": ctx.gpu, "train_rows": ctx.train_rows,
-            "peaks": [(p, v) for p, v in (ctx.env.get("peak_tflops") or {}).items()]}
+            "gpu": ctx.gpu, "train_rows": ctx.train_rows, "payback": payback(ctx) is not None,
+            # the peaks of the precisions the runs used (a CPU's peak.json measures a tf32 that no CPU run has)
+            "peaks": [(p, v) for p, v in (ctx.env.get("peak_tflops") or {}).items() if p in set(ctx.summary.precision)]}
 
 
 def time_spent(ctx: Context) -> dict | None:
@@ -121,7 +147,22 @@ def setup(ctx: Context) -> list:
     data = {"host": host(ctx), "concurrency": concurrency(ctx), "matmul": matmul(ctx), "calls": calls(ctx),
             "commits": commits(ctx), "recorded_calls": bool(ctx.calls), "env_keys": record.ENV_KEYS}
     return [Para(Text("setup", "conditions", data)), Para(Text("setup", "provenance", data)),
-            Para(Text("setup", "disturbance", disturbed_runs(ctx))), Para(Text("setup", "carries", {"gpu": ctx.gpu}))]
+            Para(Text("setup", "disturbance", disturbed_runs(ctx))), Para(Text("setup", "carries", carries(ctx)))]
+
+
+def carries(ctx: Context) -> dict:
+    """Which speedups may carry to another machine with the same device: those of compiled static configurations
+    (main precision; the scopes of the best-step table) whose timed step and eager's in the cell are both within HOST_BOUND of their device-busy
+    time (summary.py `host_bound`); where either is host-bound the speedup depends on the host's CPU too."""
+    s = vocab.usable(ctx.summary[(ctx.summary.shape_regime == "static") & (ctx.summary.precision == ctx.precision)
+                                 & ctx.summary.compile_scope.isin(("module", "fused-adamw", "step-graph"))])
+    s = s.dropna(subset=["host_ratio"]) if "host_ratio" in s else s.iloc[:0]  # the rows of the profile table
+    eager = {int(r.batch_size): bool(r.host_bound) for r in s[(s.compile_mode == "eager")
+                                                               & (s.compile_scope == "module")].itertuples()}
+    rows = [r for _, r in ordered(s[s.compile_mode != "eager"], "batch_size").iterrows() if int(r.batch_size) in eager]
+    bound = [config(r) for r in rows if r.host_bound or eager[int(r.batch_size)]]
+    free = [config(r) for r in rows if not (r.host_bound or eager[int(r.batch_size)])]
+    return {"gpu": ctx.gpu, "bound": bound, "free": free, "limit": HOST_BOUND}
 
 
 def disturbed_runs(ctx: Context) -> dict:

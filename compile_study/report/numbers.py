@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 import re
 
-from compile_study.core.stats import LEVEL, MIN_N, Interval
+from compile_study.aggregate.columns import interval_of
+from compile_study.core.intervals import LEVEL, MIN_N, Interval
 
 DASH = "—"  # a value that was not measured or does not apply
 
@@ -68,6 +69,13 @@ def steps(value) -> str:
     return count(value)
 
 
+def epochs(value) -> str:
+    """Break-even epochs: two significant digits, or 'never'."""
+    if isinstance(value, float) and math.isinf(value):
+        return "never"
+    return sig(value, 2)
+
+
 def method(iv: Interval) -> str:
     """How an interval was made, as printed beside it: '95% t, n = 5', 'n = 2, no interval', 'single run'."""
     if iv.n >= MIN_N and finite(iv.low):
@@ -95,15 +103,7 @@ def row_interval(row, prefix: str = "speedup", with_method: bool = True) -> str:
     return interval(row_iv(row, prefix), with_method, ms if prefix == "step" else times)
 
 
-POINTS = {"speedup": "speedup", "gain": "gain_over_eager_static", "inference": "inference_speedup", "step": "step_ms"}
-
-
-def row_iv(row, prefix: str = "speedup") -> Interval:
-    """The Interval of a summary row (a Series, dict or itertuples row) from its point, ends and n columns."""
-    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
-    n = get(f"{prefix}_n")
-    return Interval(get(POINTS[prefix]), get(f"{prefix}_low"), get(f"{prefix}_high"), "",
-                    int(n) if finite(n) else 0, LEVEL)
+row_iv = interval_of  # a summary row's Interval: aggregate/columns.py holds summary.csv's column names
 
 
 def span(values, fmt=times) -> str:
@@ -137,5 +137,5 @@ def join(parts, last: str = "and") -> str:
 
 
 FILTERS = {"sig": sig, "fixed": fixed, "times": times, "percent": percent, "ms": ms, "seconds": seconds,
-           "count": count, "steps": steps, "iv": interval, "span": span, "word": word, "listing": join,
+           "count": count, "steps": steps, "epochs": epochs, "iv": interval, "span": span, "word": word, "listing": join,
            "method": method}

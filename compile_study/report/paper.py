@@ -1,7 +1,7 @@
 """Place a report model (build.py) into Markdown or LaTeX, and build the PDF.
 
     text = paper.render(build.build(...), "md")       # or "tex"
-    paper.build_pdf("paper/paper.tex")                # latexmk, when installed
+    paper.build_pdf("results/cpu/paper.tex")              # latexmk, when installed
 
 Two kinds of template. The sentence templates (paper/templates/sections/*.j2, Jinja's usual delimiters) hold
 every sentence of the paper as macros: `words(Text)` calls one with the numbers, intervals, codes and labels
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jinja2
 
-from compile_study.core import stats
+from compile_study.core.intervals import LEVEL, MIN_N
 from compile_study.report import numbers, tex_table
 from compile_study.report.document import Text, hide_paths
 
@@ -91,7 +91,7 @@ def _prose(text, escape, code, ref) -> str:
 _SENTENCES = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                                 autoescape=False)
 _SENTENCES.filters |= numbers.FILTERS
-_SENTENCES.globals |= {"level": stats.LEVEL, "min_n": stats.MIN_N}  # the interval rules, said as the code has them
+_SENTENCES.globals |= {"level": LEVEL, "min_n": MIN_N}  # the interval rules, said as the code has them
 _MODULES: dict[str, object] = {}
 _BEFORE = re.compile(r"\s+([,;.:)])")  # a space a template left before punctuation
 
@@ -113,20 +113,32 @@ def term(macro: str, **data) -> str:
     return words(Text("terms", macro, data))
 
 
+_BODIES: dict[str, jinja2.Environment] = {}  # one per format: its templates compile once per process
+_REFS: dict[str, int] = {}  # the report being rendered: its table and figure numbers ("tab:modes" -> 1)
+
+
 def _environment(fmt: str, refs: dict[str, int]) -> jinja2.Environment:
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r} is not one of {FORMATS}")
+    _REFS.clear()
+    _REFS.update(refs)
+    if fmt not in _BODIES:
+        _BODIES[fmt] = _body_environment(fmt)
+    return _BODIES[fmt]
+
+
+def _body_environment(fmt: str) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True,
                              **DELIMITERS)
     names = {"tab": "Table", "fig": "Figure"}
     if fmt == "md":
         def ref(m):
-            return f"{names[m[2]]} {refs[f'{m[2]}:{m[3]}']}"  # a KeyError names a reference to nothing
+            return f"{names[m[2]]} {_REFS[f'{m[2]}:{m[3]}']}"  # a KeyError names a reference to nothing
         env.filters |= {"cell": lambda v: md_escape(hide_paths(v)), "prose": lambda t: _prose(t, _md_raw, lambda c: f"`{c}`", ref)}
     else:
         def ref(m):
-            refs[f"{m[2]}:{m[3]}"]  # noqa: B018 -- the same check as Markdown's: a reference to nothing fails
+            _REFS[f"{m[2]}:{m[3]}"]  # noqa: B018 -- the same check as Markdown's: a reference to nothing fails
             return f"{names[m[2]]}~\\ref{{{m[2]}:{m[3]}}}"
         env.filters |= {"cell": lambda v: tex_cell(hide_paths(v)),
                         "prose": lambda t: _prose(t, _tex_raw, tex_code, ref),

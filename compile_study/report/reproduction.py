@@ -20,7 +20,7 @@ import pandas as pd
 
 from compile_study.aggregate import compare as cmp
 from compile_study.aggregate import measured
-from compile_study.core import stats
+from compile_study.core.intervals import LEVEL, Interval
 from compile_study.core.io import write_text_atomic
 from compile_study.report import numbers
 
@@ -96,8 +96,8 @@ def config_label(row: pd.Series) -> str:
 
 def _speedup(row: pd.Series, side: str) -> str:
     n = row[f"{side}_n"]
-    return numbers.interval(stats.Interval(row[f"{side}_speedup"], row[f"{side}_low"], row[f"{side}_high"], "",
-                                           int(n) if numbers.finite(n) else 0, stats.LEVEL))
+    return numbers.interval(Interval(row[f"{side}_speedup"], row[f"{side}_low"], row[f"{side}_high"], "",
+                                     int(n) if numbers.finite(n) else 0, LEVEL))
 
 
 def _ratio(row: pd.Series) -> str:

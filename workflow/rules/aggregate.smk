@@ -26,6 +26,7 @@ rule summarize:
             category="Tables",
             labels={"table": "claims"},
         ),
+        decisions=L.decisions,
     log:
         L.log("summarize"),
     resources:

@@ -7,6 +7,7 @@ rule paper:
         summary=L.summary,
         parity=L.parity_table,
         claims=L.claims,
+        decisions=L.decisions,
         environment=L.environment,
         facts=L.facts,
         config=L.config,

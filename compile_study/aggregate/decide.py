@@ -1,0 +1,243 @@
+"""Every comparison the paper words, decided once from summary.csv by the rule of core/stats.py: the rankings
+(which configurations are not distinguishable from the best, which pairs among them the rule still orders,
+which lie below, which ran too few processes), the batch trend, the whole-step graph against the module, the
+precisions, and the method checks' verdicts against their cell's A/A band.
+
+    decisions = decide(summary, checks)   # rule summarize writes it as decisions.json; the report only reads it
+
+A configuration is named by its key, {"mode", "scope", "regime", "precision", "batch"}, the summary row's
+compile_mode, compile_scope, shape_regime, precision and batch_size.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+
+import numpy as np
+import pandas as pd
+
+from compile_study.aggregate.columns import interval_of
+from compile_study.core import stats, vocab
+
+RULES = {"level": stats.LEVEL, "min_n": stats.MIN_N, "band_sds": stats.BAND_SDS}
+# what each ranking orders: the quantity (summary.csv's interval prefix) and the configurations it takes, per
+# precision and batch size
+RANKINGS = {
+    "speedup": "static shapes, the scopes one trains with (vocab.TRAINING_SCOPES), compiled, by speedup",
+    "speedup-module": "static shapes, the module compiled, by speedup",
+    "gain": "every compiled regime of the module where more than static shapes ran, by gain",
+}
+MODE_ORDER = {m: i for i, m in enumerate(vocab.COMPILE_MODES)}
+SCOPE_ORDER = {s: i for i, s in enumerate(vocab.COMPILE_SCOPES)}
+
+
+def key(r) -> dict:
+    """A configuration as the decisions and the paper name it."""
+    get = r.get if hasattr(r, "get") else (lambda k, d=None: getattr(r, k, d))
+    return {"mode": get("compile_mode"), "scope": get("compile_scope"), "regime": get("shape_regime"),
+            "precision": get("precision"), "batch": int(get("batch_size"))}
+
+
+def ordered(df: pd.DataFrame, *first: str) -> pd.DataFrame:
+    """Rows sorted by the given columns, then mode and scope in the vocabulary's order (stable)."""
+    if len(df) < 2:
+        return df
+    keys = [pd.factorize(df[c], sort=True)[0] for c in first]  # each column's values as their rank
+    keys += [df.compile_mode.map(MODE_ORDER).to_numpy(), df.compile_scope.map(SCOPE_ORDER).to_numpy()]
+    return df.iloc[np.lexsort(keys[::-1])]  # lexsort: the last key sorts first
+
+
+def _compiled(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df.compile_mode != "eager"]
+
+
+def ranking(rows: pd.DataFrame, prefix: str) -> dict:
+    """The comparison rule over some configurations (in the order given): `top` (not distinguishable from the
+    best, best first), `overlaps` (per member of top, those of `below` the rule cannot rank it above), `apart`
+    (within top, each one that some others of top are measurably above, with those: two of the top need not
+    overlap each other, though each overlaps the best), `below` (measurably below the best) and `few` (fewer
+    than MIN_N processes: named, not ranked)."""
+    ivs = [(key(r), interval_of(r, prefix)) for _, r in rows.iterrows()]
+    by = {tuple(k.values()): (k, iv) for k, iv in ivs}
+    first, below = stats.top({tuple(k.values()): iv for k, iv in ivs})
+    top, under = [by[k] for k in first], [by[k] for k in below]
+    apart = [{"lower": k, "above": [h for h, hiv in top if stats.compare(hiv, iv) == "higher"]} for k, iv in top]
+    return {"top": [k for k, _ in top], "below": [k for k, _ in under],
+            "few": [k for k, iv in ivs if iv.n < stats.MIN_N],
+            "overlaps": [[b for b, biv in under if stats.compare(iv, biv) == "indistinct"] for _, iv in top],
+            "apart": [a for a in apart if a["above"]]}
+
+
+def _static(summary: pd.DataFrame, scopes) -> pd.DataFrame:
+    s = vocab.usable(summary[(summary.shape_regime == "static") & summary.compile_scope.isin(scopes)])
+    return _compiled(s)
+
+
+def rankings(summary: pd.DataFrame) -> list[dict]:
+    """Every ranking of RANKINGS, per precision and batch size."""
+    out = []
+    for by, scopes in (("speedup", vocab.TRAINING_SCOPES), ("speedup-module", ("module",))):
+        for (p, b), g in _static(summary, scopes).groupby(["precision", "batch_size"]):
+            out.append({"by": by, "precision": p, "batch": int(b)} | ranking(ordered(g), "speedup"))
+    module = vocab.usable(summary[summary.compile_scope == "module"])
+    for (p, b), g in module.groupby(["precision", "batch_size"]):
+        if (g.shape_regime == "static").all():
+            continue
+        gains = _compiled(g).dropna(subset=["gain_over_eager_static"])
+        gains = gains.sort_values("gain_over_eager_static", ascending=False, kind="stable")
+        out.append({"by": "gain", "precision": p, "batch": int(b)} | ranking(gains, "gain"))
+    return out
+
+
+def find(ranks: list[dict], by: str, precision: str) -> list[dict]:
+    """The rankings of one kind and precision, by batch size."""
+    return sorted((r for r in ranks if r["by"] == by and r["precision"] == precision), key=lambda r: r["batch"])
+
+
+def _row(summary: pd.DataFrame, k: dict) -> pd.Series:
+    s = summary
+    return s[(s.compile_mode == k["mode"]) & (s.compile_scope == k["scope"]) & (s.shape_regime == k["regime"])
+             & (s.precision == k["precision"]) & (s.batch_size == k["batch"])].iloc[0]
+
+
+def comparisons(summary: pd.DataFrame, ranks: list[dict]) -> list[dict]:
+    """The comparisons the main text makes beside the rankings, each a stats.compare code of `a` against `b`:
+    per precision, the best module configuration at the smallest against the largest batch size (`batch-trend`)
+    and the whole-step graph against the best module configuration at the first batch size both ran
+    (`whole-step`); per mode and batch size measured in several precisions, the slower precision's step time
+    against the faster one's (`precision`: "higher" means the slow one's step is measurably longer)."""
+    out = []
+    for p in sorted(set(r["precision"] for r in ranks)):
+        module = [r for r in find(ranks, "speedup-module", p) if r["top"]]
+        if len(module) >= 2:
+            a, b = module[0]["top"][0], module[-1]["top"][0]
+            out.append({"what": "batch-trend", "by": "speedup", "a": a, "b": b, "code": _code(summary, a, b, "speedup")})
+        graphs = _static(summary, ("step-graph",))
+        for r in module:
+            graph = graphs[(graphs.precision == p) & (graphs.batch_size == r["batch"])]
+            if len(graph):
+                a, b = key(ordered(graph).iloc[0]), r["top"][0]
+                out.append({"what": "whole-step", "by": "speedup", "a": a, "b": b,
+                            "code": _code(summary, a, b, "speedup")})
+                break
+    head = _compiled(vocab.usable(vocab.headline(summary)))
+    for (mode, b), g in head.groupby(["compile_mode", "batch_size"]):
+        if g.precision.nunique() < 2:
+            continue
+        rows = sorted((r for _, r in g.iterrows()), key=lambda r: interval_of(r, "step").point)
+        fast, slow = key(rows[0]), key(rows[-1])
+        out.append({"what": "precision", "by": "step", "a": slow, "b": fast, "code": _code(summary, slow, fast, "step")})
+    return out
+
+
+def _code(summary: pd.DataFrame, a: dict, b: dict, prefix: str) -> str:
+    return stats.compare(interval_of(_row(summary, a), prefix), interval_of(_row(summary, b), prefix))
+
+
+def _num(v) -> float | None:
+    """A JSON-safe number: NaN -> None."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def interval_json(iv: stats.Interval) -> dict:
+    return {"point": _num(iv.point), "low": _num(iv.low), "high": _num(iv.high), "method": iv.method, "n": iv.n,
+            "level": _num(iv.level)}
+
+
+def _band(summary: pd.DataFrame, mode: str, check: dict) -> stats.Band | None:
+    """The study's A/A band of the check's cell (read from the row of `mode` there), None where it has none."""
+    s = summary
+    cell = s[(s.compile_mode == mode) & (s.compile_scope == "module") & (s.shape_regime == check["shape_regime"])
+             & (s.precision == check["precision"]) & (s.batch_size == check["batch_size"])]
+    if not len(cell) or not math.isfinite(float(cell.aa_low.iloc[0])):  # a cell with no eager runs has no band
+        return None
+    return stats.Band(cell.aa_low.iloc[0], cell.aa_high.iloc[0], stats.NAN, stats.NAN, int(cell.aa_n.iloc[0]))
+
+
+def check_code(iv: stats.Interval, band: stats.Band) -> str:
+    """A method check's verdict: stats.verdict, but an interval that overlaps the band and is wider than it on both
+    sides is "underpowered" (it can show neither agreement nor a difference as large as the noise), not
+    "indistinct"."""
+    code = stats.verdict(iv, band)
+    return "underpowered" if code == "indistinct" and iv.low < band.low and iv.high > band.high else code
+
+
+def check_verdict(check: dict, summary: pd.DataFrame, mode: str) -> dict | None:
+    """A method check's ratios (one per round) as an interval, read against the A/A band of its cell as a
+    speedup is (check_code); None where the check did not apply."""
+    if not check.get("applicable"):
+        return None
+    iv = stats.speedup_interval(r["ratio"] for r in check["results"])
+    band = _band(summary, mode, check)
+    return {"interval": interval_json(iv), "rounds": len(check["results"]),
+            "band": [_num(band.low), _num(band.high)] if band else None,
+            "verdict": check_code(iv, band) if band else None}
+
+
+def timer_disagreements(rows: list[dict], summary: pd.DataFrame) -> list[dict]:
+    """The timer check's compiled rows outside its 3% target, each with what it means for the configuration's
+    speedup: the harness reads the compiled step `ratio` of Timer's and eager's `eager_ratio` (1 where the check
+    has no eager row), so the speedup may read eager_ratio / ratio too high; the speedup interval divided by that
+    factor, and its verdict against the cell's band then ("holds" where it is the verdict measured)."""
+    eager = {(r["batch_size"], r["precision"]): r["harness_vs_timer"] for r in rows if r["compile_mode"] == "eager"}
+    out = []
+    for r in rows:
+        if r["compile_mode"] == "eager" or r.get("within_3pct", True):
+            continue
+        cell = {"compile_mode": r["compile_mode"], "shape_regime": "static", "precision": r["precision"],
+                "batch_size": r["batch_size"]}
+        band, match = _band(summary, r["compile_mode"], cell), _rows_of(summary, cell)
+        if band is None or match.empty:
+            continue
+        iv, factor = interval_of(match.iloc[0]), eager.get((r["batch_size"], r["precision"]), 1.0) / r["harness_vs_timer"]
+        moved = stats.Interval(iv.point / factor, iv.low / factor, iv.high / factor, iv.method, iv.n, iv.level)
+        out.append({"config": key(match.iloc[0]), "ratio": r["harness_vs_timer"], "eager_ratio": eager.get(
+            (r["batch_size"], r["precision"])), "factor": factor, "verdict": match.iloc[0].verdict,
+            "moved": interval_json(moved), "moved_verdict": stats.verdict(moved, band)})
+    return out
+
+
+def _rows_of(summary: pd.DataFrame, cell: dict) -> pd.DataFrame:
+    """The module-scope row of a check's cell."""
+    s = summary
+    return s[(s.compile_mode == cell["compile_mode"]) & (s.compile_scope == "module") & (s.shape_regime == cell["shape_regime"])
+             & (s.precision == cell["precision"]) & (s.batch_size == cell["batch_size"])]
+
+
+def checks_decided(checks: dict, summary: pd.DataFrame) -> dict:
+    """The concurrency check (two timed runs at once against one alone, read against eager's band) and the
+    launcher check (the warm launcher's in-process speedup over a fresh process's, against its mode's band),
+    with the medians their sentences quote."""
+    out = {}
+    concurrency = check_verdict(checks.get("concurrency") or {}, summary, "eager")
+    if concurrency:
+        overlaps = checks["concurrency"]["summary"]["overlaps"]
+        out["concurrency"] = concurrency | {"overlap": [min(overlaps), max(overlaps)]}
+    launcher = checks.get("launcher") or {}
+    decided = check_verdict(launcher, summary, launcher.get("compile_mode"))
+    if decided:
+        fixed = {way: statistics.median(r["fixed_cost_s"][way] for r in launcher["results"]) for way in ("warm", "fresh")}
+        out["launcher"] = decided | {"fixed_cost_s": fixed}
+    timer = timer_disagreements((checks.get("timer_check") or {}).get("results", []), summary)
+    if timer:
+        out["timer"] = timer
+    return out
+
+
+def decide(summary: pd.DataFrame, checks: dict | None = None) -> dict:
+    """decisions.json: the rule's constants, every ranking, the comparisons and the method checks' verdicts.
+
+    checks: the method checks' JSON by name ({"concurrency": ..., "launcher": ...}); absent ones are skipped."""
+    summary = summary.copy()  # one block per dtype: a summary read column by column fragments when sorted
+    ranks = rankings(summary)
+    return {"rules": RULES, "rankings": ranks, "comparisons": comparisons(summary, ranks),
+            "checks": checks_decided(checks or {}, summary)}
+
+
+def to_json(decisions: dict) -> str:
+    """decisions.json's text: indented, with each configuration (and each interval) on one line."""
+    text = json.dumps(decisions, indent=2)
+    return re.sub(r"\{[^{}\[\]]*\}", lambda m: json.dumps(json.loads(m[0])), text) + "\n"

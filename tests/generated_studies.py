@@ -1,0 +1,196 @@
+"""Studies made up by hypothesis, as run records, and their papers made by the real aggregation and rendering.
+
+    @given(generated_studies.studies())
+    def test_x(spec):
+        study = generated_studies.paper(spec)   # records -> summary, claims, decisions -> report model -> Markdown
+
+A study is drawn as a grid of random shape: a CPU or a GPU, the built-in model or a plugged one (a transformers
+config or a factory), one to three batch sizes, one or two precisions, compiled modes and scopes, shape regimes;
+per configuration a true speedup and spread, its processes (1 to 5, repeats of one configuration may differ),
+its cold compiles, and failed or not-applicable runs. Records are written as a run writes them and read by
+core/record.py; everything after that is the study's own code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from hypothesis import strategies as st
+
+from compile_study.aggregate.claims import claims_table
+from compile_study.aggregate.decide import decide
+from compile_study.aggregate.summary import PARITY_COLUMNS, add_mfu, environment, summarize
+from compile_study.core import record, vocab
+from compile_study.report import build as report
+from compile_study.report import paper as render
+
+ROWS = 6840  # training rows: epochs are counted in them
+MODEL = {"n_layers": 4, "n_heads": 4, "d_model": 256, "d_ff": 1024, "dropout": 0.1, "max_len": 128}
+PLUGS = {"hf": {"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 2,
+                "intermediate_size": 512, "max_position_embeddings": 128},
+         "factory": "tests.plug_models:good"}
+
+
+@dataclass
+class Configuration:
+    mode: str
+    scope: str
+    regime: str
+    precision: str
+    batch: int
+    speedup: float  # the true in-process speedup of the configuration's processes
+    spread: float  # the SD of their log speedups
+    repeats: int
+    cold: int  # of the repeats, how many found the Inductor cache empty
+    failed: str | None = None  # a status every repeat ends with, or None
+    failed_repeats: int = 0  # repeats that failed with `failed`, the others ok
+
+
+@dataclass
+class Spec:
+    device: str
+    plug: str | None  # None (the built-in model), "hf" or "factory"
+    eager_ms: dict  # (precision, batch) -> eager's step in ms
+    configurations: list[Configuration] = field(default_factory=list)
+    seed: int = 0
+
+
+@st.composite
+def studies(draw, device: str | None = None, max_batches: int = 3) -> Spec:
+    """A study's plan and truths (see the module docstring); `max_batches` bounds its size."""
+    device = device or draw(st.sampled_from(["cpu", "cuda"]))
+    plug = draw(st.sampled_from([None, None, "hf", "factory"]))
+    batches = sorted(draw(st.lists(st.sampled_from([8, 32, 128, 512]), min_size=1, max_size=max_batches, unique=True)))
+    precisions = ["fp32"] if device == "cpu" else draw(
+        st.lists(st.sampled_from(["bf16", "fp32"]), min_size=1, max_size=2, unique=True))
+    modes = draw(st.lists(st.sampled_from(["default", "reduce-overhead", "max-autotune"]), min_size=1, max_size=2,
+                          unique=True))
+    scopes = ["module"] + draw(st.lists(st.sampled_from(
+        ["fused-adamw", "forward"] + (["step-graph"] if device == "cuda" else [])), max_size=1))
+    regimes = ["static"] + draw(st.lists(st.sampled_from(["dynamic", "packed"]), max_size=1))
+    spec = Spec(device, plug, {(p, b): draw(st.floats(2.0, 300.0)) for p in precisions for b in batches},
+                seed=draw(st.integers(0, 2**16)))
+    for p in precisions:
+        for b in batches:
+            for regime in regimes:
+                for mode in ["eager", *modes]:
+                    for scope in scopes if regime == "static" else ["module"]:
+                        if not vocab.runs_with(mode, scope, regime):
+                            continue
+                        spec.configurations.append(_configuration(draw, mode, scope, regime, p, b, plug))
+    return spec
+
+
+def _configuration(draw, mode, scope, regime, precision, batch, plug) -> Configuration:
+    repeats = draw(st.integers(1, 5))
+    eager = mode == "eager"
+    speedup = 1.0 if eager else draw(st.sampled_from([0.5, 0.9, 1.0, 1.02, 1.3, 2.0, 4.0]))
+    failed = None
+    if plug and vocab.plug_not_applicable(scope, regime):
+        failed = "not_applicable"
+    elif not eager and draw(st.integers(0, 9)) == 0:
+        failed = draw(st.sampled_from(["oom", "compile_error"]))
+    return Configuration(mode, scope, regime, precision, batch, speedup, draw(st.sampled_from([0.0, 0.01, 0.05, 0.3])),
+                         repeats, draw(st.integers(1, repeats)), failed,
+                         repeats if failed == "not_applicable" else draw(st.integers(0, repeats)) if failed else 0)
+
+
+def records(spec: Spec) -> list[dict]:
+    """The run records of a study, as measure/run.py writes them (the fields the aggregation reads)."""
+    rng = np.random.default_rng(spec.seed)
+    out = []
+    for c in spec.configurations:
+        eager_ms = spec.eager_ms[(c.precision, c.batch)]
+        for r in range(c.repeats):
+            status = c.failed if r < c.failed_repeats else "ok"
+            out.append(_record(c, r, status, eager_ms, rng, spec))
+    return out
+
+
+def _record(c: Configuration, repeat: int, status: str, eager_ms: float, rng, spec: Spec) -> dict:
+    env = {"device_type": spec.device, "device_name": "NVIDIA H200" if spec.device == "cuda" else "a 2-core CPU",
+           "torch": "2.11.0", "python": "3.12", "cpu_cores": 2 if spec.device == "cpu" else 16,
+           "triton": "3.6.0" if spec.device == "cuda" else None, "cuda": "13.0" if spec.device == "cuda" else None,
+           "driver": "580" if spec.device == "cuda" else None, "git_commit": "abc", "git_dirty": False,
+           "inductor_cache": "cold" if repeat < c.cold else "warm", "float32_matmul_precision": "highest"}
+    config = {"compile_mode": c.mode, "compile_scope": c.scope, "batch_size": c.batch, "shape_regime": c.regime,
+              "precision": c.precision, "repeat": repeat, "interleave_chunk": 10}
+    rec = {"schema_version": record.SCHEMA_VERSION, "config": config, "env": env, "status": status,
+           "error": None if status == "ok" else f"{status} in a generated run", "metrics": {}}
+    if status != "ok":
+        return rec
+    speedup = float(c.speedup * math.exp(rng.normal(0.0, c.spread)))
+    ref = eager_ms * math.exp(rng.normal(0.0, 0.02))
+    step = ref / speedup
+    ref_times = list(ref * np.exp(rng.normal(0.0, 0.03, 40)))
+    times = list(step * np.exp(rng.normal(0.0, 0.03, 40)))
+    eager = c.mode == "eager"
+    compile_s = 0.0 if eager else float(rng.uniform(5.0, 60.0))
+    tokens = 40.0 * c.batch * 1e3 / step * (2.0 if c.regime == "packed" else 1.0)
+    prof = ({"kernels_per_step": 100, "idle_fraction": 0.3, "cpu_ms_per_step": step * 0.8,
+             "device_busy_ms_per_step": step * float(rng.uniform(0.3, 1.0)), "wall_ms_per_step": step * 1.5,
+             "triton_kernels_distinct": 0 if eager else 9, "distinct_kernels": 20,
+             "top_kernels": [{"name": "triton_poi_fused_0", "calls_per_step": 2, "ms_per_step": 0.4, "share": 0.3}]}
+            if spec.device == "cuda" else {"kernels_per_step": 300, "cpu_ms_per_step": step, "kernel_kind": "aten ops",
+                                           "top_kernels": [{"name": "aten::addmm", "calls_per_step": 9,
+                                                            "ms_per_step": step / 3, "share": 0.3}]})
+    rec["metrics"] = {
+        "steady_step_ms": step, "reference_step_ms": ref, "in_process_speedup": ref / step, "step_times_ms": times,
+        "reference_step_times_ms": ref_times, "epoch1_s": 1.0 + compile_s + 0.1 * repeat, "epoch2_s": 1.0,
+        "epoch_steps": min(60, ROWS // c.batch), "real_tokens_per_s": tokens, "padded_tokens_per_s": tokens * 2,
+        "padding_fraction": 0.0 if c.regime == "packed" else 0.55, "distinct_shapes": 1 if c.regime != "dynamic" else 6,
+        "graphs_compiled": None if eager else 1, "graph_breaks": None if eager else 0,
+        "peak_memory_bytes": 2.0**30, "eval_accuracy": 0.8, "achieved_tflops": 100.0 / step,
+        "real_tflops": 45.0 / step, "inference_step_ms": step / 3, "inference_speedup": speedup,
+        "profile": prof, "reference_profile": prof,
+    } | ({"model_class": "GeneratedModel", "model_plug": "a generated plug", "model_params": 1234567}
+         if spec.plug else {})
+    return rec
+
+
+@dataclass
+class Paper:
+    spec: Spec
+    summary: pd.DataFrame
+    report: object  # report.document.Report
+    markdown: str
+    context: dict
+
+
+def paper(spec: Spec) -> Paper:
+    """The study's records read back, summarised, judged, decided, built into a report model and rendered."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, rec in enumerate(records(spec)):
+            paths.append(Path(tmp) / f"r{i}.json")
+            paths[-1].write_text(json.dumps(rec))
+        runs = record.table(paths)
+    facts = {"description": "a generated corpus", "source": "synthetic", "vocab_size": 271, "max_len": 128,
+             "splits": {s: {"rows": ROWS, "pad_fraction_at_max_len": 0.58,
+                            "token_length_percentiles": {"p50": 40, "p90": 60, "p99": 90, "max": 128}}
+                        for s in ("train", "eval")}}
+    summary = add_mfu(summarize(runs, ROWS), {p: {"tflops": 700.0} for p in ("bf16", "fp32")})
+    claims = claims_table(summary, None, facts)
+    decisions = decide(summary, {})
+    model = MODEL | ({"hf_config": PLUGS["hf"]} if spec.plug == "hf" else
+                     {"factory": PLUGS["factory"]} if spec.plug == "factory" else {})
+    config = {"model": model, "train": {"lr": 3e-4}, "grids": {spec.device: _grids(spec)}}
+    env = environment(runs) | {"peak_tflops": {p: 700.0 for p in set(summary.precision)}}
+    rep = report.build(summary, pd.DataFrame(columns=PARITY_COLUMNS), claims, decisions, env, facts, config,
+                       spec.device, {"timer": [], "drift": []}, "figures")
+    return Paper(spec, summary, rep, render.render(rep, "md"), {"config": config, "facts": facts})
+
+
+def _grids(spec: Spec) -> list[dict]:
+    """One sub-grid per configuration, so that the grid plans what the study ran (missing repeats show)."""
+    return [{"name": f"g{i}", "compile_mode": [c.mode], "compile_scope": [c.scope], "batch_size": [c.batch],
+             "shape_regime": [c.regime], "bucket_sets": [[32, 64, 96, 128]], "precision": [c.precision],
+             "repeats": 5 if c.repeats < 5 and i % 3 == 0 else c.repeats, "warmup_steps": 5, "timed_steps": 40,
+             "interleave_chunk": 10, "recompile_limit": 8, "max_epoch_steps": 60}
+            for i, c in enumerate(spec.configurations)]

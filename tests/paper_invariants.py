@@ -1,0 +1,185 @@
+"""What every paper must keep, checked on its report model and its Markdown: each checker returns the violations
+it finds (empty: the invariant holds). tests/test_invariants.py runs them on generated studies and shows each
+one failing on a hand-made study that breaks it.
+
+    problems = paper_invariants.check(paper)   # paper: generated_studies.Paper (summary, report, markdown)
+
+The checkers re-derive what they check from summary.csv's intervals with core/stats.py, independently of the
+report's own rankings (aggregate/decide.py), so that a wrong decision there is caught too.
+"""
+
+from __future__ import annotations
+
+import re
+
+from compile_study.core import stats
+from compile_study.report import numbers
+from compile_study.report.document import Figure, Items, Para, Table, Text
+from compile_study.report.paper import sentences
+
+# words that compare measured configurations (with eager or with each other)
+COMPARATIVE = re.compile(r"faster than|slower than|fastest|the most\b|more than any|not distinguishable|measurably|"
+                         r"the shorter one|gains more|gain more")
+FEWER = re.compile(r"\(single run\)|n = [12], no interval")  # an interval's method where it has fewer than MIN_N
+GPU_WORDS = ("TF32", "CUDA", "Triton", "GPU wait", "gpu wait", "driver")  # never in a CPU study's paper
+BUILT_IN_WORDS = ("masked mean pooling", "d_model", "-layer transformer", "feed-forward 1024",
+                  "transformer encoder classifier")
+KEY_HEADERS = {"precision", "batch", "mode", "shapes", "what runs", "what is compiled", "sub-grid", "claim", "#",
+               "scope", "kernel", "operator"}
+MEASURED = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)(?=(?:×| ?%| s\b| ms\b| steps\b| epochs\b| TFLOP/s))")
+THRESHOLD = re.compile(r"`([\w-]+)` \(([\w-]+)\) at batch (\d+)(?: in \w+)? pays after ([\d,]+) steps")
+NAMED = re.compile(r"`([\w-]+)` \(([\w-]+)\)(?: on ([\w-]+) batches)? at batch (\d+)")
+
+
+def texts(report) -> list[Text]:
+    """Every sentence of the report model: abstract, paragraphs, list items and captions."""
+    out = list(report.abstract)
+    for section in report.main + report.appendix:
+        for b in section.blocks:
+            out += ([b.text] if isinstance(b, Para) else list(b.items) if isinstance(b, Items) else
+                    [b.caption] if isinstance(b, Table | Figure) else [])
+    return out
+
+
+def tables(report) -> list[Table]:
+    return [b for s in report.main + report.appendix for b in s.blocks if isinstance(b, Table)]
+
+
+def _rankings(value, prefix=None):
+    """(ranking, quantity) for every ranking in a Text's data: a dict with top, below and few."""
+    if isinstance(value, dict):
+        if {"top", "below", "few"} <= set(value):
+            yield value, prefix
+        for k, v in value.items():
+            yield from _rankings(v, {"batches": "speedup", "found": "gain", "shape": "gain"}.get(k, prefix))
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _rankings(v, prefix)
+
+
+def _configs(value):
+    """Every configuration dict in a Text's data (it has mode, batch and a speedup interval)."""
+    if isinstance(value, dict):
+        if {"mode", "batch", "speedup"} <= set(value) and isinstance(value["speedup"], stats.Interval):
+            yield value
+        for v in value.values():
+            yield from _configs(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _configs(v)
+
+
+def comparative_words(paper) -> list[str]:
+    """Every ranking and verdict the paper words follows the interval rule, and none rests on fewer than MIN_N
+    processes: re-derived with stats.compare from the intervals; and no sentence with a comparative word quotes
+    an interval of fewer processes."""
+    out = []
+    for t in texts(paper.report):
+        for r, q in _rankings(t.data):
+            where = f"{t.file}.{t.macro}"
+            ranked = r["top"] + r["below"]
+            if any(c[q].n < stats.MIN_N for c in ranked) or any(c[q].n >= stats.MIN_N for c in r["few"]):
+                out.append(f"{where}: a configuration of fewer than {stats.MIN_N} processes is ranked")
+            if r["top"]:
+                best = r["top"][0]
+                out += [f"{where}: {c['mode']} ({c['scope']}) is in the top but the rule separates it from the best"
+                        for c in r["top"][1:] if stats.compare(best[q], c[q]) != "indistinct"]
+                out += [f"{where}: {c['mode']} ({c['scope']}) is called below the best but overlaps it"
+                        for c in r["below"] if stats.compare(best[q], c[q]) != "higher"]
+            for a in r.get("apart", []):
+                out += [f"{where}: {h['mode']} is called above {a['lower']['mode']} without separate intervals"
+                        for h in a["above"] if stats.compare(h[q], a["lower"][q]) != "higher"]
+        for c in _configs(t.data):
+            if c.get("verdict") in ("faster", "slower", "within-noise", "indistinct") and c["speedup"].n < stats.MIN_N:
+                out.append(f"{t.file}.{t.macro}: a verdict for {c['mode']} at batch {c['batch']} with n < {stats.MIN_N}")
+        for p in t.data.get("pairs", []) if isinstance(t.data.get("pairs"), list) else []:
+            if p.get("code") != stats.compare(p["slow"]["step"], p["fast"]["step"]):
+                out.append(f"{t.file}.{t.macro}: the precisions' step times compared against the rule")
+    out += [f"a comparative sentence quotes fewer processes: {s[:120]}"
+            for s in sentences(paper.markdown.partition("\n## Appendix")[0]) if COMPARATIVE.search(s) and FEWER.search(s)]
+    return out
+
+
+def recommendations(paper) -> list[str]:
+    """Every run-length recommendation's threshold is the break-even of the configuration it names (summary.csv),
+    that configuration is faster than eager, and no sentence tells every shorter run to stay eager."""
+    s, out = paper.summary, []
+    static = s[s.shape_regime == "static"]
+    for m in THRESHOLD.finditer(paper.markdown):
+        mode, scope, batch, steps = m[1], m[2], int(m[3]), m[4]
+        rows = static[(static.compile_mode == mode) & (static.compile_scope == scope) & (static.batch_size == batch)]
+        if not any(numbers.steps(r.break_even_steps) == steps and r.verdict == "faster" for r in rows.itertuples()):
+            out.append(f"{mode} ({scope}) at batch {batch}: 'pays after {steps} steps' is not its break-even")
+    for sentence in sentences(paper.markdown):
+        if re.search(r"sooner eager", sentence) and "with that configuration" not in sentence:
+            out.append(f"a shorter-run advice not tied to its configuration: {sentence[:120]}")
+        if re.search(r"longest break-even|shortest break-even", sentence):
+            out.append(f"advice from an extreme over configurations: {sentence[:120]}")
+    return out
+
+
+def _table_text(report) -> str:
+    return "\n".join(" | ".join(row) for t in tables(report) for row in t.rows)
+
+
+def numbers_traced(paper) -> list[str]:
+    """Every measured number (a ratio, a percentage, seconds, steps, epochs) in the abstract and the conclusions
+    appears, with the same rounding, in a table."""
+    md = paper.markdown.replace("\\", "")  # Markdown's escapes undone
+    abstract = md.partition("\n## Abstract\n")[2].partition("\n## ")[0]
+    conclusions = md.partition("\n## Conclusions and recommendations\n")[2].partition("\n## ")[0]
+    cells = _table_text(paper.report).replace("\\", "")
+    level = f"{stats.LEVEL:.0%} t"  # the intervals' level, a rule of the method and not a measured number
+    abstract, conclusions = abstract.replace(level, ""), conclusions.replace(level, "")
+    found = set(re.findall(r"(?<![\w.])\d[\d,]*(?:\.\d+)?", cells))
+    return [f"{n} (in the {part}) is in no table" for part, text in (("abstract", abstract), ("conclusions", conclusions))
+            for n in MEASURED.findall(text) if n not in found]
+
+
+def tables_and_names(paper) -> list[str]:
+    """Every configuration a sentence names is a row of some table, and every table's rows are unique by their
+    identifying columns (precision included)."""
+    out, rows = [], []
+    for t in tables(paper.report):
+        keys = [i for i, c in enumerate(t.columns) if c.header in KEY_HEADERS]
+        seen = [tuple(r[i] for i in keys) for r in t.rows]
+        out += [f"table {t.key}: two rows read {k}" for k in {k for k in seen if seen.count(k) > 1}]
+        rows += [set(r) for r in t.rows]
+    for m in NAMED.finditer(paper.markdown):
+        mode, scope, batch = m[1], m[2], m[4]
+        label = f"{mode} ({scope})"
+        # a table row names it as "mode (scope)", by its mode and scope cells, or (the scopes table, default mode
+        # only) by its scope
+        if not any(batch in r and (label in r or mode in r and (scope == "module" or scope in r)
+                                   or mode == "default" and scope in r) for r in rows):
+            out.append(f"'{m[0]}' names a configuration no table holds")
+    return out
+
+
+def device_and_model(paper) -> list[str]:
+    """A CPU study's paper has no GPU-only words; a plugged model's paper no built-in model's words, and it
+    states the plug's parameters (and, where its config says them, its layers and width)."""
+    md, out = paper.markdown, []
+    if paper.spec.device == "cpu":
+        out += [f"a CPU paper says {w!r}" for w in GPU_WORDS if w in md]
+    if paper.spec.plug:
+        out += [f"a plugged model's paper says {w!r}" for w in BUILT_IN_WORDS if w in md]
+        params = paper.summary.model_params.dropna()
+        if len(params) and f"{int(params.iloc[0]):,} parameters" not in md:
+            out.append("a plugged model's paper does not state its parameters")
+        hf = (paper.context["config"]["model"].get("hf_config") or {})
+        if hf and f"{hf['num_hidden_layers']} layers of width {hf['hidden_size']}" not in md:
+            out.append("a transformers plug's paper does not state its layers and width")
+    return out
+
+
+INVARIANTS = {"comparative words": comparative_words, "recommendations": recommendations,
+              "numbers traced": numbers_traced, "tables and names": tables_and_names,
+              "device and model": device_and_model}
+
+
+def check(paper) -> dict[str, list[str]]:
+    """Every invariant's violations, by name (only those with some)."""
+    found = {name: f(paper) for name, f in INVARIANTS.items()}
+    return {name: v for name, v in found.items() if v}
+

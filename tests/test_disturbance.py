@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from compile_study.aggregate import variance
+from compile_study.aggregate.decide import decide
 from compile_study.aggregate.summary import CONFIG, disturbance_counts, environment, summarize
 from compile_study.core import disturbance, record
 from compile_study.core.clock import Clock
@@ -213,9 +214,10 @@ def test_the_counts_the_setup_reads(tmp_path):
 
 
 def _setup_sentence(study: dict) -> str:
-    ctx = Context(study["summary"], study["claims"], study["environment"], study["facts"], study["config"],
-                  study["device"], "figures", study["calls"], study["checks"], {})
-    return words(method.setup(ctx)[2].text)
+    ctx = Context(study["summary"], study["claims"], decide(study["summary"]), study["environment"], study["facts"],
+                  study["config"], study["device"], "figures", study["calls"], study["checks"], {})
+    [para] = [p for p in method.setup(ctx) if p.text.macro == "disturbance"]
+    return words(para.text)
 
 
 def test_the_setup_counts_the_runs_redone_after_outside_load(tmp_path):

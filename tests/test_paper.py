@@ -218,13 +218,17 @@ def test_a_cpu_paper_never_recommends_compiling_when_nothing_compiled_is_faster(
 
 @pytest.mark.unit
 def test_the_method_names_the_autotune_bound_its_records_keep_and_nothing_where_they_keep_none():
+    """The method says what the max-autotune modes search; the appendix's Environment names the Inductor options."""
     from compile_study.measure.compile import autotune_search
     from compile_study.report.document import Text
 
     bound = autotune_search("max-autotune")
     text = paper.words(Text("method", "timing", {"gpu": True, "autotune": bound}))
-    assert f"`{bound}`" in text and "search only the GEMMs' kernels" in text
-    two = paper.words(Text("method", "timing", {"gpu": True, "autotune": ["a=1", "b=2"]}))  # two bounds: both named
+    assert "search only the GEMMs' kernels" in text and "Environment" in text
+    env = {"items": [], "cores": None, "records": 3, "statuses": [("ok", 3)]}
+    assert f"`{bound}`" in paper.words(Text("appendix", "environment", env | {"autotune": bound}))
+    two = paper.words(Text("appendix", "environment", env | {"autotune": ["a=1", "b=2"]}))  # two bounds: both named
     assert "`a=1`, `b=2`" in two
     for none in (None, []):  # records from before the bound was kept, or a study without the modes
         assert "GEMM" not in paper.words(Text("method", "timing", {"gpu": True, "autotune": none}))
+        assert "Inductor options" not in paper.words(Text("appendix", "environment", env | {"autotune": none}))

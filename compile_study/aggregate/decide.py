@@ -224,7 +224,25 @@ def checks_decided(checks: dict, summary: pd.DataFrame) -> dict:
     timer = timer_disagreements((checks.get("timer_check") or {}).get("results", []), summary)
     if timer:
         out["timer"] = timer
+    compiles = compile_concurrency(checks.get("compile_concurrency") or {})
+    if compiles:
+        out["compile_concurrency"] = compiles
     return out
+
+
+def compile_concurrency(check: dict) -> dict | None:
+    """The compile-concurrency check: a cold compile among k at once (c cores each) over the same compile alone,
+    one ratio per round, as an interval read against 1 (no A/A band exists for compile times): "faster" here means
+    the compile took longer among the others, "slower" that it took less, "indistinct" an interval that holds 1;
+    fewer than MIN_N rounds, "few-runs". None where the check did not apply (a host too small for two at once)."""
+    if not check.get("applicable"):
+        return None
+    iv = stats.speedup_interval(r["ratio"] for r in check["results"])
+    return {"interval": interval_json(iv), "rounds": len(check["results"]), "band": None,
+            "verdict": stats.verdict(iv, stats.Band(1.0, 1.0, 0.0, 0.0, 0)), "k": check["k"],
+            "cores_per_compile": check["cores_per_compile"], "host_cores": check["host_cores"],
+            "alone_s": statistics.median(r["alone_s"] for r in check["results"]),
+            "batch_s": statistics.median(statistics.median(r["batch_s"]) for r in check["results"])}
 
 
 def decide(summary: pd.DataFrame, checks: dict | None = None) -> dict:

@@ -268,6 +268,30 @@ def environment(records: pd.DataFrame) -> dict:
                                         "step_variance": variance.explained(records, CONFIG)}
 
 
+def compile_phase(compiles: pd.DataFrame) -> dict:
+    """What the Setup says of the compile phase (rule cold_compile; core/compile_record.py), from its records:
+    how many cold compiles of how many configurations, how many each, how many went at once at most on how many
+    cores each, the modes whose compiles ran alone (a GEMM search benchmarks on the device) and those that started
+    from another mode's GEMM search (gemm_search: shared; once per configuration). Empty for a
+    study made before the compile phase (its cold compiles are its first runs')."""
+    if compiles is None or compiles.empty:
+        return {}
+    ok = compiles[compiles.status == "ok"]
+    keys = [c for c in CONFIG if c != "device_type"]
+    per = compiles.groupby(keys).size()
+    shared = compiles[~compiles.alone.astype(bool)]
+    alone = compiles[compiles.alone.astype(bool)]
+    return {"compiles": len(compiles), "failed": len(compiles) - len(ok), "configurations": len(per),
+            "per_configuration": [int(per.min()), int(per.max())],
+            "at_once": int(pd.to_numeric(shared.at_once, errors="coerce").max()) if len(shared) else 1,
+            "slots": int(pd.to_numeric(compiles.slots, errors="coerce").max()),
+            "cores_per_compile": sorted({len(c) for c in shared.cores if isinstance(c, list)}),
+            "alone_modes": sorted(set(alone.compile_mode), key=vocab.COMPILE_MODES.index), "alone": len(alone),
+            "search_shared_modes": sorted(set(compiles[compiles.inductor_cache == vocab.SEARCH_SHARED].compile_mode),
+                                          key=vocab.COMPILE_MODES.index),
+            "host_cores": sorted({len(c) for c in alone.cores if isinstance(c, list)})}
+
+
 def disturbance_counts(records: pd.DataFrame) -> dict:
     """What the Setup says of other work on the host: of the successful runs' records, those that carry its
     readings (a failed run may have none); the runs redone (by the first reason of their first disturbed attempt),
@@ -329,6 +353,6 @@ def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp
     write_text_atomic(out["claims"], claims.to_csv(index=False))
     checks = {name: _json_or(path, {}) for name, path in (check_paths or {}).items()}
     write_text_atomic(out["decisions"], to_json(decide(summary, checks)))
-    write_json_atomic(out["environment"],
-                      environment(records) | {"peak_tflops": {p: v["tflops"] for p, v in peaks.items()}})
+    write_json_atomic(out["environment"], environment(records) | {
+        "peak_tflops": {p: v["tflops"] for p, v in peaks.items()}, "compile_phase": compile_phase(compiles)})
     return summary

@@ -14,8 +14,10 @@ from compile_study.core import grid, vocab
 from compile_study.core.intervals import BAND_SDS, Interval
 from compile_study.core.record import RunKey
 from compile_study.report import numbers as n
+from compile_study.report.conclusions import step_scope
 from compile_study.report.document import Column, Para, Section, Table, Text, plain
 from compile_study.report.findings import Context, config, ordered, regime_rows, value
+from compile_study.report.method import grid_table
 from compile_study.report.paper import term
 
 
@@ -251,6 +253,16 @@ def launcher_para(check: dict, decided: dict | None) -> Para | None:
         "warm_s": decided["fixed_cost_s"]["warm"], "fresh_s": decided["fixed_cost_s"]["fresh"], "c": _cell(check)}))
 
 
+def compile_concurrency_para(check: dict, decided: dict | None) -> Para | None:
+    """The compile-concurrency check (checks/compile_concurrency.py): a cold compile among k at once on c cores each
+    over the same compile alone with the whole host, read against 1 (aggregate/decide.py compile_concurrency)."""
+    if not check.get("applicable") or not decided:
+        return None
+    return Para(Text("appendix", "compile_concurrency", _decided(decided) | {
+        "k": decided["k"], "cores": decided["cores_per_compile"], "host_cores": decided["host_cores"],
+        "alone_s": decided["alone_s"], "batch_s": decided["batch_s"], "c": _cell(check)}))
+
+
 def decided_launcher(ctx: Context) -> dict | None:
     """The launcher check's interval, rounds and verdict as decided (None where it did not run or apply)."""
     decided = (ctx.decisions.get("checks") or {}).get("launcher")
@@ -296,27 +308,34 @@ def environment_para(ctx: Context) -> Para:
     items = [(name, value(e[k])) for k, name in keys if e.get(k) not in (None, "None", [], "")]
     statuses = [(plain(k), c) for k, c in (e.get("statuses") or {}).items()]
     return Para(Text("appendix", "environment", {"items": items, "cores": value(e.get("cpu_cores")),
-                                                 "records": e.get("n_records"), "statuses": statuses}))
+                                                 "records": e.get("n_records"), "statuses": statuses,
+                                                 "autotune": e.get("autotune_search")}))
 
 
 # a method check's name (config `checks`, layout.CHECKS) -> its key in the report's `checks`
 CHECK_KEYS = {"timer_check": "timer", "reference_drift": "drift", "concurrency": "concurrency",
-              "launcher": "launcher"}
+              "launcher": "launcher", "compile_concurrency": "compile_concurrency"}
 
 
 def sections(ctx: Context, parity: pd.DataFrame, claims: Table | None = None) -> list[Section]:
-    tables = [("Common claims with their evidence", claims), ("Per-configuration detail", detail_table(ctx)), ("What is compiled", scopes_table(ctx)),
+    tables = [("The grid", grid_table(ctx)), ("Common claims with their evidence", claims), ("Per-configuration detail", detail_table(ctx)), ("What is compiled", scopes_table(ctx)),
               ("Noise and controls", noise_table(ctx)), ("Shape regimes in detail", regime_table(ctx)),
               ("Profiler detail", profile_table(ctx)), ("Top kernels" if ctx.gpu else "Top operators", kernel_table(ctx)),
               ("Parity", parity_table(parity))]
     out = [Section(title, [t]) for title, t in tables if t is not None]
     decided = ctx.decisions.get("checks") or {}
+    step = step_scope(ctx)
+    if step and any(s.title == "What is compiled" for s in out):  # the whole step as one function, in detail
+        next(s for s in out if s.title == "What is compiled").blocks.append(
+            Para(Text("beststep", "step_detail", {"step": step})))
     spread = variance_para(ctx)
     if spread is not None:  # beside the noise table: what the host's state explains of the spread it shows
         next(s for s in out if s.title == "Noise and controls").blocks.append(spread)
     found = check_tables(ctx.checks) + [
         p for p in (timer_para(ctx), concurrency_para(ctx.checks.get("concurrency") or {}, decided.get("concurrency")),
-                    launcher_para(ctx.checks.get("launcher") or {}, decided.get("launcher"))) if p]
+                    launcher_para(ctx.checks.get("launcher") or {}, decided.get("launcher")),
+                    compile_concurrency_para(ctx.checks.get("compile_concurrency") or {},
+                                             decided.get("compile_concurrency"))) if p]
     missing = [name for name in ctx.config.get("checks", {}).get(ctx.device, []) if not ctx.checks.get(CHECK_KEYS[name])]
     if missing:
         found.append(Para(Text("appendix", "checks_missing", {"missing": missing})))

@@ -242,7 +242,7 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     """The study directory's files (layout.py) -> paper.md and paper.tex (figure paths relative to each paper).
 
     inputs: summary, parity, claims, decisions, environment, facts, figures, and where present calls (calls.jsonl) and
-    the method checks (timer_check, reference_drift, concurrency, launcher)."""
+    the method checks (timer_check, reference_drift, concurrency, launcher, compile_concurrency)."""
     from compile_study.aggregate.figures import read_index
     from compile_study.aggregate.walltime import read_calls
     from compile_study.core.io import write_text_atomic
@@ -257,7 +257,7 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     env = json.loads(Path(inputs["environment"]).read_text())
     decisions = json.loads(Path(inputs["decisions"]).read_text())
     facts = json.loads(Path(inputs["facts"]).read_text())
-    checks = {key: check(name) if name in ("concurrency", "launcher") else check(name).get("results", [])
+    checks = {key: check(name) if name in ("concurrency", "launcher", "compile_concurrency") else check(name).get("results", [])
               for name, key in appendix.CHECK_KEYS.items()}
     calls = read_calls(inputs["calls"]) if inputs.get("calls") else []
     drawn = read_index(inputs["figures"])

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from compile_study.aggregate.decide import ordered
 from compile_study.aggregate.summary import HOST_BOUND
 from compile_study.core import disturbance, grid, record, vocab
-from compile_study.core.intervals import BAND_SDS, LEVEL, MIN_N
+from compile_study.core.intervals import BAND_SDS, LEVEL, MIN_N, Interval
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Para, Table, Text, plain
 from compile_study.report.findings import Context, config, data_facts, model, once, payback, value
@@ -68,7 +68,8 @@ def costs(ctx: Context) -> dict:
             "shared": states.get(vocab.SEARCH_SHARED, 0), "shared_modes": ctx.env.get("search_shared_modes") or [],
             "gpu": ctx.gpu, "train_rows": ctx.train_rows, "payback": payback(ctx) is not None,
             # the peaks of the precisions the runs used (a CPU's peak.json measures a tf32 that no CPU run has)
-            "peaks": [(p, v) for p, v in (ctx.env.get("peak_tflops") or {}).items() if p in set(ctx.summary.precision)]}
+            "peaks": [(p, v) for p, v in (ctx.env.get("peak_tflops") or {}).items() if p in set(ctx.summary.precision)],
+            "phase": compile_phase(ctx)}
 
 
 def time_spent(ctx: Context) -> dict | None:
@@ -81,9 +82,9 @@ def time_spent(ctx: Context) -> dict | None:
 
 
 def blocks(ctx: Context) -> list:
-    """The method section: model and data, the grid (a table), timing, intervals, costs, time spent."""
+    """The method section: model and data, timing, intervals, costs, time spent (the grid's table is the
+    appendix's first: appendix.py sections)."""
     out = [Para(Text("method", "model_and_data", {"model": model(ctx), "data": data_facts(ctx)})),
-           grid_table(ctx),
            Para(Text("method", "timing", {"gpu": ctx.gpu, "autotune": ctx.env.get("autotune_search")})),
            Para(Text("method", "intervals", intervals())), Para(Text("method", "costs", costs(ctx)))]
     spent = time_spent(ctx)
@@ -148,6 +149,23 @@ def setup(ctx: Context) -> list:
             "commits": commits(ctx), "recorded_calls": bool(ctx.calls), "env_keys": record.ENV_KEYS}
     return [Para(Text("setup", "conditions", data)), Para(Text("setup", "provenance", data)),
             Para(Text("setup", "disturbance", disturbed_runs(ctx))), Para(Text("setup", "carries", carries(ctx)))]
+
+
+def compile_phase(ctx: Context) -> dict:
+    """Where the cold compiles come from: the compile phase's records (summary.py compile_phase: how many, how many
+    at once on how many cores, which ran alone), the configured count per configuration, and the compile-concurrency
+    check's factor where it ran; or, for a study made before the compile phase, its first runs."""
+    n_cold = ((ctx.config.get("compile_phase") or {}).get(ctx.device) or {}).get("n_cold")
+    decided = (ctx.decisions.get("checks") or {}).get("compile_concurrency")
+    return {"p": ctx.env.get("compile_phase") or {}, "n_cold": n_cold, "gpu": ctx.gpu,
+            "check": {"iv": _interval(decided["interval"]), "verdict": decided["verdict"]} if decided else None}
+
+
+def _interval(d: dict) -> Interval:
+    """An interval of decisions.json (None for an end it could not give) as the templates' filters read it."""
+    nan = float("nan")
+    return Interval(*(nan if d[k] is None else d[k] for k in ("point", "low", "high")), d["method"], d["n"],
+                    nan if d["level"] is None else d["level"])
 
 
 def carries(ctx: Context) -> dict:

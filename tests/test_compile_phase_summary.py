@@ -69,17 +69,27 @@ def test_the_method_counts_the_phases_compiles_and_says_how_they_ran():
         + [_compile("max-autotune", 0, 240.0, at_once=1, cores=range(16), alone=True)]
         + [_compile("max-autotune-no-cudagraphs", 0, 40.0, cores=(6, 7), cache=vocab.SEARCH_SHARED)]
         + [_compile("reduce-overhead", i, 30.0, status="failed" if i == 2 else "ok", cores=(0, 1)) for i in range(3)])
-    p = compile_phase(compiles)
+    timed = pd.DataFrame({"status": ["ok"] * 5 + ["oom"], "compile_mode": ["eager"] + ["default"] * 5,
+                          "inductor_cache": ["cold", "warm", "warm", "warm", "cold", "cold"]})
+    p = compile_phase(compiles, timed)
     assert p == {"compiles": 8, "failed": 1, "configurations": 4, "per_configuration": [1, 3], "at_once": 3,
                  "slots": 8, "cores_per_compile": [2], "alone_modes": ["max-autotune"], "alone": 1,
-                 "search_shared_modes": ["max-autotune-no-cudagraphs"], "host_cores": [16]}
+                 "search_shared_modes": ["max-autotune-no-cudagraphs"], "host_cores": [16],
+                 "failed_configurations": 0, "timed_cache": {"warm": 3, "cold": 1}}
     check = {"iv": decide.stats.speedup_interval([1.04, 1.07, 1.05]), "verdict": "faster"}
     phase = {"p": p, "n_cold": 3, "gpu": True, "check": check}
     costs = {"cold": 0, "warm": 9, "recorded": True, "gpu": True, "train_rows": ROWS, "peaks": [], "payback": True}
     text = words(Text("method", "costs", costs | {"phase": phase}))
     for number in ("8 of them for 4 configurations", "one to three per configuration", "Up to three", "2 cores",
-                   "`max-autotune` benchmarks", "(1 in all)", "`max-autotune-no-cudagraphs` started", "1 cold compile"):
+                   "`max-autotune` benchmarks", "(1 in all)", "`max-autotune-no-cudagraphs` started", "1 cold compile",
+                   "1 of the 4 compiled timed runs did not find that cache filled"):
         assert number in text, (number, text)
+    assert "had none that succeeded" not in text and "Every timed run" not in text
+    # every compile of a configuration failed, every timed run found its cache filled
+    failed = compiles.assign(status="failed")
+    every = words(Text("method", "costs", costs | {"phase": phase | {"p": compile_phase(failed, timed.iloc[1:4])}}))
+    assert "8 cold compiles failed" in every and "4 configurations had none that succeeded" in every
+    assert "Every timed run started from the cache" in every
     assert "(three configured)" not in text  # the most any configuration had is the configured count
     assert "were cold" not in text  # the timed runs' cache states are not the cold compiles' any more
     old = words(Text("method", "costs", costs | {"cold": 3, "warm": 6, "phase": phase | {"p": {}}}))

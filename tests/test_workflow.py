@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -155,6 +156,9 @@ def write_tiny_config(study_dir) -> bool:
                             "shape_regime": ["static"], "precision": ["fp32"], "repeats": 1, "warmup_steps": 2,
                             "timed_steps": 6, "interleave_chunk": 3, "max_epoch_steps": 4}]
     cfg["claims"] = {"mlp": {"cpu": {"batch_sizes": [8], "steps": 5, "repeats": 2}}}
+    # the tests' other processes share this host's cores: no run of a tiny study counts as disturbed (the rule is
+    # tested on its own, with a neighbour of its own: tests/test_disturbed_study.py sets its limits)
+    cfg["disturbance"] = {"max_outside_cores": os.cpu_count(), "max_aa_ratio": 1e6, "redos": 0}
     (study_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
     return real
 

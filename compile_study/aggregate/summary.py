@@ -268,11 +268,12 @@ def environment(records: pd.DataFrame) -> dict:
                                         "step_variance": variance.explained(records, CONFIG)}
 
 
-def compile_phase(compiles: pd.DataFrame) -> dict:
+def compile_phase(compiles: pd.DataFrame, records: pd.DataFrame | None = None) -> dict:
     """What the Setup says of the compile phase (rule cold_compile; core/compile_record.py), from its records:
     how many cold compiles of how many configurations, how many each, how many went at once at most on how many
     cores each, the modes whose compiles ran alone (a GEMM search benchmarks on the device) and those that started
-    from another mode's GEMM search (gemm_search: shared; once per configuration). Empty for a
+    from another mode's GEMM search (gemm_search: shared; once per configuration); the configurations none of whose
+    compiles succeeded, and how many compiled timed runs (`records`) found their cache filled (warm) or not. Empty for a
     study made before the compile phase (its cold compiles are its first runs')."""
     if compiles is None or compiles.empty:
         return {}
@@ -289,7 +290,17 @@ def compile_phase(compiles: pd.DataFrame) -> dict:
             "alone_modes": sorted(set(alone.compile_mode), key=vocab.COMPILE_MODES.index), "alone": len(alone),
             "search_shared_modes": sorted(set(compiles[compiles.inductor_cache == vocab.SEARCH_SHARED].compile_mode),
                                           key=vocab.COMPILE_MODES.index),
-            "host_cores": sorted({len(c) for c in alone.cores if isinstance(c, list)})}
+            "host_cores": sorted({len(c) for c in alone.cores if isinstance(c, list)}),
+            "failed_configurations": len(per) - (ok.groupby(keys).ngroups if len(ok) else 0),
+            "timed_cache": _timed_cache(records)}
+
+
+def _timed_cache(records: pd.DataFrame | None) -> dict[str, int]:
+    """The successful compiled timed runs by the state they found their Inductor cache in (vocab.CACHE_STATES)."""
+    if records is None or records.empty:
+        return {}
+    ok = records[(records.status == "ok") & (records.compile_mode != "eager")]
+    return {str(k): int(v) for k, v in ok.inductor_cache.value_counts().items()}
 
 
 def disturbance_counts(records: pd.DataFrame) -> dict:
@@ -354,5 +365,5 @@ def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp
     checks = {name: _json_or(path, {}) for name, path in (check_paths or {}).items()}
     write_text_atomic(out["decisions"], to_json(decide(summary, checks)))
     write_json_atomic(out["environment"], environment(records) | {
-        "peak_tflops": {p: v["tflops"] for p, v in peaks.items()}, "compile_phase": compile_phase(compiles)})
+        "peak_tflops": {p: v["tflops"] for p, v in peaks.items()}, "compile_phase": compile_phase(compiles, records)})
     return summary

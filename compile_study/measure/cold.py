@@ -23,6 +23,7 @@ from compile_study.core.clock import Clock
 from compile_study.core.model import ModelConfig, model_config_for
 from compile_study.core.record import OVERHEAD, RunConfig
 from compile_study.measure.compile import autotune_search, check_applicable, scope_model_config
+from compile_study.measure.hostwatch import HostWatch, gpu_uuid
 from compile_study.measure.protocol import check_finite
 from compile_study.measure.run import (
     compiler_settings,
@@ -43,13 +44,16 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
             mark_dynamic_lengths(batches)
     with clock.part("compile_s"):
         prepare_compiler(cfg)
+    with clock.part("watch_s"):  # what else ran on the host while it compiled (the other compiles of its batch)
+        host_watch = HostWatch(gpu_uuid(device))
     losses: list[torch.Tensor] = []
-    _, epochs, watch = train_subject(model_cfg, cfg, batches, device, clock, losses)
+    _, epochs, watch = train_subject(model_cfg, cfg, batches, device, clock, losses, host_watch)
     check_finite(losses, "compiled model")
     cold = epochs["epoch1_s"] - epochs["epoch2_s"]
     clock.move("timed_s", "compile_s", max(cold, 0.0))  # the epochs' compile share; the rest trained
     keep = {k: epochs[k] for k in ("first_step_s", "epoch1_s", "epoch2_s", "peak_memory_bytes", "epoch1_step_ms")}
-    return keep | watch.report() | {"cold_compile_s": cold, "epoch_steps": len(batches)}
+    return keep | watch.report() | {"cold_compile_s": cold, "epoch_steps": len(batches),
+                                    "host_load": host_watch.windows}
 
 
 def compile_job(model: dict, run: dict, data_dir: str, device: str, threads: int, host: dict, clock: Clock,

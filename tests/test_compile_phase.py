@@ -111,8 +111,11 @@ def test_the_compile_phase_never_overlaps_a_timed_job_and_a_killed_study_resumes
         m = rec["metrics"]
         assert m["graphs_compiled"] >= 1 and m["cold_compile_s"] == pytest.approx(m["epoch1_s"] - m["epoch2_s"])
         assert m["cold_compile_s"] > 0 and m["overhead_s"]["total_s"] > m["cold_compile_s"]
+        assert m["fx_cache_misses"] >= 1 and rec["compile"]["threads"] == 2  # compiled, as the timed runs' threads
     assert max(r["compile"]["at_once"] for r in recs) == 2  # two compiles did run at once
     runs = [json.loads(p.read_text()) for p in root.glob("runs/static/fp32/default/**/r*.json")]
     assert {r["env"]["inductor_cache"] for r in runs} == {"warm"}  # every timed run starts from the cache
+    for r in runs:  # ... and finds every graph it trains in it: it compiles nothing on the timed path
+        assert r["metrics"]["fx_cache_misses"] == 0 and r["metrics"]["fx_cache_hits"] >= 1, r["metrics"]
     layout = Layout(str(root))
     assert Path(layout.summary).is_file() and Path(layout.paper("md")).is_file()

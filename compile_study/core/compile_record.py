@@ -21,11 +21,13 @@ COMPILE = {
     "at_once": "how many compiles the host ran at once at most while this one ran (1: alone)",
     "slots": "compiles the host may run at once (k: its cores over cores_per_compile)",
     "cores": "the CPU cores this compile was pinned to",
+    "threads": "torch's threads in it: the timed runs' count (Inductor's CPU kernels are made for a thread count)",
     "alone": "whether it ran with the whole host to itself (a GEMM search benchmarks on the GPU)",
     "inductor_cache": "the cache it started from (vocab.CACHE_STATES): cold, or cold but for a shared GEMM search",
 }
 METRICS = ("cold_compile_s", "first_step_s", "epoch1_s", "epoch2_s", "epoch_steps", "graphs_compiled", "recompiles",
-           "generated_kernels", "gemm_searches", "cudagraph_recordings", "compile_events_s", "recompile_limit_hit",
+           "generated_kernels", "gemm_searches", "fx_cache_hits", "fx_cache_misses", "cudagraph_recordings",
+           "compile_events_s", "recompile_limit_hit",
            "peak_memory_bytes")
 
 

@@ -136,6 +136,8 @@ SCALARS = {
     "graph_breaks": "graph breaks", "generated_kernels": "kernels Inductor generated for the run's graphs",
     "gemm_searches": "GEMMs whose kernel choices max-autotune benchmarked for the run's graphs (0 where the autotune "
                      "cache had every choice's timing)",
+    "fx_cache_hits": "graphs Inductor loaded from its FX graph cache (a timed run after the compile phase: all)",
+    "fx_cache_misses": "graphs Inductor compiled because its FX graph cache had none (a timed run: 0 expected)",
     "compiled_autograd_captures": "backward graphs compiled autograd traced (scope step)",
     "compiled_autograd_compiles": "backward graphs compiled autograd compiled (scope step)",
     "inference_step_ms": "eval-mode step, subject", "inference_reference_step_ms": "eval-mode step, eager",

@@ -30,6 +30,11 @@ def gemm_searches() -> int:
     return int(counters["inductor"]["select_algorithm_autotune"])
 
 
+def fx_cache() -> tuple[int, int]:
+    """Inductor's FX graph cache: (hits, misses) so far in this process."""
+    return int(counters["inductor"]["fxgraph_cache_hit"]), int(counters["inductor"]["fxgraph_cache_miss"])
+
+
 def generated_kernels() -> int:
     from torch._inductor import metrics
 
@@ -61,6 +66,7 @@ class CompileWatch:
         self._kernels0 = generated_kernels()
         self._autograd0 = Counter(counters["compiled_autograd"])
         self._searches0 = gemm_searches()
+        self._fx0 = fx_cache()
         self._last = self._graphs0
         callback_handler.register_start_callback(self._on_start)
         callback_handler.register_end_callback(self._on_end)
@@ -97,6 +103,7 @@ class CompileWatch:
             "graph_break_reasons": [f"{n}× {r.splitlines()[0]}" for r, n in breaks.most_common(5)],
             "generated_kernels": generated_kernels() - self._kernels0,
             "gemm_searches": gemm_searches() - self._searches0,
+            "fx_cache_hits": fx_cache()[0] - self._fx0[0], "fx_cache_misses": fx_cache()[1] - self._fx0[1],
             # compiled autograd (scope `step`): a capture traces the backward graph in Python, a compile makes it
             # a new graph; either one in a steady state means backward() is traced again at every step
             "compiled_autograd_captures": autograd["captures"],

@@ -75,7 +75,7 @@ def compile_setup(log: str, device: str, clock: Clock, cores_per_compile: int, a
 def compile_run(params, data_dir: str, record_path: str, log: str, progress: Callable[[], str] | None = None,
                 expected_s: Callable[[], float] | None = None) -> dict:
     """Rule cold_compile: one cold compile of a configuration in a fresh process on a compile slot, from an empty
-    cache (params: run, compile {index, alone, cores_per_compile}, cache_dir, search_cache, model, device) -> its
+    cache (params: run, compile {index, alone, cores_per_compile, threads}, cache_dir, search_cache, model, device) -> its
     record, written (and returned). A cache of its own beyond the first compile's is removed afterwards.
     `expected_s`: its estimated seconds, asked only where the call has a time limit (core/deadline.py)."""
     if deadline.seconds_left() is not None and expected_s is not None:
@@ -86,8 +86,11 @@ def compile_run(params, data_dir: str, record_path: str, log: str, progress: Cal
     with compile_setup(log, device, clock, plan["cores_per_compile"], plan["alone"]) as (setup, slot):
         cache_env, state = isolation.prepare_cache(params["cache_dir"], True, params.get("search_cache"))
         setup.env |= cache_env
+        if plan.get("threads"):  # the timed runs' torch threads on the slot's cores: the kernels they will load
+            setup.threads = plan["threads"]
+            setup.env |= isolation.thread_env(setup.threads)
         block = {"index": plan["index"], "alone": plan["alone"], "slots": slot["slots"], "cores": slot["cores"],
-                 "inductor_cache": state}
+                 "threads": setup.threads, "inductor_cache": state}
         kwargs = {"model": dict(params["model"]), "run": run, "data_dir": data_dir, "device": device,
                   "threads": setup.threads, "host": host, "compile": block}
         outcome = launch.run(targets.compile_job, kwargs, setup, clock)

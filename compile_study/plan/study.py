@@ -341,7 +341,10 @@ class Plan:
         run = key.with_repeat(index)._asdict() | steps | self.config["train"] | {"evidence": False}
         scratch = f"{self.cache_root}/cold/{os.path.basename(self.cache_dir_of(key))}-c{index}"
         return {"run": run, "model": self.config["model"], "device": self.device,
-                "compile": {"index": index, "alone": c["alone"], "cores_per_compile": self.cores_per_compile},
+                "compile": {"index": index, "alone": c["alone"], "cores_per_compile": self.cores_per_compile,
+                            # torch's threads as in the timed runs: Inductor's CPU kernels, and the cache key of
+                            # the graphs holding them, depend on the thread count (the timed runs must find them)
+                            "threads": self.timed_threads},
                 "cache_dir": self.cache_dir_of(key) if index == 0 else scratch,
                 "search_cache": self.cache_dir_of(c["search_from"]) if c["search_from"] and index == 0 else None}
 

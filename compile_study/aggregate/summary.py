@@ -229,7 +229,13 @@ def _against_eager(summary: pd.DataFrame, records: pd.DataFrame, train_rows: int
                 "break_even_epochs": steps.point / epoch, "break_even_epochs_low": steps.low / epoch,
                 "break_even_epochs_high": steps.high / epoch}
         out.append(cells)
-    return summary.join(pd.DataFrame(out, index=summary.index))
+    # a study without a compiled configuration still has the compiled columns (empty): every reader selects them
+    compiled = [*columns("cold", stats.Interval(np.nan, np.nan, np.nan, "", 0, np.nan)),
+                *columns("break_even", stats.Interval(np.nan, np.nan, np.nan, "", 0, np.nan)),
+                "warm_compile_s", "full_epoch_steps", "break_even_epochs", "break_even_epochs_low",
+                "break_even_epochs_high"]
+    return summary.join(pd.DataFrame(out, index=summary.index)).reindex(
+        columns=[*summary.columns, *dict.fromkeys([*(c for d in out for c in d), *compiled])])
 
 
 HOST_BOUND = 1.25  # timed step / device-busy time above which the host, not the device, sets the pace

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from compile_study.aggregate import estimate, walltime
-from compile_study.core import grid, record
+from compile_study.core import compile_record, grid, record
 from compile_study.core.layout import Layout
 from compile_study.core.record import RunConfig, RunKey
 
@@ -153,6 +153,30 @@ def test_the_compile_phase_runs_its_slots_at_once_and_its_searches_alone():
     assert estimate.phase_seconds([10.0] * 9, [], 8) == pytest.approx(20.0 * estimate.AT_ONCE)  # one slot twice
     assert estimate.phase_seconds([60.0, 5.0, 5.0], [], 8) == pytest.approx(60.0 * estimate.AT_ONCE)  # the longest
     assert estimate.phase_seconds([], [], 8) == 0.0
+    assert estimate.phase_seconds([10.0] * 8, [], 8, factor=1.5) == pytest.approx(15.0)  # a measured factor
+    assert estimate.phase_seconds([10.0, 10.0], [], 1) == pytest.approx(20.0)  # one slot: none at once
+
+
+def test_the_phase_factor_comes_from_the_stored_checks_and_compiles_made_among_others_count_as_if_alone(tmp_path):
+    """The compile_concurrency checks of the stored studies set how much longer a compile takes among others
+    (their median); a compile record made among others is priced as if alone, so the phase does not count the
+    slowdown twice; without a check, AT_ONCE."""
+    assert estimate.at_once_factor(str(tmp_path), "cuda") == estimate.AT_ONCE
+    for name, ratio, device in [("a", 1.4, "cuda"), ("b", 1.2, "cuda"), ("c", 1.3, "cuda"), ("d", 3.0, "cpu")]:
+        (tmp_path / name / "checks").mkdir(parents=True)
+        (tmp_path / name / "checks" / "compile_concurrency.json").write_text(json.dumps(
+            {"applicable": True, "device": device, "summary": {"ratio": ratio}}))
+    assert estimate.at_once_factor(str(tmp_path), "cuda") == pytest.approx(1.3)
+    assert estimate.at_once_factor(str(tmp_path), "cpu") == pytest.approx(3.0)
+    key = RunKey("default", "module", 32, "static", "bf16", 0)
+    for i, at_once in enumerate([8, 1]):
+        r = record.new(RunConfig("default", 32, "static", "bf16", 0, compile_scope="module"), {},
+                       {"device_type": "cuda"})
+        r |= {"kind": compile_record.KIND, "status": "ok", "compile": {"at_once": at_once},
+              "metrics": {"overhead_s": {"total_s": 26.0}}}
+        (tmp_path / f"c{i}.json").write_text(json.dumps(r))
+    cold = estimate.known_compiles([str(tmp_path / "c*.json")], "cuda", factor=1.3)
+    assert sorted(cold[(key, ("cold",))]) == pytest.approx([20.0, 26.0])  # 26 s among eight is 20 s alone; alone stays 26 s
 
 
 def test_the_mlp_claim_is_estimated_per_batch_size_and_parity_per_check(tmp_path, monkeypatch):

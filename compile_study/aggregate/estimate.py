@@ -12,8 +12,10 @@ those of the stored studies under reference/):
   `process_start_s`, `imports_s` and what it left unbooked are replaced by LAUNCHER_S, the launcher's cost;
 - a cold compile of the compile phase: the mean wall time of earlier compile records of its kind or, from
   studies made before the compile phase, of what a run's cold compile would take as a job of its own (its fixed
-  cost, its compile and its two epochs). The phase runs `slots` compiles at once, each AT_ONCE times as long as
-  alone; a GEMM search runs alone, after or before them;
+  cost, its compile and its two epochs), as if alone. The phase runs `slots` compiles at once, each as much
+  longer than alone as the stored studies' compile_concurrency checks measured (their median ratio; AT_ONCE
+  where none did), and a compile record made among others counts as that much longer than alone; a GEMM search
+  runs alone, after or before them;
 - every other job (data, parity, peak, MLP claim, method checks, summary, figures, paper, PDF, READMEs): the
   median time of its rule in earlier calls' Snakemake logs (walltime.py), a timed one logged before the
   launcher less that study's measured cost of a job start; without one, PRIOR_JOB_S. Two jobs grow with
@@ -70,6 +72,18 @@ PRIOR_COMPILE_S = {"cuda": {"compiled": 25, "max-autotune": 210, "max-autotune-n
 # How much longer a cold compile takes among the phase's others than alone, until a study's compile_concurrency
 # check says: 8 at once on 2 cores each took 19.9-25.1 s against 19.9-23.0 s alone (one H200 host, torch 2.11).
 AT_ONCE = 1.15
+
+
+def at_once_factor(references: str, device: str) -> float:
+    """How much longer a cold compile takes among the phase's others than alone: the median ratio of the stored
+    studies' compile_concurrency checks on `device` (checks/compile_concurrency.json), else AT_ONCE."""
+    ratios = []
+    for path in glob.glob(f"{references}/*/checks/compile_concurrency.json"):
+        check = json.loads(Path(path).read_text())
+        ratio = (check.get("summary") or {}).get("ratio")
+        if check.get("applicable") and check.get("device") == device and ratio:
+            ratios.append(float(ratio))
+    return statistics.median(ratios) if ratios else AT_ONCE
 PRIOR_START_S = {"cpu": 6.0, "cuda": 8.0}  # Snakemake's start and DAG (CUDA: torch imported to see the GPU)
 PRIOR_PER_JOB_S = 0.3  # Snakemake's bookkeeping between two jobs run in its own threads
 TIMED_RULES = ("measure_peak", "mlp_claim", "method_check", "check_model")
@@ -189,8 +203,10 @@ def compile_cost(rec: dict, device: str) -> float | None:
     return fixed + (o.get("compile_s") or 0.0) + 2 * m["epoch2_s"]
 
 
-def known_compiles(patterns: list[str], device: str, model: dict | None = None) -> dict[tuple, list[float]]:
-    """Each kind (_levels, with the class "cold") -> cold compiles' wall times (compile_cost), of `model`'s studies."""
+def known_compiles(patterns: list[str], device: str, model: dict | None = None,
+                   factor: float = AT_ONCE) -> dict[tuple, list[float]]:
+    """Each kind (_levels, with the class "cold") -> cold compiles' wall times as if alone (compile_cost; a compile
+    record made among others divided by `factor`, at_once_factor), of `model`'s studies."""
     out: dict[tuple, list[float]] = defaultdict(list)
     for pattern in patterns:
         for path in glob.glob(pattern, recursive=True):
@@ -198,6 +214,8 @@ def known_compiles(patterns: list[str], device: str, model: dict | None = None) 
             cost = compile_cost(rec, device) if rec else None
             if cost is None or model_of(rec["config"].get("model")) != model_of(model):
                 continue
+            if (rec.get("compile") or {}).get("at_once", 1) > 1:
+                cost /= factor
             key = record.RunKey.of(rec["config"]).with_repeat(0)
             shared = rec.get("compile", {}).get("inductor_cache", rec["env"].get("inductor_cache")) == vocab.SEARCH_SHARED
             for level in _levels(key, ("shared" if shared else "cold",)):
@@ -221,13 +239,13 @@ def compile_seconds(key: record.RunKey, device: str, known: dict, search: str | 
     return prior.get(key.compile_mode, prior["compiled"]) if search == "own" else prior["compiled"]
 
 
-def phase_seconds(at_once: list[float], alone: list[float], slots: int) -> float:
+def phase_seconds(at_once: list[float], alone: list[float], slots: int, factor: float = AT_ONCE) -> float:
     """The compile phase's wall time: the `at_once` jobs (cold compiles, parity checks), longest first, each to the
-    slot free first, each AT_ONCE times as long as alone (the last slot to finish ends them); then the `alone` ones
-    (GEMM searches) one by one."""
+    slot free first, each `factor` times as long as alone (at_once_factor; the last slot to finish ends them);
+    then the `alone` ones (GEMM searches) one by one."""
     ends = [0.0] * max(slots, 1)
     for seconds in sorted(at_once, reverse=True):
-        ends[ends.index(min(ends))] += seconds * AT_ONCE
+        ends[ends.index(min(ends))] += seconds * (factor if slots > 1 else 1.0)
     return max(ends) + sum(alone)
 
 
@@ -326,10 +344,12 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
              for rule, n in jobs.items() if n}
     if "method_check:concurrency" in other and gpus < 2 and not logged.get("method_check:concurrency"):
         other["method_check:concurrency"] = PRIOR_JOB_S["measure_peak"]  # one GPU: it only says it does not apply
-    known_c = known_compiles(plan_compiles(layout, references), device, model)
+    factor = at_once_factor(references, device)
+    known_c = known_compiles(plan_compiles(layout, references), device, model, factor)
     cold = [(c, compile_seconds(key, device, known_c, search_kind(c))) for key, c in compiles_todo(compiles or {}, layout)]
     parity = [other.pop("parity") / jobs["parity"]] * jobs["parity"] if "parity" in other else []
-    phase = phase_seconds([s for c, s in cold if not c["alone"]] + parity, [s for c, s in cold if c["alone"]], slots)
+    phase = phase_seconds([s for c, s in cold if not c["alone"]] + parity, [s for c, s in cold if c["alone"]], slots,
+                          factor)
     timed = sum(s for s, _ in per_run) + sum(v for r, v in other.items() if _timed(r))
     rest = sum(v for r, v in other.items() if not _timed(r))
     snakemake = PRIOR_START_S[device] + PRIOR_PER_JOB_S * (len(todo) + len(cold) + sum(jobs.values()))

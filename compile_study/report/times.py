@@ -42,10 +42,19 @@ def grid_label(study: Path, project: Path, device: str, keys: set) -> str:
     ran = set(grid.expand(config["grids"][device]))
     for name, shipped in _grids(project, device).items():
         if ran == shipped:
-            return name if keys == shipped else f"{len(keys)} of the {len(shipped)} runs of {name}"
+            label = name if keys == shipped else f"{len(keys)} of the {len(shipped)} runs of {name}"
+            return label + _extra_checks(config, project, device, QUICK in name)
     if QUICK in overlays(study):
         return f"`{QUICK}` of its commit ({len(ran)} runs)"
     return f"a grid of its own ({len(ran)} runs)"
+
+
+def _extra_checks(config: dict, project: Path, device: str, quick: bool) -> str:
+    """The method checks a study ran beyond its shipped grid's (they take time of their own), as a label's tail."""
+    shipped = grid.load_config([project / "config.yaml", *([project / QUICK] if quick else [])])
+    extra = [c for c in (config.get("checks") or {}).get(device, [])
+             if c not in (shipped.get("checks") or {}).get(device, [])]
+    return f" and the check `{'`, `'.join(extra)}`" if extra else ""
 
 
 def overlays(study: Path) -> set[str]:

@@ -238,6 +238,20 @@ def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | No
                   main=main, appendix=extra, numbers=numbers)
 
 
+WHOLE_CHECKS = ("concurrency", "launcher", "compile_concurrency")  # the report reads these whole, the others' results
+
+
+def read_checks(paths: dict) -> dict:
+    """The method checks' files (check name -> path; a name absent or a file missing: none) -> the report's
+    checks (appendix.CHECK_KEYS): each check's file whole, or its rounds' results."""
+    def check(name: str) -> dict:
+        path = paths.get(name)
+        return json.loads(Path(path).read_text()) if path and Path(path).is_file() else {}
+
+    return {key: check(name) if name in WHOLE_CHECKS else check(name).get("results", [])
+            for name, key in appendix.CHECK_KEYS.items()}
+
+
 def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: str | Path) -> None:
     """The study directory's files (layout.py) -> paper.md and paper.tex (figure paths relative to each paper).
 
@@ -248,17 +262,12 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     from compile_study.core.io import write_text_atomic
     from compile_study.report import paper
 
-    def check(name: str) -> dict:
-        path = inputs.get(name)
-        return json.loads(Path(path).read_text()) if path and Path(path).is_file() else {}
-
     claims = pd.read_csv(inputs["claims"]) if inputs.get("claims") else None
     summary, parity = pd.read_csv(inputs["summary"]), pd.read_csv(inputs["parity"])
     env = json.loads(Path(inputs["environment"]).read_text())
     decisions = json.loads(Path(inputs["decisions"]).read_text())
     facts = json.loads(Path(inputs["facts"]).read_text())
-    checks = {key: check(name) if name in ("concurrency", "launcher", "compile_concurrency") else check(name).get("results", [])
-              for name, key in appendix.CHECK_KEYS.items()}
+    checks = read_checks(inputs)
     calls = read_calls(inputs["calls"]) if inputs.get("calls") else []
     drawn = read_index(inputs["figures"])
     for fmt, dest in (("md", md_out), ("tex", tex_out)):

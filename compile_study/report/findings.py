@@ -129,7 +129,8 @@ def config(r) -> dict:
             "kind": vocab.Regime.parse(get("shape_regime")).kind, "precision": get("precision"),
             "batch": int(get("batch_size")), "speedup": n.row_iv(r), "gain": n.row_iv(r, "gain"),
             "step": n.row_iv(r, "step"), "step_ms": get("steady_step_ms"), "verdict": get("verdict"),
-            "n": int(get("n_ok")) if n.finite(get("n_ok")) else 0}
+            "n": int(get("n_ok")) if n.finite(get("n_ok")) else 0,
+            "band": {"low": get("aa_low"), "high": get("aa_high")} if n.finite(get("aa_low")) else None}
 
 
 def ranking(ctx: Context, r: dict) -> dict:

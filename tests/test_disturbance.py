@@ -55,6 +55,17 @@ def test_outside_load_is_judged_against_its_limit_and_only_above_it():
     assert "other processes took 0.26 CPU s/s on its cores (limit 0.25); busiest: neighbour 4242" in disturbance.describe(found)
 
 
+def test_time_a_hypervisor_gave_another_guest_is_named_as_steal():
+    """On a virtual machine, part of the outside load can be steal: no process of this host, a neighbour guest."""
+    r = rec(outside=0.33)
+    r["metrics"]["host_load"]["block"] |= {"steal_cpu_s": 3.0, "wall_s": 10.0}
+    found = judge(r, LIMITS)
+    assert found["steal_cores"] == pytest.approx(0.3)
+    assert disturbance.describe(found).startswith(
+        "work outside the study took 0.33 CPU s/s on its cores (limit 0.25), 0.30 of it steal (the hypervisor ran "
+        "another guest); busiest: neighbour 4242")
+
+
 def test_another_process_on_the_gpu_is_judged_only_where_nvml_told_the_processes_apart():
     assert judge(rec(gpu_util=5), LIMITS) is None
     assert judge(rec(gpu_util=40), LIMITS)["reasons"] == ["gpu-load"]

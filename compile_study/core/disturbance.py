@@ -60,17 +60,24 @@ def judge(rec: dict, limits: Limits) -> dict | None:
         ("aa-stray", ratio is not None and max(ratio, 1 / ratio) > limits.max_aa_ratio)) if over]
     if not reasons:
         return None
+    steal, wall = block.get("steal_cpu_s"), block.get("wall_s")
     return {"reasons": reasons, "outside_cores": cores, "other_sm_util": util, "aa_ratio": ratio,
-            "busiest": block.get("busiest"), "limits": asdict(limits)}
+            "busiest": block.get("busiest"), "steal_cores": steal / wall if steal is not None and wall else None,
+            "limits": asdict(limits)}
 
 
 def describe(found: dict) -> str:
-    """The evidence in one line, for the job's log: "other processes took 1.02 CPU s/s on its cores (limit 0.25)"."""
+    """The evidence in one line, for the job's log: "other processes took 1.02 CPU s/s on its cores (limit 0.25)";
+    where a hypervisor gave part of that time to another guest (steal, a virtual machine's neighbour), how much."""
     lim, words = found["limits"], []
     if "cpu-load" in found["reasons"]:
         who = ", ".join(f"{name} {pid}" for pid, name, _ in (found.get("busiest") or [])[:3])
-        words.append(f"other processes took {found['outside_cores']:.2f} CPU s/s on its cores (limit "
-                     f"{lim['max_outside_cores']}){f'; busiest: {who}' if who else ''}")
+        steal = found.get("steal_cores") or 0.0
+        what = (f"work outside the study took {found['outside_cores']:.2f} CPU s/s on its cores (limit "
+                f"{lim['max_outside_cores']}), {steal:.2f} of it steal (the hypervisor ran another guest)"
+                if steal >= 0.005 else f"other processes took {found['outside_cores']:.2f} CPU s/s on its cores (limit "
+                f"{lim['max_outside_cores']})")
+        words.append(f"{what}{f'; busiest: {who}' if who else ''}")
     if "gpu-load" in found["reasons"]:
         words.append(f"another process used {found['other_sm_util']}% of the GPU's SMs (limit {lim['max_other_gpu_util']}%)")
     if "aa-stray" in found["reasons"]:

@@ -147,3 +147,12 @@ def synthetic_data(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("data")
     prepare(data_cfg(), TINY_MODEL["max_len"], out, out / "hf")
     return out
+
+
+def interruptible() -> None:
+    """Popen's preexec_fn for a child a test stops with SIGINT (^C): the default disposition, whatever the test
+    process inherited (a shell without job control starts its background commands with SIGINT ignored, and a
+    child would inherit that and never stop)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -17,7 +17,7 @@ import yaml
 from compile_study.core import resume
 from compile_study.report import numbers
 
-from .conftest import REPO, TINY_MODEL
+from .conftest import REPO, TINY_MODEL, interruptible
 
 pytestmark = pytest.mark.dag
 
@@ -132,7 +132,7 @@ def test_an_interrupt_while_a_job_finishes_keeps_its_record(tmp_path):
     cmd = tiny_study(tmp_path, [8, 16])
     runs = tmp_path / "results/cpu/runs"
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=interruptible)
     deadline = time.time() + 300
     while time.time() < deadline and not list(runs.rglob("r*.json")):
         time.sleep(0.1)

@@ -143,7 +143,7 @@ def test_a_test_session_stopped_by_a_time_limit_is_kept_as_interrupted(tmp_path)
 
     from compile_study.report import readme
 
-    from .conftest import REPO
+    from .conftest import REPO, interruptible
 
     kept, probe, started = tmp_path / "all.json", tmp_path / "test_probe.py", tmp_path / "started"
     probe.write_text("import time\n\nimport pytest\n\npytestmark = pytest.mark.unit\n\n\ndef test_quick():\n    pass\n\n\n"
@@ -154,7 +154,7 @@ def test_a_test_session_stopped_by_a_time_limit_is_kept_as_interrupted(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "--rootdir", str(REPO),
                              "-c", str(REPO / "pyproject.toml"), "-p", "tests.conftest", str(probe),
                              "--tier-record", str(kept)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True, preexec_fn=interruptible)
     deadline = time.time() + 120
     while not started.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)

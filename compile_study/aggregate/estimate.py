@@ -72,6 +72,10 @@ PRIOR_COMPILE_S = {"cuda": {"compiled": 25, "max-autotune": 210, "max-autotune-n
 # How much longer a cold compile takes among the phase's others than alone, until a study's compile_concurrency
 # check says: 8 at once on 2 cores each took 19.9-25.1 s against 19.9-23.0 s alone (one H200 host, torch 2.11).
 AT_ONCE = 1.15
+PRIOR_START_S = {"cpu": 6.0, "cuda": 8.0}  # Snakemake's start and DAG (CUDA: torch imported to see the GPU)
+PRIOR_PER_JOB_S = 0.3  # Snakemake's bookkeeping between two jobs run in its own threads
+TIMED_RULES = ("measure_peak", "mlp_claim", "method_check", "check_model")
+COMPILE_RULES = ("parity",)  # jobs of the compile phase beside the cold compiles (a compile slot each)
 
 
 def at_once_factor(references: str, device: str) -> float:
@@ -84,10 +88,6 @@ def at_once_factor(references: str, device: str) -> float:
         if check.get("applicable") and check.get("device") == device and ratio:
             ratios.append(float(ratio))
     return statistics.median(ratios) if ratios else AT_ONCE
-PRIOR_START_S = {"cpu": 6.0, "cuda": 8.0}  # Snakemake's start and DAG (CUDA: torch imported to see the GPU)
-PRIOR_PER_JOB_S = 0.3  # Snakemake's bookkeeping between two jobs run in its own threads
-TIMED_RULES = ("measure_peak", "mlp_claim", "method_check", "check_model")
-COMPILE_RULES = ("parity",)  # jobs of the compile phase beside the cold compiles (a compile slot each)
 
 
 def rule_of(job: walltime.Job) -> str:

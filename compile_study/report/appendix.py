@@ -11,7 +11,7 @@ from collections import Counter
 import pandas as pd
 
 from compile_study.core import grid, vocab
-from compile_study.core.intervals import BAND_SDS, Interval
+from compile_study.core.intervals import BAND_SDS
 from compile_study.core.record import RunKey
 from compile_study.report import numbers as n
 from compile_study.report.conclusions import step_scope
@@ -220,17 +220,10 @@ def _cell(check: dict) -> dict:
             "precision": check["precision"], "batch": check["batch_size"]}
 
 
-def _interval(d: dict) -> Interval:
-    """An interval of decisions.json (None for a missing end) as the filters read it."""
-    nan = float("nan")
-    return Interval(*(nan if d[k] is None else d[k] for k in ("point", "low", "high")), d["method"], d["n"],
-                    nan if d["level"] is None else d["level"])
-
-
 def _decided(decided: dict) -> dict:
     """A method check's interval, band and verdict as aggregate/decide.py decided them."""
     band = decided["band"]
-    return {"iv": _interval(decided["interval"]), "rounds": decided["rounds"], "verdict": decided["verdict"],
+    return {"iv": n.decided_interval(decided["interval"]), "rounds": decided["rounds"], "verdict": decided["verdict"],
             "band": {"low": band[0], "high": band[1]} if band else None}
 
 
@@ -276,7 +269,7 @@ def timer_para(ctx: Context) -> Para | None:
         return None
     return Para(Text("appendix", "timer", {"found": [
         {"c": ctx.named(f["config"]) | {"verdict": f["verdict"]}, "ratio": f["ratio"], "eager_ratio": f["eager_ratio"],
-         "factor": f["factor"], "moved": _interval(f["moved"]), "verdict": f["verdict"],
+         "factor": f["factor"], "moved": n.decided_interval(f["moved"]), "verdict": f["verdict"],
          "moved_verdict": f["moved_verdict"]} for f in found]}))
 
 

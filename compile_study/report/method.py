@@ -14,7 +14,7 @@ from dataclasses import asdict
 from compile_study.aggregate.decide import ordered
 from compile_study.aggregate.summary import HOST_BOUND
 from compile_study.core import disturbance, grid, record, vocab
-from compile_study.core.intervals import BAND_SDS, LEVEL, MIN_N, Interval
+from compile_study.core.intervals import BAND_SDS, LEVEL, MIN_N
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Para, Table, Text, plain
 from compile_study.report.findings import Context, config, data_facts, model, once, payback, value
@@ -158,14 +158,7 @@ def compile_phase(ctx: Context) -> dict:
     n_cold = ((ctx.config.get("compile_phase") or {}).get(ctx.device) or {}).get("n_cold")
     decided = (ctx.decisions.get("checks") or {}).get("compile_concurrency")
     return {"p": ctx.env.get("compile_phase") or {}, "n_cold": n_cold, "gpu": ctx.gpu,
-            "check": {"iv": _interval(decided["interval"]), "verdict": decided["verdict"]} if decided else None}
-
-
-def _interval(d: dict) -> Interval:
-    """An interval of decisions.json (None for an end it could not give) as the templates' filters read it."""
-    nan = float("nan")
-    return Interval(*(nan if d[k] is None else d[k] for k in ("point", "low", "high")), d["method"], d["n"],
-                    nan if d["level"] is None else d["level"])
+            "check": {"iv": n.decided_interval(decided["interval"]), "verdict": decided["verdict"]} if decided else None}
 
 
 def carries(ctx: Context) -> dict:

@@ -83,6 +83,13 @@ def method(iv: Interval) -> str:
     return "single run" if iv.n == 1 else f"n = {iv.n}, no interval"
 
 
+def decided_interval(d: dict) -> Interval:
+    """An interval of decisions.json (None for a missing end) as the filters read it."""
+    nan = float("nan")
+    return Interval(*(nan if d[k] is None else d[k] for k in ("point", "low", "high")), d["method"], d["n"],
+                    nan if d["level"] is None else d["level"])
+
+
 def interval(iv: Interval | None, with_method: bool = True, fmt=times) -> str:
     """'1.52× [1.47, 1.58] (95% t, n = 5)'; with fewer than MIN_N processes no brackets, and the method is
     always said ('1.24× (n = 2, no interval)'), so that a bare point is never read as an interval's."""

@@ -245,3 +245,34 @@ def test_each_calls_estimate_is_set_against_the_wall_time_from_its_start_to_the_
     rows = readme._calls(calls, tmp_path)
     assert "| 10.0 min (+0% of 10.0 min) | 1 (stopped: SIGTERM) |" in rows[2]
     assert "| 2.0 min (+20% of 1.7 min) | 0 |" in rows[3]
+
+
+def test_the_newest_study_sets_a_kind_and_an_older_one_adds_only_what_it_lacks_scaled(tmp_path):
+    """Two studies measured eager bs32; only the older measured bs512. The newer one's bs32 runs took half the
+    older one's: bs32 is the newer one's alone, and bs512 the older one's at half (its host and protocol as the
+    newest study's). A study without logged calls (the one in progress) is newest of all."""
+    def study(name, start, seconds):
+        root = tmp_path / name
+        if start:
+            root.mkdir()
+            (root / "calls.jsonl").write_text(json.dumps({"call": 1, "start_utc": start}) + "\n")
+        for batch, total in seconds.items():
+            key = RunKey("eager", "module", batch, "static", "bf16", 1)
+            r = record.new(RunConfig("eager", batch, "static", "bf16", 1, compile_scope="module", evidence=False),
+                           {}, {"device_type": "cuda", "launcher": "warm"})
+            r["metrics"] = {"overhead_s": {k: 0.0 for k in record.OVERHEAD} | {"total_s": total, "compile_s": 0.0}}
+            path = tmp_path / name / "runs" / f"bs{batch}" / "r1.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(r))
+        return key
+
+    study("old", "2026-12-01T10:00:00+00:00", {32: 8.0, 512: 12.0})
+    study("new", "2026-12-02T10:00:00+00:00", {32: 4.0})
+    known = estimate.known_runs([str(tmp_path / "*/runs/**/r*.json")], "cuda")
+    bs32, bs512 = (RunKey("eager", "module", b, "static", "bf16", 1) for b in (32, 512))
+    assert estimate.run_seconds(bs32, "cuda", known)[0] == pytest.approx(4.0)
+    assert estimate.run_seconds(bs512, "cuda", known)[0] == pytest.approx(6.0)
+    study("now", None, {32: 2.0})  # the study in progress: newest, and the others scale to it
+    known = estimate.known_runs([str(tmp_path / "*/runs/**/r*.json")], "cuda")
+    assert estimate.run_seconds(bs32, "cuda", known)[0] == pytest.approx(2.0)
+    assert estimate.run_seconds(bs512, "cuda", known)[0] == pytest.approx(3.0)

@@ -22,7 +22,12 @@ those of the stored studies under reference/):
   what they hold (PER_UNIT): the parity job with its checks, the MLP claim with its batch sizes; theirs is
   the median time per check or batch size, times the plan's;
 - Snakemake itself: its start (PRIOR_START_S) and its bookkeeping between jobs (PRIOR_PER_JOB_S).
-A kind nothing was measured for falls back to PRIOR_RUN_S, and the message says how many did. Torch-free.
+Newest studies first (calibrated): a kind is known from the newest study that measured it (by its calls'
+dates; the study in progress, newest); an older study adds only the kinds no newer one measured, scaled by how
+the newer ones measured the kinds both know (the sum of their means over the older study's). Hosts differ (the
+same run 35% apart) and so do protocols (a study made before the compile phase paid a cold inference compile in
+its first repeat): the newest study's host and protocol are the best guess. A kind nothing was measured for
+falls back to PRIOR_RUN_S, and the message says how many did. Torch-free.
 """
 
 from __future__ import annotations
@@ -140,6 +145,43 @@ def _record(path: str) -> dict | None:
     return _READ[path][1]
 
 
+def study_of(path: str) -> str:
+    """The study a record belongs to: the directory above its runs/ or compiles/ tree (else its own folder)."""
+    for tree in ("/runs/", "/compiles/"):
+        if tree in path:
+            return path.rsplit(tree, 1)[0]
+    return os.path.dirname(path)
+
+
+def _newest(study: str) -> str:
+    """When a study last ran (its last call's start, UTC ISO); a study without logged calls counts as newest
+    (the study in progress, a test's records)."""
+    calls = walltime.read_calls(Path(study) / "calls.jsonl")
+    return max((c.get("start_utc", "") for c in calls), default="~")
+
+
+def calibrated(by_study: dict[str, dict], finest=lambda kind: True) -> dict[tuple, list[float]]:
+    """Per-study observations (study -> kind -> seconds) -> kind -> seconds, newest studies first (module
+    docstring): an older study's kinds that no newer one has, scaled by the newer ones' sum of means over its own
+    on the `finest` kinds both have (1 where none)."""
+    out: dict = {}
+    for study in sorted(by_study, key=lambda s: (_newest(s), s), reverse=True):
+        seen = by_study[study]
+        both = [k for k in seen if k in out and finest(k)]
+        theirs = sum(statistics.mean(seen[k]) for k in both)
+        scale = sum(statistics.mean(out[k]) for k in both) / theirs if both and theirs > 0 else 1.0
+        for kind, values in seen.items():
+            if kind not in out:
+                out[kind] = [v * scale for v in values]
+    return defaultdict(list, out)
+
+
+def _configuration_level(kind: tuple) -> bool:
+    """A kind of one configuration (_levels' first; a warm load's too): what two studies compare on."""
+    inner = kind[1] if kind and kind[0] == "warm" else kind
+    return bool(inner) and isinstance(inner[0], record.RunKey)
+
+
 def model_of(model: dict | None) -> tuple:
     """Which model a study or record measured: the built-in one (its sizes aside) or a plug, by name and plug."""
     model = model or {}
@@ -149,8 +191,9 @@ def model_of(model: dict | None) -> tuple:
 def known_runs(patterns: list[str], device: str, model: dict | None = None) -> dict[tuple, list[float]]:
     """Each kind (_levels) -> the launcher-equivalent wall times less their compile of the records of that kind,
     and ("warm", kind) -> the compile of the warm ones (their cache's load), of `model`'s studies only (config
-    `model`; None: the built-in model): a plugged model builds and compiles in its own time."""
-    out: dict[tuple, list[float]] = defaultdict(list)
+    `model`; None: the built-in model): a plugged model builds and compiles in its own time. Newest studies
+    first (calibrated)."""
+    by_study: dict[str, dict[tuple, list[float]]] = defaultdict(lambda: defaultdict(list))
     for pattern in patterns:
         for path in glob.glob(pattern, recursive=True):
             rec = _record(path)
@@ -160,11 +203,12 @@ def known_runs(patterns: list[str], device: str, model: dict | None = None) -> d
             key, cfg = record.RunKey.of(rec["config"]), rec["config"]
             compile_s = rec["metrics"]["overhead_s"].get("compile_s") or 0.0
             warm = rec["env"].get("inductor_cache") == "warm" or cfg["compile_mode"] == "eager"
+            out = by_study[study_of(path)]
             for level in _levels(key, _class(cfg.get("evidence", key.repeat == 0), key.compile_mode)):
                 out[level].append(cost - compile_s)
                 if warm:
                     out[("warm", level[:-1])].append(compile_s)
-    return out
+    return calibrated(by_study, _configuration_level)
 
 
 def plan_records(layout: Layout, references: str = "reference") -> list[str]:
@@ -206,8 +250,8 @@ def compile_cost(rec: dict, device: str) -> float | None:
 def known_compiles(patterns: list[str], device: str, model: dict | None = None,
                    factor: float = AT_ONCE) -> dict[tuple, list[float]]:
     """Each kind (_levels, with the class "cold") -> cold compiles' wall times as if alone (compile_cost; a compile
-    record made among others divided by `factor`, at_once_factor), of `model`'s studies."""
-    out: dict[tuple, list[float]] = defaultdict(list)
+    record made among others divided by `factor`, at_once_factor), of `model`'s studies, newest first (calibrated)."""
+    by_study: dict[str, dict[tuple, list[float]]] = defaultdict(lambda: defaultdict(list))
     for pattern in patterns:
         for path in glob.glob(pattern, recursive=True):
             rec = _record(path)
@@ -219,8 +263,8 @@ def known_compiles(patterns: list[str], device: str, model: dict | None = None,
             key = record.RunKey.of(rec["config"]).with_repeat(0)
             shared = rec.get("compile", {}).get("inductor_cache", rec["env"].get("inductor_cache")) == vocab.SEARCH_SHARED
             for level in _levels(key, ("shared" if shared else "cold",)):
-                out[level].append(cost)
-    return out
+                by_study[study_of(path)][level].append(cost)
+    return calibrated(by_study, _configuration_level)
 
 
 def plan_compiles(layout: Layout, references: str = "reference") -> list[str]:
@@ -250,8 +294,9 @@ def phase_seconds(at_once: list[float], alone: list[float], slots: int, factor: 
 
 
 def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> dict[str, list[float]]:
-    """Rule -> seconds its jobs took in the logged calls of `model`'s studies (timed ones as under the launcher)."""
-    out: dict[str, list[float]] = defaultdict(list)
+    """Rule -> seconds its jobs took in the logged calls of `model`'s studies (timed ones as under the launcher),
+    newest studies first (calibrated on the rules both logged)."""
+    by_study: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for study in studies:
         records = [r for r in (_record(p) for p in Layout(str(study)).stored_records()) if r]
         if not records or records[0]["env"].get("device_type") != device:
@@ -271,8 +316,8 @@ def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> d
                 held = 1 if job.rule == "parity" and one_each else units.get(job.rule, 1)
                 if job.end is not None and job.rule not in ("train_run", "cold_compile") and held:
                     cut = start if _timed(job.rule) else 0.0
-                    out[rule_of(job)].append(max(0.0, job.end - job.start - cut) / held)
-    return out
+                    by_study[str(study)][rule_of(job)].append(max(0.0, job.end - job.start - cut) / held)
+    return calibrated(by_study)
 
 
 def _units(count, study: Path) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import errno
 import os
+import re
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -173,3 +175,32 @@ def test_a_run_that_cannot_write_a_missing_output_says_where_and_what_is_stale(t
     line = repairs.unwritable(layout, [missing])
     assert line == (f"cannot make {missing}: {tmp_path}/results/cpu: no write permission on {tmp_path}/results/cpu; "
                     f"{layout.paper('md')} stay as they are and may be stale")
+
+
+def test_under_a_time_limit_a_job_that_would_not_end_before_it_is_not_started(gpu_plan, monkeypatch):
+    """A method check, the MLP claim, the matmul peak and a parity check are priced like runs: with 100 s left, a
+    check estimated at 150 s (no stored study here: the priors) is refused, one of 60 s (81 s with the margin)
+    starts; without a limit nothing is refused."""
+    from compile_study.core import deadline
+
+    gpu_plan.job_deadline("method_check:compile_concurrency", "checks/compile_concurrency.json")  # no limit
+    monkeypatch.setenv(deadline.VAR, str(time.time() + 100))
+    with pytest.raises(deadline.PastDeadline, match=r"compile_concurrency.json: not started: it takes about 150 s"):
+        gpu_plan.job_deadline("method_check:compile_concurrency", "checks/compile_concurrency.json")
+    gpu_plan.job_deadline("method_check:timer_check", "checks/timer_check.json")  # 60 s, 81 s with the margin
+    with pytest.raises(deadline.PastDeadline, match="method check"):
+        gpu_plan.method_check("compile_concurrency", "method check compile_concurrency", "log", 16)
+
+
+def test_every_job_that_holds_the_device_or_a_compile_slot_checks_the_time_limit_first():
+    """A job Snakemake starts runs to its end after the session's SIGTERM: each rule that holds the `timed_run`
+    pool or a compile slot asks core/deadline.py first (a run and a cold compile through their expected_s, the
+    others through the plan's job_deadline), so that a call ends by its limit."""
+    text = "\n".join(p.read_text() for p in sorted((REPO / "workflow" / "rules").glob("*.smk")))
+    rules = dict(re.findall(r"^rule (\w+):\n(.*?)(?=^rule |\Z)", text, re.S | re.M))
+    holding = {name for name, body in rules.items() if "timed_run=" in body or "P.compile_job" in body}
+    assert {"train_run", "cold_compile", "parity", "method_check", "measure_peak", "mlp_claim"} <= holding
+    for name in holding:
+        body = rules[name]
+        asks = ("expected_s=", "P.expected_compile_seconds(", "job_deadline(", "P.method_check(")
+        assert any(a in body for a in asks), name

@@ -320,6 +320,17 @@ def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> d
     return calibrated(by_study)
 
 
+def job_seconds(rule: str, logged: dict[str, list[float]], units: int = 1) -> float:
+    """A job's estimated seconds (rule as rule_of names it; `logged`: known_jobs): the median of its rule's
+    logged jobs, else PRIOR_JOB_S; a PER_UNIT rule's times its `units`."""
+    return units * (statistics.median(logged[rule]) if logged.get(rule) else PRIOR_JOB_S.get(rule, 60))
+
+
+def stored_studies(references: str = "reference") -> list[Path]:
+    """The stored studies whose logged calls the estimate reads (known_jobs)."""
+    return sorted(Path(p).parent for p in glob.glob(f"{references}/*/calls.jsonl"))
+
+
 def _units(count, study: Path) -> int:
     """How many units (PER_UNIT) a stored study's job held; 0 where it cannot be told (the job is not counted)."""
     try:
@@ -379,14 +390,13 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
              slots: int = 1) -> dict:
     """The plan's cold compiles (`compiles`: core/grid.py compiles, `slots` at once), runs and other jobs still to
     do -> seconds by part, and how many runs came from records of the same model (config `model`)."""
-    studies = sorted(Path(p).parent for p in glob.glob(f"{references}/*/calls.jsonl"))
+    studies = stored_studies(references)
     known = known_runs(plan_records(layout, references), device, model)
     todo = [key for key in runs if not Path(layout.record(key)).exists()]
     per_run = [run_seconds(key, device, known) for key in todo]
     logged = known_jobs(studies, device, model)
     jobs = jobs if jobs is not None else plan_jobs(0, [])
-    other = {rule: n * (statistics.median(logged[rule]) if logged.get(rule) else PRIOR_JOB_S.get(rule, 60))
-             for rule, n in jobs.items() if n}
+    other = {rule: job_seconds(rule, logged, n) for rule, n in jobs.items() if n}
     if "method_check:concurrency" in other and gpus < 2 and not logged.get("method_check:concurrency"):
         other["method_check:concurrency"] = PRIOR_JOB_S["measure_peak"]  # one GPU: it only says it does not apply
     factor = at_once_factor(references, device)

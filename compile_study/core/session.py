@@ -8,10 +8,10 @@ appends one line to `<study>/calls.jsonl`: start and end (UTC), wall seconds, ex
 the host's CPUs, GPUs and load averages and the code's commit; the call's Snakemake log is copied to
 `logs/<device>/calls/<n>.snakemake.log` (job logs live beside it). The stored study's README (readme.py)
 says from these lines how long each call took. The exit status is the command's. With `--time-limit S` the
-session stops the command after S seconds as `timeout` would (SIGTERM), and tells it when: a run that would
-not end by then is not started (core/deadline.py), so the call ends between runs. A config file the command layers
-(--configfile) that is empty or no mapping stops the call before it starts, named with its path (Snakemake's own
-message names none). Torch-free.
+session stops the command after S seconds as `timeout` would (SIGTERM), and tells it when: a job that would
+not end by then is not started (core/deadline.py: every job that holds the device or a compile slot), so the
+call ends between jobs. A config file the command layers (--configfile) that is empty or no mapping stops the
+call before it starts, named with its path (Snakemake's own message names none). Torch-free.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ rule parity:
     params:
         check=P.parity_check,
     run:
+        P.job_deadline("parity", output[0])
         jobs.parity_job(
             check_targets.parity, params.check, output[0], log[0], threads, P.device
         )

@@ -54,6 +54,7 @@ rule measure_peak:
     params:
         peak={"device": P.device},
     run:
+        P.job_deadline("measure_peak", output[0])
         jobs.result_job(
             check_targets.peak,
             params.peak,
@@ -78,6 +79,7 @@ rule mlp_claim:
     params:
         claim=P.mlp_job,
     run:
+        P.job_deadline("mlp_claim", output[0])
         jobs.result_job(
             check_targets.mlp_claim,
             params.claim,

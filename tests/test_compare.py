@@ -127,6 +127,10 @@ def test_margin_is_the_wider_band_and_one_band_is_enough():
     assert cmp.margin_of((1 / 1.05, 1.05), (1 / 1.10, 1.10)) == pytest.approx(1.10)
     assert cmp.margin_of((math.nan, math.nan), (1 / 1.04, 1.04)) == pytest.approx(1.04)
     assert math.isnan(cmp.margin_of((math.nan, math.nan), (math.nan, math.nan)))
+    # a quiet host's band of under 0.1% gives the floor: a half-percent shift between hosts is no difference
+    assert cmp.margin_of((1 / 1.0007, 1.0007), (1 / 1.001, 1.001)) == pytest.approx(cmp.MIN_MARGIN)
+    steady, shifted = [1.740, 1.741, 1.742], [1.748, 1.749, 1.750]
+    assert cmp.judge(steady, shifted, cmp.margin_of((1 / 1.0007, 1.0007))).verdict == "reproduced"
 
 
 @pytest.fixture(scope="module")

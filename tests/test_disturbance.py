@@ -18,7 +18,7 @@ from compile_study.core import disturbance, record
 from compile_study.core.clock import Clock
 from compile_study.core.disturbance import Limits, judge
 from compile_study.measure import jobs, launch
-from compile_study.report import method
+from compile_study.report import appendix, method
 from compile_study.report.findings import Context
 from compile_study.report.paper import words
 
@@ -241,8 +241,15 @@ def test_the_setup_counts_the_runs_redone_after_outside_load(tmp_path):
     study["config"]["disturbance"] = {"max_outside_cores": 0.3, "redos": 2}
     text = _setup_sentence(study)
     assert "This study has 2 runs redone after outside load." in text
-    assert "took more than 0.30 CPU seconds a second on its cores, another process used more than 5% of its GPU's SMs" in text
     assert "redone, at most twice" in text and "stayed disturbed" not in text
+    # the rule itself is the appendix's (Environment), beside the versions
+    [rule] = [p for s in appendix.sections(Context(study["summary"], study["claims"], decide(study["summary"]),
+                                                    study["environment"], study["facts"], study["config"],
+                                                    study["device"], "figures", study["calls"], study["checks"], {}),
+                                            pd.DataFrame())
+              if s.title == "Environment" for p in s.blocks if p.text.macro == "disturbance_rule"]
+    assert ("took more than 0.30 CPU seconds a second on its cores or another process used more than 5% of its "
+            "GPU's SMs") in words(rule.text)
     records.loc[records.index[0], "disturbed"] = True
     study["environment"]["disturbance"] = disturbance_counts(records)
     study["summary"].loc[study["summary"].index[0], "verdict"] = "disturbed"
@@ -252,7 +259,7 @@ def test_the_setup_counts_the_runs_redone_after_outside_load(tmp_path):
     study["summary"].loc[study["summary"].index[0], "verdict"] = "aa"  # an eager-only cell: no verdict to withhold
     assert _setup_sentence(study).endswith("1 run stayed disturbed after its redos.")
     study["config"]["disturbance"]["redos"] = 0
-    assert "it was flagged and not redone." in _setup_sentence(study)
+    assert "was flagged and not redone." in _setup_sentence(study)
     assert _setup_sentence(study).endswith("1 run stayed disturbed.")
 
 

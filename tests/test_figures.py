@@ -207,7 +207,7 @@ def test_no_two_breakeven_labels_overlap_and_each_stays_inside_the_axes(drawn, s
     fig, _ = drawn["breakeven"]
     ax = fig.axes[0]
     boxes = _label_boxes(ax)
-    assert len(boxes) == len(figures._breakeven_rows(stored[0])) == 9
+    assert len(boxes) == len(figures._breakeven_rows(stored[0])) > 1  # a label per configuration with a break-even
     for a, b in itertools.combinations(boxes, 2):
         assert not a.overlaps(b), (a, b)
     inside = ax.get_window_extent()

@@ -173,22 +173,20 @@ def test_comparative_words_come_from_the_rule_on_the_stored_studys_intervals():
     batches = {b["batch"]: b for b in findings.per_batch(ctx)}
     name = [(c["mode"], c["scope"]) for c in batches[32]["top"]]
     assert name == [("default", "step-graph")]  # its interval clears every other with three processes
-    # at 512 every interval overlaps the step graph's, the highest point (wide: 1.32-3.03), so none is "fastest"
-    # and none is below it; yet two of them lie wholly above max-autotune-no-cudagraphs (1.14-1.39): the rule
-    # ranks that pair, and the paper says so rather than "not distinguishable from each other"
+    # at 512 the step graph's interval is narrow and highest (1.77-1.78): reduce-overhead (1.73-1.75) and
+    # max-autotune (1.69-1.71) lie wholly below it, while default (1.26-1.96) and max-autotune-no-cudagraphs
+    # (1.20-1.94) reach it: the rule cannot tell those three apart, and ranks the two below
     assert [(c["mode"], c["scope"]) for c in batches[512]["top"]] == [
-        ("default", "step-graph"), ("reduce-overhead", "module"), ("max-autotune", "module"), ("default", "module"),
-        ("max-autotune-no-cudagraphs", "module")]
-    assert batches[512]["below"] == [] and batches[32]["apart"] == []
-    assert [(a["lower"]["mode"], [(c["mode"], c["scope"]) for c in a["above"]]) for a in batches[512]["apart"]] == [
-        ("max-autotune-no-cudagraphs", [("reduce-overhead", "module"), ("max-autotune", "module")])]
-    # at 32 the step graph's interval (5.30-22.9) clears the three below it: the best overlaps none of them
+        ("default", "step-graph"), ("default", "module"), ("max-autotune-no-cudagraphs", "module")]
+    assert [(c["mode"], c["scope"]) for c in batches[512]["below"]] == [
+        ("reduce-overhead", "module"), ("max-autotune", "module")]
+    assert batches[512]["apart"] == [] and batches[32]["apart"] == []
+    # at 32 the step graph's interval (6.40-17.0) clears the three below it: the best overlaps none of them
     assert len(batches[32]["below"]) == 3 and batches[32]["top"][0]["overlaps"] == []
     assert batches[32]["few"][0]["speedup"].n == 1  # the whole step compiled ran once: named, never ranked
     shapes = {f["batch"]: f for f in findings.shape_findings(ctx)}
-    # packed batches gain most by their point, but bucketed's interval (its runs vary, and so do eager's static runs
-    # it is divided by) reaches packed's: the rule cannot order the two
-    assert [c["kind"] for c in shapes[512]["top"]] == ["packed", "bucketed"] and not shapes[512]["missing"]
+    # packed batches gain most, and bucketed's interval does not reach packed's: the rule names packed alone
+    assert [c["kind"] for c in shapes[512]["top"]] == ["packed"] and not shapes[512]["missing"]
     assert {c["precision"] for f in shapes.values() for c in f["top"] + f["below"]} == {"bf16"}  # the main one
     unmade = summary[~((summary.shape_regime == "packed") & (summary.compile_mode == "eager"))]
     assert ("eager", "packed") in {f["batch"]: f for f in findings.shape_findings(context(unmade))}[512]["missing"]

@@ -182,25 +182,26 @@ def test_under_a_time_limit_a_job_that_would_not_end_before_it_is_not_started(gp
     check estimated at 150 s (no stored study here: the priors) is refused, one of 60 s (81 s with the margin)
     starts; without a limit nothing is refused."""
     from compile_study.core import deadline
+    from compile_study.measure import jobs
 
-    gpu_plan.job_deadline("method_check:compile_concurrency", "checks/compile_concurrency.json")  # no limit
+    concurrency = gpu_plan.expected_job_seconds("method_check:compile_concurrency")
+    jobs.in_time(concurrency, "checks/compile_concurrency.json")  # no limit: not even asked
     monkeypatch.setenv(deadline.VAR, str(time.time() + 100))
     with pytest.raises(deadline.PastDeadline, match=r"compile_concurrency.json: not started: it takes about 150 s"):
-        gpu_plan.job_deadline("method_check:compile_concurrency", "checks/compile_concurrency.json")
-    gpu_plan.job_deadline("method_check:timer_check", "checks/timer_check.json")  # 60 s, 81 s with the margin
+        jobs.in_time(concurrency, "checks/compile_concurrency.json")
+    jobs.in_time(gpu_plan.expected_job_seconds("method_check:timer_check"), "checks/timer_check.json")  # 81 s
     with pytest.raises(deadline.PastDeadline, match="method check"):
         gpu_plan.method_check("compile_concurrency", "method check compile_concurrency", "log", 16)
 
 
 def test_every_job_that_holds_the_device_or_a_compile_slot_checks_the_time_limit_first():
     """A job Snakemake starts runs to its end after the session's SIGTERM: each rule that holds the `timed_run`
-    pool or a compile slot asks core/deadline.py first (a run and a cold compile through their expected_s, the
-    others through the plan's job_deadline), so that a call ends by its limit."""
+    pool or a compile slot gives its job its estimate (`expected_s`; a cold compile's is its last argument; a
+    method check asks in the plan), so that a call ends by its limit (measure/jobs.py in_time)."""
     text = "\n".join(p.read_text() for p in sorted((REPO / "workflow" / "rules").glob("*.smk")))
     rules = dict(re.findall(r"^rule (\w+):\n(.*?)(?=^rule |\Z)", text, re.S | re.M))
     holding = {name for name, body in rules.items() if "timed_run=" in body or "P.compile_job" in body}
     assert {"train_run", "cold_compile", "parity", "method_check", "measure_peak", "mlp_claim"} <= holding
     for name in holding:
-        body = rules[name]
-        asks = ("expected_s=", "P.expected_compile_seconds(", "job_deadline(", "P.method_check(")
-        assert any(a in body for a in asks), name
+        asks = ("expected_s=", "P.expected_compile_seconds(", "P.method_check(")
+        assert any(a in rules[name] for a in asks), name

@@ -34,7 +34,7 @@ MADE = (
     "results", "resources", "logs", ".snakemake", ".pytest_cache", ".venv", "containers/build",
     "containers/compile-study.sif",
 )
-FORMER = ("reference/h200-2026-12-02",)  # stored studies since replaced, named where the text tells their history
+FORMER = ("reference/h200-2026-12-02", "reference/h200-full-2026-12-02")  # stored studies since replaced, named where the text tells their history
 DOTTED = re.compile(r"(?<![\w./-])compile_study(?:\.[A-Za-z_]\w*)+(?::\w+)?|from (compile_study[\w.]*) import (\w+)")
 PATH = re.compile(r"(?<![\w./<>*-])((?:[\w.<>*-]+/)+[\w.<>*-]*[\w>*])")
 # a module's path and a name it defines: `core/grid.py` `expand`, vocab.py SCOPE_MODES (backticked or in capitals)

@@ -16,7 +16,8 @@ comparable, from each side's per-process speedups (in_process_speedup, the unit 
   ratio    = exp(mean log speedup of the study - mean log speedup of the stored study)
   interval = the 95% Welch t interval of that difference of means (scipy.stats.ttest_ind, unequal variances)
   margin   = the larger of the two cells' A/A bands (core/stats.aa_band: how far one eager-vs-eager process
-             strays by chance on that host); a cell without eager runs leaves the other side's band
+             strays by chance on that host), and at least MIN_MARGIN; a cell without eager runs leaves the
+             other side's band
 
 Verdict, in this order:
   inconclusive (n < 3)              either side has fewer than 3 successful processes
@@ -51,6 +52,10 @@ from compile_study.core.layout import Layout, is_stored_study
 LEVEL = 0.95  # of the Welch interval on the difference of mean log speedups
 MIN_N = 3  # processes per side below which there is no verdict (as in core/stats.verdict)
 TOLERANCE = 1.3  # "reproduced" must rule out a shift this large (the shift the rule must detect at n = 3)
+# The smallest margin: a quiet host's A/A band can be under 0.1% (eager at batch 512 on one H200), while two
+# hosts' same-process speedups of one configuration differ by more (reduce-overhead at batch 512: 1.74x and
+# 1.75x, each over 3 processes): without a floor that half percent read "differs".
+MIN_MARGIN = 1.02
 KEY = [c for c in summary.CONFIG if c != "device_type"]  # a configuration, whichever host ran it
 HOST_KEYS = ("device_name", "cpu_model")  # what absolute step times depend on
 VERSION_KEYS = ("device_name", "cpu_model", "cpu_cores", "torch", "triton", "cuda", "driver", "python",
@@ -82,9 +87,10 @@ def welch_interval(stored_logs, study_logs, level: float = LEVEL) -> tuple[np.nd
 
 
 def margin_of(*bands: tuple[float, float]) -> float:
-    """The larger of the A/A bands [low, high] given (as a ratio >= 1); NaN where none is finite."""
+    """The larger of the A/A bands [low, high] given (as a ratio >= 1), at least MIN_MARGIN; NaN where none is
+    finite."""
     halves = [max(high, 1 / low) for low, high in bands if np.isfinite(low) and np.isfinite(high) and low > 0]
-    return max(halves) if halves else float("nan")
+    return max(*halves, MIN_MARGIN) if halves else float("nan")
 
 
 def decide(n: int, ratio: float, low: float, high: float, margin: float) -> tuple[str, str | None]:

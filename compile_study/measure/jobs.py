@@ -78,8 +78,7 @@ def compile_run(params, data_dir: str, record_path: str, log: str, progress: Cal
     cache (params: run, compile {index, alone, cores_per_compile, threads}, cache_dir, search_cache, model, device) -> its
     record, written (and returned). A cache of its own beyond the first compile's is removed afterwards.
     `expected_s`: its estimated seconds, asked only where the call has a time limit (core/deadline.py)."""
-    if deadline.seconds_left() is not None and expected_s is not None:
-        deadline.check(expected_s(), record_path)  # not started: nothing written, the next call runs it
+    in_time(expected_s, record_path)
     clock = Clock()
     run, plan, device = dict(params["run"]), dict(params["compile"]), params["device"]
     host = env.host_facts(device)
@@ -111,8 +110,7 @@ def train_run(params, data_dir: str, record_path: str, trace_path: str, log: str
               expected_s: Callable[[], float] | None = None) -> dict:
     """Rule train_run: one configuration's run in a fresh process -> its record, written (and returned).
     `expected_s`: the run's estimated seconds, asked only where the call has a time limit (core/deadline.py)."""
-    if deadline.seconds_left() is not None and expected_s is not None:
-        deadline.check(expected_s(), record_path)  # not started: nothing written, the next call runs it
+    in_time(expected_s, record_path)
     clock = Clock()
     run, device = dict(params["run"]), params["device"]
     host = env.host_facts(device)
@@ -181,9 +179,19 @@ def finish(rec: dict, clock: Clock, record_path: str, progress: Callable[[], str
         print(progress(), flush=True)
 
 
+def in_time(expected_s: Callable[[], float] | None, what: str) -> None:
+    """Under a call's time limit, a job whose estimate (`expected_s`, asked only then) would not end before it is
+    not started (core/deadline.py PastDeadline): nothing written, the next call runs it."""
+    if deadline.seconds_left() is not None and expected_s is not None:
+        deadline.check(expected_s(), what)
+
+
 def result_job(target: launch.Target, kwargs: dict, out_path: str, log: str, threads: int, device: str,
-               cache_dir: str | None = None, host_env: bool = False) -> None:
-    """Rules parity, measure_peak, mlp_claim: target's dict (with the environment if asked), as JSON."""
+               cache_dir: str | None = None, host_env: bool = False,
+               expected_s: Callable[[], float] | None = None) -> None:
+    """Rules measure_peak, mlp_claim: target's dict (with the environment if asked), as JSON. `expected_s`: its
+    estimated seconds, asked only where the call has a time limit (core/deadline.py)."""
+    in_time(expected_s, out_path)
     clock = Clock()
     with job_setup(log, threads, device, clock, cache_dir) as (setup, _):
         outcome = launch.run(target, kwargs | ({"host": env.host_facts(device)} if host_env else {}), setup, clock)
@@ -192,9 +200,11 @@ def result_job(target: launch.Target, kwargs: dict, out_path: str, log: str, thr
     write_json_atomic(out_path, outcome.value)
 
 
-def parity_job(target: launch.Target, check: dict, out_path: str, log: str, cores_per_compile: int, device: str) -> None:
+def parity_job(target: launch.Target, check: dict, out_path: str, log: str, cores_per_compile: int, device: str,
+               expected_s: Callable[[], float] | None = None) -> None:
     """Rule parity: one check (check: {"kwargs", "cache_dir"}), a fresh process on its Inductor cache, as JSON. It
     times nothing: it runs in the compile phase, on a compile slot, beside compiles (compile_setup)."""
+    in_time(expected_s, out_path)
     clock = Clock()
     with compile_setup(log, device, clock, cores_per_compile, alone=False) as (setup, _):
         setup.env |= isolation.prepare_cache(check["cache_dir"], False)[0]
@@ -208,8 +218,10 @@ class PlugRefused(Exception):
     """The configured model failed a check: the study stops before its first timed run."""
 
 
-def model_job(data_dir: str, model: dict, device: str, out_path: str, log: str, threads: int) -> None:
+def model_job(data_dir: str, model: dict, device: str, out_path: str, log: str, threads: int,
+              expected_s: Callable[[], float] | None = None) -> None:
     """Rule check_model: the model tried in a fresh process; a bad plug ends the study with its message."""
+    in_time(expected_s, out_path)
     clock = Clock()
     with job_setup(log, threads, device, clock) as (setup, _):
         outcome = launch.run(targets.model_check, {"data_dir": data_dir, "model": dict(model),

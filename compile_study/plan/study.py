@@ -20,7 +20,7 @@ import sys
 
 from compile_study.aggregate import estimate
 from compile_study.checks import targets as check_targets
-from compile_study.core import config_check, damaged, data_check, deadline, grid, study_lock
+from compile_study.core import config_check, damaged, data_check, grid, study_lock
 from compile_study.core.layout import (
     CHECKS,
     Layout,
@@ -429,7 +429,7 @@ class Plan:
         from compile_study.checks import compile_concurrency
         from compile_study.checks import launcher as launcher_check
 
-        self.job_deadline(f"method_check:{check}", out)
+        jobs.in_time(self.expected_job_seconds(f"method_check:{check}"), out)
         if check in check_targets.METHOD_CHECKS:
             return jobs.check_job(check, check_targets.METHOD_CHECKS[check], DATA_DIR, out, self.config["model"],
                                   log, threads, self.device)
@@ -458,15 +458,13 @@ class Plan:
         key = RunKey.of(wildcards)
         return lambda: estimate.run_seconds(key, self.device, self._known_runs)[0]
 
-    def job_deadline(self, rule: str, what: str) -> None:
-        """Under a call's time limit (core/deadline.py), a job of `rule` (a method check as
-        `method_check:<check>`) that would not end before it is not started (PastDeadline); its estimate is the
-        median of the rule's jobs in the stored studies' logs (aggregate/estimate.py job_seconds)."""
-        if deadline.seconds_left() is None:
-            return
-        logged = estimate.known_jobs(estimate.stored_studies(), self.device, self.config["model"])
+    def expected_job_seconds(self, rule: str):
+        """A job's estimated seconds (aggregate/estimate.py job_seconds: the median of the rule's jobs in the
+        stored studies' logs; a method check as `method_check:<check>`), asked by the job only where the call has
+        a time limit (core/deadline.py)."""
         units = estimate.mlp_sizes(self.config, self.device) if rule == "mlp_claim" else 1
-        deadline.check(estimate.job_seconds(rule, logged, units), what)
+        return lambda: estimate.job_seconds(
+            rule, estimate.known_jobs(estimate.stored_studies(), self.device, self.config["model"]), units)
 
     def planned_jobs(self) -> dict[str, int]:
         """Rule -> jobs whose outputs are missing (the runs apart), for the estimate."""

@@ -17,7 +17,7 @@ from compile_study.report import numbers as n
 from compile_study.report.conclusions import step_scope
 from compile_study.report.document import Column, Para, Section, Table, Text, plain
 from compile_study.report.findings import Context, config, ordered, regime_rows, value
-from compile_study.report.method import grid_table
+from compile_study.report.method import disturbed_runs, grid_table
 from compile_study.report.paper import term
 
 
@@ -337,5 +337,7 @@ def sections(ctx: Context, parity: pd.DataFrame, claims: Table | None = None) ->
     outcomes = outcome_blocks(ctx)
     if outcomes:
         out.append(Section("Failures, missing evidence, runs not made", outcomes))
-    out.append(Section("Environment", [environment_para(ctx)]))
+    rule = disturbed_runs(ctx)  # the rule that judged runs disturbed (the Setup gives what it found)
+    out.append(Section("Environment", [environment_para(ctx)]
+                       + ([Para(Text("setup", "disturbance_rule", rule))] if rule["d"].get("recorded") else [])))
     return out

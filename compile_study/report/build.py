@@ -131,7 +131,7 @@ def _para(file: str, macro: str, data: dict) -> Para:
 
 
 def modes_section(ctx: Context) -> Section:
-    figs = {k: k in ctx.drawn for k in ("speedup", "roofline")}
+    figs = {"speedup": "speedup" in ctx.drawn}
     scopes = bool((ctx.summary.compile_scope != "module").any())  # appendix.scopes_table exists
     blocks = [_para("modes", "results", {"batches": findings.per_batch(ctx), "precision": ctx.precision,
                                          "beststep": best_step_table(ctx) is not None, "scopes": scopes,
@@ -143,10 +143,17 @@ def modes_section(ctx: Context) -> Section:
     if len(set(ctx.head.precision)) > 1:
         blocks.append(_para("modes", "precisions", {"pairs": findings.precisions(ctx)}))
     blocks += [modes_table(ctx), *_fig(ctx, "speedup", "modes")]
-    mfu = findings.mfu(ctx)
-    if mfu:
-        blocks += [_para("modes", "mfu", {"m": mfu, "figure": figs["roofline"]}), *_fig(ctx, "roofline", "modes")]
     return Section("Does torch.compile speed up training?", blocks)
+
+
+def utilisation_section(ctx: Context) -> Section | None:
+    """Model FLOP utilisation over every configuration and its roofline figure: detail, in the appendix (the main
+    tables give each configuration's MFU)."""
+    mfu = findings.mfu(ctx)
+    if not mfu:
+        return None
+    return Section("Model FLOP utilisation", [_para("modes", "mfu", {"m": mfu, "figure": "roofline" in ctx.drawn}),
+                                              *_fig(ctx, "roofline", "modes")])
 
 
 def shapes_section(ctx: Context) -> Section:
@@ -228,7 +235,8 @@ def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | No
     ctx = Context(summary.copy(), claims, decisions, environment, facts, config, device, figure_dir_rel, calls or [],
                   checks or {}, dict(drawn or {}))
     main = main_sections(ctx)
-    extra = appendix.sections(ctx, parity, claims_table(ctx))
+    utilisation = utilisation_section(ctx)
+    extra = ([utilisation] if utilisation else []) + appendix.sections(ctx, parity, claims_table(ctx))
     for i, s in enumerate(extra):
         s.prefix = f"Appendix {chr(ord('A') + i)}"
     numbers: dict[str, int] = {}

@@ -49,7 +49,12 @@ rule parity:
     params:
         check=P.parity_check,
     run:
-        P.job_deadline("parity", output[0])
         jobs.parity_job(
-            check_targets.parity, params.check, output[0], log[0], threads, P.device
+            check_targets.parity,
+            params.check,
+            output[0],
+            log[0],
+            threads,
+            P.device,
+            expected_s=P.expected_job_seconds("parity"),
         )

@@ -17,7 +17,12 @@ rule check_model:
         model=config["model"],
         device=P.device,
     run:
-        P.job_deadline("check_model", output[0])
         jobs.model_job(
-            P.data_dir, params.model, params.device, output[0], log[0], threads
+            P.data_dir,
+            params.model,
+            params.device,
+            output[0],
+            log[0],
+            threads,
+            expected_s=P.expected_job_seconds("check_model"),
         )

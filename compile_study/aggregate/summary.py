@@ -231,8 +231,8 @@ def _against_eager(summary: pd.DataFrame, records: pd.DataFrame, train_rows: int
         out.append(cells)
     # a study without a compiled configuration still has the compiled columns (empty): every reader selects them
     none = stats.Interval(np.nan, np.nan, np.nan, "", 0, np.nan)
-    compiled = [*columns("cold", none), *columns("break_even", none), "warm_compile_s", "full_epoch_steps", "break_even_epochs", "break_even_epochs_low",
-                "break_even_epochs_high"]
+    compiled = [*columns("cold", none), *columns("break_even", none), "warm_compile_s", "full_epoch_steps",
+                "break_even_epochs", "break_even_epochs_low", "break_even_epochs_high"]
     return summary.join(pd.DataFrame(out, index=summary.index)).reindex(
         columns=[*summary.columns, *dict.fromkeys([*(c for d in out for c in d), *compiled])])
 

@@ -463,8 +463,12 @@ class Plan:
         stored studies' logs; a method check as `method_check:<check>`), asked by the job only where the call has
         a time limit (core/deadline.py)."""
         units = estimate.mlp_sizes(self.config, self.device) if rule == "mlp_claim" else 1
-        return lambda: estimate.job_seconds(
-            rule, estimate.known_jobs(estimate.stored_studies(), self.device, self.config["model"]), units)
+        return lambda: estimate.job_seconds(rule, self._known_jobs, units)
+
+    @functools.cached_property
+    def _known_jobs(self) -> dict:
+        """The stored studies' logged jobs (aggregate/estimate.py known_jobs), read once an invocation."""
+        return estimate.known_jobs(estimate.stored_studies(), self.device, self.config["model"])
 
     def planned_jobs(self) -> dict[str, int]:
         """Rule -> jobs whose outputs are missing (the runs apart), for the estimate."""

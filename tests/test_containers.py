@@ -81,12 +81,31 @@ exit 3
 """
 
 
+# The host's own tools that would answer in place of the scripted ones: on a GPU host (nvidia-smi lists its GPUs)
+# or one with an engine installed, run.sh would otherwise take the real host's answers.
+HOST_ONLY = ("nvidia-smi", "nvidia-ctk", "podman", "docker")
+
+
+@pytest.fixture(scope="session")
+def system_bin(tmp_path_factory) -> Path:
+    """The system's /usr/bin and /bin as links, less the GPU and engine tools: a host with none of them."""
+    links = tmp_path_factory.mktemp("system-bin")
+    for directory in (Path("/bin"), Path("/usr/bin")):
+        for path in directory.iterdir():
+            link = links / path.name
+            if path.name not in HOST_ONLY and not link.exists() and os.access(path, os.X_OK):
+                link.symlink_to(path)
+    return links
+
+
 @pytest.fixture
-def host(tmp_path):
-    """A project with containers/ beside a ../shared, and a bin/ of scripted host tools (PATH: bin, then the system's)."""
+def host(tmp_path, system_bin):
+    """A project with containers/ beside a ../shared, and a bin/ of scripted host tools (PATH: bin, then the system's
+    without its GPU and engine tools)."""
     project, bin_dir = tmp_path / "project", tmp_path / "bin"
     (project / "containers").mkdir(parents=True)
     bin_dir.mkdir()
+    (bin_dir / ".system").symlink_to(system_bin)
     (tmp_path / "shared").mkdir()
     for name in ("run.sh", "engine.sh"):
         shutil.copy(REPO / "containers" / name, project / "containers" / name)
@@ -104,7 +123,7 @@ def engine(bin_dir, name="podman", images=("compile-study:cpu",), probe_error=""
 
 
 def run_sh(project, bin_dir, *args, **env) -> subprocess.CompletedProcess:
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "DRY_RUN": "1", "HOME": str(project)} | env
+    env = {"PATH": f"{bin_dir}:{bin_dir / '.system'}", "DRY_RUN": "1", "HOME": str(project)} | env
     return subprocess.run(["bash", "containers/run.sh", *args], cwd=project, capture_output=True, text=True,
                           timeout=60, env=env)
 

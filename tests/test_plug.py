@@ -247,7 +247,8 @@ def test_a_plug_with_the_wrong_output_stops_the_study_before_its_first_timed_run
     cfg = yaml.safe_load((tmp_path / "config.yaml").read_text())
     cfg["model"]["factory"] = "tests.plug_models:seven_classes"
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    env = os.environ | {"PYTHONPATH": str(REPO)}  # where the jobs import tests.plug_models from
+    # where the jobs import tests.plug_models from, before what the environment has there (Snakemake, maybe)
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     root = tmp_path / "results" / "cpu-seven_classes"  # a plugged model's own study directory
     record = root / "runs/static/fp32/default/module/bs16/r0.json"  # a timed run: it waits for check_model
     res = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--cores", "2",

@@ -106,7 +106,8 @@ def test_the_compile_phase_never_overlaps_a_timed_job_and_a_killed_study_resumes
     recs = [compile_record.read(p) for p in sorted(root.glob("compiles/**/c*.json"))]
     for rec in recs:  # the record's shape: how it ran and what the compiler did
         assert rec["kind"] == "cold_compile" and rec["status"] == "ok"
-        assert set(compile_record.COMPILE) <= set(rec["compile"]) and rec["compile"]["slots"] == 2
+        assert set(compile_record.COMPILE) <= set(rec["compile"])
+        assert rec["compile"]["slots"] == len(os.sched_getaffinity(0))  # a slot per core (--cores 2: two at once)
         assert len(rec["compile"]["cores"]) == 1 and rec["compile"]["inductor_cache"] == "cold"
         m = rec["metrics"]
         assert m["graphs_compiled"] >= 1 and m["cold_compile_s"] == pytest.approx(m["epoch1_s"] - m["epoch2_s"])

@@ -80,7 +80,7 @@ def test_pairs_from_one_distribution_rarely_differ():
           + "; ".join(f"n = {n} {noise} {differs[n, noise]:.3f}" for n, noise in found))
     print("'reproduced' rate on the same pairs: "
           + "; ".join(f"n = {n} {noise} {reproduced[n, noise]:.3f}" for n, noise in found))
-    assert max(differs.values()) <= 0.05
+    assert max(differs.values()) <= cmp.FALSE_DIFFERS  # the bound the headline's chance sentence uses
     assert reproduced[3, "typical"] >= 0.8 and reproduced[5, "typical"] >= 0.95
 
 
@@ -194,8 +194,30 @@ def test_a_copy_with_known_shifts_differs_there_and_only_there(tmp_path, capsys)
     others = t.drop([faster, slower])
     assert not others.verdict.str.startswith("differs").any() and np.allclose(others.ratio, 1.0)
     md = (tmp_path / "reproduction.md").read_text()
-    assert cmp.counts(pd.read_csv(tmp_path / "reproduction.csv"))["differs"] == 2
+    c = cmp.counts(pd.read_csv(tmp_path / "reproduction.csv"))
+    assert c["differs"] == 2 and c["judged"] == (t.reason.isna() | (t.reason == "interval too wide")).sum()
     assert "2 differ" in md and md.count("| static ") == (t.index.get_level_values(0) == "static").sum()
+    chance = cmp.chance_of_differs(c["judged"], 2)  # the headline says what chance alone makes of two
+    assert f"2 or more of {c['judged']} judged configurations would differ in up to {chance:.3g}" not in md
+    assert f"would differ in up to {100 * chance:.3g}% of exact reproductions" in md.splitlines()[4]
+
+
+@pytest.mark.unit
+def test_chance_alone_is_the_binomial_tail_of_the_simulated_false_differs_bound():
+    assert cmp.chance_of_differs(7, 1) == pytest.approx(1 - 0.95 ** 7)  # 30%: one "differs" in 7 is common
+    assert cmp.chance_of_differs(24, 1) == pytest.approx(1 - 0.95 ** 24)
+    assert cmp.chance_of_differs(7, 3) == pytest.approx(sum(math.comb(7, k) * 0.05 ** k * 0.95 ** (7 - k)
+                                                            for k in range(3, 8)))
+    assert cmp.chance_of_differs(7, 0) is None and cmp.chance_of_differs(0, 0) is None
+    table = pd.DataFrame({"verdict": ["reproduced", "differs (slower)", "inconclusive", "inconclusive",
+                                      "not comparable"],
+                          "reason": [None, None, "interval too wide", "n < 3", "timed steps"]})
+    c = cmp.counts(table)
+    assert (c["judged"], c["differs"], c["inconclusive"]) == (3, 1, 2)  # n < 3 and not comparable: not judged
+    words = reproduction.chance_words(c)
+    assert words == (". By chance alone, 1 or more of 3 judged configurations would differ in up to 14.3% of exact "
+                     "reproductions (each differs by chance at most 5% of the time)")
+    assert reproduction.chance_words(cmp.counts(table.iloc[[0, 2]])) == ""
 
 
 @pytest.mark.unit
@@ -316,7 +338,7 @@ def test_a_difference_in_the_data_makes_every_configuration_not_comparable_namin
     assert (t.verdict == "not comparable").all() and (t.reason == reason).all()
     assert np.allclose(t.ratio, 1.0)  # the same records: only what they measured differs
     assert result.counts() | {"shared": 0} == {"shared": 0, "reproduced": 0, "differs": 0, "inconclusive": 0,
-                                               "not_comparable": len(t)}
+                                               "not_comparable": len(t), "judged": 0}
     assert reproduction.headline(result) == (f"Not comparable: the two studies trained on different data ({words}), "
                                              f"so none of the {len(t)} shared configurations is judged")
     md = reproduction.markdown(result, NAMES)

@@ -193,11 +193,31 @@ class Comparison:
 
 def counts(table: pd.DataFrame) -> dict[str, int]:
     """Shared configurations and how many of them are reproduced, differ, inconclusive, not comparable (from a
-    comparison's table, or reproduction.csv read back: what a headline or a sentence of the paper quotes)."""
+    comparison's table, or reproduction.csv read back: what a headline or a sentence of the paper quotes);
+    `judged`: those where the rule could have said "differs" (every verdict but inconclusive for n < 3 or for
+    want of an A/A control, and not comparable)."""
     v = table.verdict.astype(str) if len(table) else pd.Series(dtype=str)
+    reason = table.reason.astype(str) if len(table) and "reason" in table else pd.Series("", index=v.index)
     return {"shared": len(table), "reproduced": int((v == "reproduced").sum()),
             "differs": int(v.str.startswith("differs").sum()), "inconclusive": int((v == "inconclusive").sum()),
-            "not_comparable": int((v == "not comparable").sum())}
+            "not_comparable": int((v == "not comparable").sum()),
+            "judged": int((v.isin(["reproduced", "differs (faster)", "differs (slower)"])
+                           | ((v == "inconclusive") & (reason == "interval too wide"))).sum())}
+
+
+# How often the rule calls one configuration of an exact reproduction "differs", at most (the bound that
+# tests/test_compare.py's simulation holds it to): across many configurations some differ by chance alone.
+FALSE_DIFFERS = 0.05
+
+
+def chance_of_differs(judged: int, differs: int) -> float | None:
+    """The largest chance that an exact reproduction shows `differs` or more "differs" among `judged`
+    configurations, each wrong at most FALSE_DIFFERS of the time independently (binomial upper tail); None
+    where nothing differs. Read beside the headline: one "differs" in many configurations is not, alone,
+    evidence that the study failed to reproduce."""
+    if differs <= 0 or judged <= 0:
+        return None
+    return float(sps.binom.sf(differs - 1, judged, FALSE_DIFFERS))
 
 
 def device_of(records: pd.DataFrame, name: str) -> str:

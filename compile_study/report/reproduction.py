@@ -63,7 +63,17 @@ def headline(result: cmp.Comparison) -> str:
     if result.data_differences:
         parts.append("different data, verdicts given anyway (allow_different_data): " + data_difference_words(result))
     text = "; ".join(parts + [verdicts])
-    return text[0].upper() + text[1:]
+    return text[0].upper() + text[1:] + chance_words(c)
+
+
+def chance_words(c: dict[str, int]) -> str:
+    """What chance alone makes of the "differs" counted (aggregate/compare.py chance_of_differs), or ""."""
+    chance = cmp.chance_of_differs(c["judged"], c["differs"])
+    if chance is None:
+        return ""
+    return (f". By chance alone, {c['differs']} or more of {c['judged']} judged configurations would differ in up "
+            f"to {numbers.percent(chance)} of exact reproductions (each differs by chance at most "
+            f"{cmp.FALSE_DIFFERS:.0%} of the time)")
 
 
 def protocol_settings(result: cmp.Comparison) -> list[str]:

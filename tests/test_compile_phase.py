@@ -65,6 +65,19 @@ def test_compiles_share_the_host_with_each_other_and_timed_work_with_nothing():
     assert len({e[2] for e in starts}) == len(starts)  # disjoint cores while they overlap (one core each)
 
 
+@pytest.mark.unit
+def test_a_compile_slot_counts_the_invocations_slots_within_the_hosts_cores():
+    host, cores = Host(), len(os.sched_getaffinity(0))
+    with host.compiling(1, slots=1) as slot:  # e.g. --cores 2 at two cores a compile on a host of any size
+        assert slot["slots"] == 1 and len(slot["cores"]) == 1
+    with host.compiling(1, slots=10 * cores) as slot:  # never more than the cores hold
+        assert slot["slots"] == cores
+    with host.compiling(1) as slot:  # unsaid: as many as the cores hold
+        assert slot["slots"] == cores
+    with host.compiling(1, alone=True, slots=5) as slot:  # a GEMM search: alone, on every core
+        assert slot["slots"] == 1 and len(slot["cores"]) == cores
+
+
 def windows(root: Path, pattern: str) -> list[tuple[float, float, str]]:
     out = []
     for p in sorted(root.glob(pattern)):
@@ -107,7 +120,7 @@ def test_the_compile_phase_never_overlaps_a_timed_job_and_a_killed_study_resumes
     for rec in recs:  # the record's shape: how it ran and what the compiler did
         assert rec["kind"] == "cold_compile" and rec["status"] == "ok"
         assert set(compile_record.COMPILE) <= set(rec["compile"])
-        assert rec["compile"]["slots"] == len(os.sched_getaffinity(0))  # a slot per core (--cores 2: two at once)
+        assert rec["compile"]["slots"] == 2  # --cores 2 over a core each, on a host of any size
         assert len(rec["compile"]["cores"]) == 1 and rec["compile"]["inductor_cache"] == "cold"
         m = rec["metrics"]
         assert m["graphs_compiled"] >= 1 and m["cold_compile_s"] == pytest.approx(m["epoch1_s"] - m["epoch2_s"])

@@ -69,6 +69,7 @@ def test_the_compile_phase_compiles_each_configuration_cold_n_times_and_a_gemm_s
     first, third = P.compile_params(wc(ro, 0)), P.compile_params(wc(ro, 2))
     assert first["cache_dir"] == P.cache_dir_of(ro) and third["cache_dir"] != first["cache_dir"]  # scratch
     assert first["run"]["repeat"] == 0 and third["run"]["repeat"] == 2 and third["run"]["evidence"] is False
+    assert first["compile"]["slots"] == P.slots  # the compile slot knows the invocation's, not only the host's
     assert P.compile_params(wc(nocg, 0))["search_cache"] == P.cache_dir_of(ma)
 
 

@@ -147,11 +147,14 @@ class Host:
                 self._cond.notify_all()
 
     @contextlib.contextmanager
-    def compiling(self, cores_per_compile: int, alone: bool = False):
+    def compiling(self, cores_per_compile: int, alone: bool = False, slots: int | None = None):
         """Hold a compile slot -> {"cores", "slots", "at_once"} (at_once final when the block ends): wait while timed
-        work runs (alone: while anything runs); the slot's cores are disjoint from every other slot's."""
+        work runs (alone: while anything runs); the slot's cores are disjoint from every other slot's. `slots`: the
+        invocation's (Snakemake's cores over each compile's: `--cores 2` on a 16-core host gives 2), never more than
+        this process's cores hold."""
         cores = sorted(os.sched_getaffinity(0))
-        slots = 1 if alone else max(1, len(cores) // cores_per_compile)
+        fit = max(1, len(cores) // cores_per_compile)
+        slots = 1 if alone else min(fit, slots) if slots else fit
         with self._cond:
             self._cond.wait_for(lambda: not self._timed and not (alone and self._compiles)
                                 and len(self._compiles) < slots and not any(c["alone"] for c in self._compiles.values()))

@@ -58,12 +58,13 @@ def job_setup(log: str, threads: int, device: str, clock: Clock, cache_dir: str 
 
 
 @contextlib.contextmanager
-def compile_setup(log: str, device: str, clock: Clock, cores_per_compile: int, alone: bool):
+def compile_setup(log: str, device: str, clock: Clock, cores_per_compile: int, alone: bool,
+                  slots: int | None = None):
     """-> (launch.Setup, the slot: isolation.Host.compiling) for a job of the compile phase: a compile slot's cores
     (all of them where it runs alone), on no timed job's host; on a host with several GPUs, slot i on GPU i mod n."""
     with contextlib.ExitStack() as held:
         with clock.part("gpu_wait_s"):
-            slot = held.enter_context(isolation.HOST.compiling(cores_per_compile, alone))
+            slot = held.enter_context(isolation.HOST.compiling(cores_per_compile, alone, slots))
         setup = launch.Setup(log=log, threads=len(slot["cores"]), cores=slot["cores"])
         setup.env |= isolation.thread_env(setup.threads)
         gpus = isolation.count_gpus() if device == "cuda" else 0
@@ -75,14 +76,15 @@ def compile_setup(log: str, device: str, clock: Clock, cores_per_compile: int, a
 def compile_run(params, data_dir: str, record_path: str, log: str, progress: Callable[[], str] | None = None,
                 expected_s: Callable[[], float] | None = None) -> dict:
     """Rule cold_compile: one cold compile of a configuration in a fresh process on a compile slot, from an empty
-    cache (params: run, compile {index, alone, cores_per_compile, threads}, cache_dir, search_cache, model, device) -> its
-    record, written (and returned). A cache of its own beyond the first compile's is removed afterwards.
+    cache (params: run, compile {index, alone, cores_per_compile, slots, threads}, cache_dir, search_cache, model,
+    device) -> its record, written (and returned). A cache of its own beyond the first compile's is removed afterwards.
     `expected_s`: its estimated seconds, asked only where the call has a time limit (core/deadline.py)."""
     in_time(expected_s, record_path)
     clock = Clock()
     run, plan, device = dict(params["run"]), dict(params["compile"]), params["device"]
     host = env.host_facts(device)
-    with compile_setup(log, device, clock, plan["cores_per_compile"], plan["alone"]) as (setup, slot):
+    slots = plan.get("slots")  # None: as many as the cores hold
+    with compile_setup(log, device, clock, plan["cores_per_compile"], plan["alone"], slots) as (setup, slot):
         cache_env, state = isolation.prepare_cache(params["cache_dir"], True, params.get("search_cache"))
         setup.env |= cache_env
         if plan.get("threads"):  # the timed runs' torch threads on the slot's cores: the kernels they will load

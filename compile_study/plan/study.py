@@ -342,6 +342,7 @@ class Plan:
         scratch = f"{self.cache_root}/cold/{os.path.basename(self.cache_dir_of(key))}-c{index}"
         return {"run": run, "model": self.config["model"], "device": self.device,
                 "compile": {"index": index, "alone": c["alone"], "cores_per_compile": self.cores_per_compile,
+                            "slots": self.slots,  # the invocation's: Snakemake runs no more at once
                             # torch's threads as in the timed runs: Inductor's CPU kernels, and the cache key of
                             # the graphs holding them, depend on the thread count (the timed runs must find them)
                             "threads": self.timed_threads},

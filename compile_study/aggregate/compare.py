@@ -198,11 +198,11 @@ def counts(table: pd.DataFrame) -> dict[str, int]:
     want of an A/A control, and not comparable)."""
     v = table.verdict.astype(str) if len(table) else pd.Series(dtype=str)
     reason = table.reason.astype(str) if len(table) and "reason" in table else pd.Series("", index=v.index)
-    return {"shared": len(table), "reproduced": int((v == "reproduced").sum()),
-            "differs": int(v.str.startswith("differs").sum()), "inconclusive": int((v == "inconclusive").sum()),
-            "not_comparable": int((v == "not comparable").sum()),
-            "judged": int((v.isin(["reproduced", "differs (faster)", "differs (slower)"])
-                           | ((v == "inconclusive") & (reason == "interval too wide"))).sum())}
+    reproduced, differs, inconclusive = v == "reproduced", v.str.startswith("differs"), v == "inconclusive"
+    too_wide = inconclusive & (reason == "interval too wide")
+    return {"shared": len(table), "reproduced": int(reproduced.sum()), "differs": int(differs.sum()),
+            "inconclusive": int(inconclusive.sum()), "not_comparable": int((v == "not comparable").sum()),
+            "judged": int((reproduced | differs | too_wide).sum())}
 
 
 # How often the rule calls one configuration of an exact reproduction "differs", at most (the bound that

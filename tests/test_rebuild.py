@@ -73,3 +73,47 @@ def test_the_project_readme_quotes_the_stored_study_as_generated():
     current = (REPO / "README.md").read_text()
     assert readme.update_project_readme(REPO / "README.md", study.relative_to(REPO)) == current
     assert f"reference/{study.name}/README.md" in current and "| 512 | `reduce-overhead` |" in current
+
+
+def _nudged(obj):
+    """obj with every float one unit in the last place larger (the noise another CPU's reductions make)."""
+    import math
+
+    if isinstance(obj, float):
+        return math.nextafter(obj, math.inf) if obj else obj  # relative noise: a zero stays zero
+    if isinstance(obj, dict):
+        return {k: _nudged(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_nudged(v) for v in obj]
+    return obj
+
+
+@pytest.mark.golden
+@pytest.mark.parametrize("study", STORED, ids=[p.name for p in STORED])
+def test_a_stored_studys_tables_do_not_carry_the_reductions_order_or_the_last_digit(study: Path, tmp_path):
+    """What another CPU would do to the aggregation (records read in another order, every measured value one
+    unit in the last place away) leaves the summary, claims, decisions and environment byte-identical: they
+    carry core/digits.py's fixed digits, not the platform's."""
+    import json
+
+    from compile_study.aggregate import summary
+    from compile_study.core.layout import CHECKS
+
+    layout = Layout(str(study))
+    runs = tmp_path / "runs"
+    paths = []
+    for i, path in enumerate(reversed(layout.stored_records())):  # read in the other order
+        rec = json.loads(Path(path).read_text())
+        rec["metrics"] = _nudged(rec["metrics"])
+        rel = Path(path).relative_to(study)
+        (runs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (runs / rel).write_text(json.dumps(rec))
+        paths.append(str(runs / rel))
+    names = {"summary": "summary.csv", "parity": "parity.csv", "environment": "environment.json",
+             "claims": "claims.csv", "decisions": "decisions.json"}
+    out = {k: str(tmp_path / v) for k, v in names.items()}
+    optional = {name: layout.check(name) for name in CHECKS}
+    summary.write(paths, layout.stored_parity(), layout.facts, out, layout.peak, layout.mlp,
+                  {k: v for k, v in optional.items() if Path(v).exists()}, list(reversed(layout.stored_compiles())))
+    for k, name in names.items():
+        assert Path(out[k]).read_bytes() == (study / name).read_bytes(), f"{name} differs"

@@ -15,14 +15,13 @@ has no such run. Epochs are epochs of the training rows the runs used (facts.jso
 
 from __future__ import annotations
 
-import json
 import math
 
 import pandas as pd
 
 from compile_study.aggregate.columns import interval_of
 from compile_study.aggregate.decide import key
-from compile_study.core import stats, vocab
+from compile_study.core import digits, stats, vocab
 from compile_study.core.data import steps_per_epoch
 
 CLAIMS = ("training", "inference", "mlp", "dynamic", "forward", "short-runs")
@@ -184,5 +183,5 @@ def short_runs_claim(summary: pd.DataFrame, facts: dict) -> tuple[str, list[dict
 def claims_table(summary: pd.DataFrame, mlp: dict | None, facts: dict) -> pd.DataFrame:
     results = [training_claim(summary), inference_claim(summary), mlp_claim(mlp), dynamic_claim(summary),
                forward_claim(summary), short_runs_claim(summary, facts)]
-    rows = [{"claim": c, "verdict": v, "evidence": json.dumps(ev, sort_keys=True)} for c, (v, ev) in zip(CLAIMS, results)]
+    rows = [{"claim": c, "verdict": v, "evidence": digits.dumps(ev, sort_keys=True)} for c, (v, ev) in zip(CLAIMS, results)]
     return pd.DataFrame(rows, columns=["claim", "verdict", "evidence"])

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from compile_study.aggregate.columns import interval_of
-from compile_study.core import stats, vocab
+from compile_study.core import digits, stats, vocab
 
 RULES = {"level": stats.LEVEL, "min_n": stats.MIN_N, "band_sds": stats.BAND_SDS}
 # what each ranking orders: the quantity (summary.csv's interval prefix) and the configurations it takes, per
@@ -257,5 +257,5 @@ def decide(summary: pd.DataFrame, checks: dict | None = None) -> dict:
 
 def to_json(decisions: dict) -> str:
     """decisions.json's text: indented, with each configuration (and each interval) on one line."""
-    text = json.dumps(decisions, indent=2)
+    text = digits.dumps(decisions, indent=2)
     return re.sub(r"\{[^{}\[\]]*\}", lambda m: json.dumps(json.loads(m[0])), text) + "\n"

@@ -19,9 +19,9 @@ import pandas as pd
 
 from compile_study.aggregate import variance
 from compile_study.aggregate.columns import columns
-from compile_study.core import compile_record, record, stats, vocab
+from compile_study.core import compile_record, digits, record, stats, vocab
 from compile_study.core.data import steps_per_epoch
-from compile_study.core.io import write_json_atomic, write_text_atomic
+from compile_study.core.io import write_text_atomic
 
 # A cell: a configuration apart from compile mode and scope; regimes that differ only in how they are
 # compiled (dynamic-*) share the eager runs of `dynamic`.
@@ -268,7 +268,7 @@ def environment(records: pd.DataFrame) -> dict:
     # where the runs' wall time went, summed over every record that carries the breakdown (record.OVERHEAD)
     env["overhead_s"] = {k: float(pd.to_numeric(records[f"overhead_{k}"], errors="coerce").sum())
                          for k in record.OVERHEAD if records[f"overhead_{k}"].notna().any()}
-    env["statuses"] = records.status.value_counts().to_dict()
+    env["statuses"] = counts(records.status)
     return env | provenance(records) | {"disturbance": disturbance_counts(records),
                                         "step_variance": variance.explained(records, CONFIG)}
 
@@ -305,7 +305,12 @@ def _timed_cache(records: pd.DataFrame | None) -> dict[str, int]:
     if records is None or records.empty:
         return {}
     ok = records[(records.status == "ok") & (records.compile_mode != "eager")]
-    return {str(k): int(v) for k, v in ok.inductor_cache.value_counts().items()}
+    return counts(ok.inductor_cache)
+
+
+def counts(values: pd.Series) -> dict[str, int]:
+    """How often each value occurs, most frequent first and ties by value: the same whatever order the records came in."""
+    return {str(v): int(k) for v, k in sorted(values.value_counts().items(), key=lambda vk: (-vk[1], str(vk[0])))}
 
 
 def disturbance_counts(records: pd.DataFrame) -> dict:
@@ -317,7 +322,7 @@ def disturbance_counts(records: pd.DataFrame) -> dict:
     first = redone.redone_reasons.str.split(",").str[0]
     return {"recorded": int(ok.host_outside_cores.notna().sum()), "records": len(ok),
             "redone_runs": len(redone), "attempts_set_aside": int(records.redone.sum()),
-            "redone_by": {str(reason): int(k) for reason, k in first.value_counts().items()},
+            "redone_by": counts(first),
             "stayed_disturbed": int(records.disturbed.sum())}
 
 
@@ -330,10 +335,10 @@ def provenance(records: pd.DataFrame) -> dict:
     compiled = records[(records.compile_mode != "eager") & (records.status == "ok")]
     matmul = {p: sorted({str(v) for v in g.float32_matmul_precision.dropna()})
               for p, g in records.groupby("precision")}
-    return {"records_per_commit": {str(c): int(k) for c, k in records.git_commit.astype(str).value_counts().items()},
+    return {"records_per_commit": counts(records.git_commit.astype(str)),
             "dirty_records": int(dirty.sum()),
             "mixed_configurations": int((per_config["any"] & ~per_config["all"]).sum()),
-            "compiled_cache_states": {str(s): int(k) for s, k in compiled.inductor_cache.value_counts().items()},
+            "compiled_cache_states": counts(compiled.inductor_cache),
             "search_shared_modes": sorted(set(compiled[compiled.inductor_cache == vocab.SEARCH_SHARED].compile_mode)),
             "float32_matmul_precision": {p: v for p, v in matmul.items() if v}}
 
@@ -363,12 +368,13 @@ def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp
     peaks = _json_or(peak_path, {"peaks": {}})["peaks"]
     facts = json.loads(Path(facts_path).read_text())
     summary = add_mfu(summarize(records, facts["splits"]["train"]["rows"], compiles), peaks)
-    write_text_atomic(out["summary"], summary.to_csv(index=False))
-    write_text_atomic(out["parity"], parity_table(parity_paths).to_csv(index=False))
+    write_text_atomic(out["summary"], digits.csv_text(summary))
+    write_text_atomic(out["parity"], digits.csv_text(parity_table(parity_paths)))
     claims = claims_table(summary, _json_or(mlp_path, None), facts)
-    write_text_atomic(out["claims"], claims.to_csv(index=False))
+    write_text_atomic(out["claims"], digits.csv_text(claims))
     checks = {name: _json_or(path, {}) for name, path in (check_paths or {}).items()}
     write_text_atomic(out["decisions"], to_json(decide(summary, checks)))
-    write_json_atomic(out["environment"], environment(records) | {
-        "peak_tflops": {p: v["tflops"] for p, v in peaks.items()}, "compile_phase": compile_phase(compiles, records)})
+    write_text_atomic(out["environment"], digits.dumps(environment(records) | {
+        "peak_tflops": {p: v["tflops"] for p, v in peaks.items()}, "compile_phase": compile_phase(compiles, records)},
+        indent=2) + "\n")
     return summary

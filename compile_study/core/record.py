@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from compile_study.core import vocab
+from compile_study.core import digits, vocab
 
 SCHEMA_VERSION = 5  # 2: compile_scope; 3: phases, profiler, inference; 4: overhead breakdown, chunk order;
 # 5: what else ran on the host per timed block (host_load), `disturbed` and the redone runs' `earlier_attempts`
@@ -322,7 +322,7 @@ def _row(rec: dict) -> dict:
     for side in PROFILE_SIDES:
         prof = m.get(side) or {}
         row |= {f"{side}_{k}": prof.get(k) for k in PROFILE}
-        row[f"{side}_top_kernels"] = json.dumps(prof.get("top_kernels") or [])
+        row[f"{side}_top_kernels"] = digits.dumps(prof.get("top_kernels") or [])
     row["kernel_kind"] = (m.get("profile") or {}).get("kernel_kind")
     row["model_class"], row["model_plug"] = m.get("model_class"), m.get("model_plug")
     row["evidence_errors"] = "; ".join(f"{k}: {v}" for k, v in (m.get("evidence_errors") or {}).items()) or None
@@ -358,11 +358,13 @@ def disturbance_columns(rec: dict) -> dict:
 
 
 def table(paths) -> pd.DataFrame:
-    """One row per record: config, environment, status and every declared scalar (the one reader of records)."""
+    """One row per record: config, environment, status and every declared scalar (the one reader of records),
+    in the order of their run keys, whatever order `paths` came in (what is taken from a configuration's first
+    record, and every sum, does not depend on how the files were listed)."""
     rows = [_row(read(p)) for p in paths]
     if not rows:
         raise ValueError("no run records to summarise")
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).sort_values(list(RUN_KEYS), kind="stable", ignore_index=True)
 
 
 def main(argv: list[str] | None = None) -> None:

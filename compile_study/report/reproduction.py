@@ -20,6 +20,7 @@ import pandas as pd
 
 from compile_study.aggregate import compare as cmp
 from compile_study.aggregate import measured
+from compile_study.core import digits
 from compile_study.core.intervals import LEVEL, Interval
 from compile_study.core.io import write_text_atomic
 from compile_study.report import numbers
@@ -216,7 +217,7 @@ def markdown(result: cmp.Comparison, names: tuple[str, str]) -> str:
 def write(result: cmp.Comparison, names: tuple[str, str], out: dict) -> None:
     """out["md"]: the report; out["csv"]: one row per shared configuration (both sides, ratio, verdict)."""
     write_text_atomic(out["md"], markdown(result, names))
-    write_text_atomic(out["csv"], result.table.to_csv(index=False))
+    write_text_atomic(out["csv"], digits.csv_text(result.table))
 
 
 def write_records(stored: dict, study: dict, names: tuple[str, str], out: dict,

@@ -20,20 +20,26 @@ def matmul_tflops(n: int, dtype: torch.dtype, device: torch.device, reps: int = 
     return 2 * n**3 * reps / wall / 1e12
 
 
-def measure_peak(device: torch.device) -> dict:
-    """{precision: {"tflops", "n", "dtype"}} for fp32 (TF32 off), tf32 and bf16 square matmuls."""
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16}  # tf32: float32, TF32 matmuls
+
+
+def measure_peak(device: torch.device, precisions=tuple(DTYPES)) -> dict:
+    """{precision: {"tflops", "n", "dtype"}} for square matmuls in each of `precisions` (fp32 with TF32 off, tf32,
+    bf16): the study asks for those its grid runs (a CPU without bf16 instructions takes half a minute for bf16's)."""
     n = 8192 if device.type == "cuda" else 1024
     out = {}
-    for precision, dtype in (("fp32", torch.float32), ("tf32", torch.float32), ("bf16", torch.bfloat16)):
+    for precision in precisions:
+        dtype = DTYPES[precision]
         torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
         out[precision] = {"tflops": matmul_tflops(n, dtype, device), "n": n, "dtype": str(dtype)}
     torch.set_float32_matmul_precision("highest")
     return out
 
 
-def job(device: str, host: dict) -> dict:
-    """Rule measure_peak's process (measure/jobs.py): the peaks and the environment they were measured in."""
+def job(device: str, host: dict, precisions: list[str] | None = None) -> dict:
+    """Rule measure_peak's process (measure/jobs.py): the peaks of the grid's precisions (all three where none
+    are given) and the environment they were measured in."""
     dev = torch.device(device)
-    peak = {"peaks": measure_peak(dev), "env": collect(dev, host)}
+    peak = {"peaks": measure_peak(dev, precisions or tuple(DTYPES)), "env": collect(dev, host)}
     print(peak["peaks"])
     return peak

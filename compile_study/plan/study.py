@@ -20,7 +20,7 @@ import sys
 
 from compile_study.aggregate import estimate
 from compile_study.checks import targets as check_targets
-from compile_study.core import config_check, damaged, data_check, grid, study_lock
+from compile_study.core import config_check, damaged, data_check, grid, study_lock, vocab
 from compile_study.core.layout import (
     CHECKS,
     Layout,
@@ -400,6 +400,11 @@ class Plan:
         return {"kwargs": {"data_dir": DATA_DIR, "model": self.config["model"], "compile_mode": mode,
                            "precision": precision, "device": self.device, "settings": settings},
                 "cache_dir": self.cache_dir_of(cell) if cell else f"{self.cache_root}/parity-{precision}-{mode}"}
+
+    def peak_job(self, wildcards=None) -> dict:
+        """The matmul peak's arguments (checks/peak.py `job`): the precisions the device's grid runs."""
+        return {"device": self.device,
+                "precisions": [p for p in vocab.PRECISIONS if any(k.precision == p for k in self.runs)]}
 
     def mlp_job(self, wildcards=None) -> dict:
         """The MLP claim's arguments (checks/mlp_claim.py `job`)."""

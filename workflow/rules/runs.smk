@@ -52,7 +52,7 @@ rule measure_peak:
         **P.timed_job,
         timed_run=1,
     params:
-        peak={"device": P.device},
+        peak=P.peak_job,
     run:
         jobs.result_job(
             check_targets.peak,

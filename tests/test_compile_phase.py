@@ -88,12 +88,16 @@ def windows(root: Path, pattern: str) -> list[tuple[float, float, str]]:
 
 @pytest.mark.dag
 def test_the_compile_phase_never_overlaps_a_timed_job_and_a_killed_study_resumes_with_nothing_lost(tmp_path):
+    """One compiled configuration, three cold compiles two at once (one core each) and a portable start; killed
+    after the first compile, the same command resumes with nothing lost. The portable start, on an empty cache
+    fed the first compile's artifacts, compiles no graph again (its FX-graph and AOTAutograd caches hit; Inductor
+    generates no kernel), and its record says what the artifacts held."""
     import yaml
 
-    cmd = tiny_study(tmp_path, [8, 16], repeats=2)
+    cmd = tiny_study(tmp_path, [8], repeats=2)
     cfg = yaml.safe_load((tmp_path / "config.yaml").read_text())
     cfg["grids"]["cpu"][0]["compile_mode"] = ["eager", "default"]
-    cfg["compile_phase"] = {"cpu": {"n_cold": 2, "cores_per_compile": 1}}  # 2 cores: two compiles at once
+    cfg["compile_phase"] = {"cpu": {"n_cold": 3, "n_portable": 1, "cores_per_compile": 1}}  # 2 cores: two at once
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     root = tmp_path / "results/cpu"
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -104,21 +108,21 @@ def test_the_compile_phase_never_overlaps_a_timed_job_and_a_killed_study_resumes
     os.killpg(proc.pid, signal.SIGKILL)  # in the compile phase: Snakemake, the launcher's server, the compiles
     proc.wait()
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in root.glob("compiles/**/c*.json")}
-    assert 1 <= len(before) < 4 and not list(root.glob("runs/**/r*.json"))
+    assert 1 <= len(before) < 3 and not list(root.glob("runs/**/r*.json"))
 
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=tmp_path)  # the same command
     assert res.returncode == 0, res.stderr[-3000:]
     for p, (content, mtime) in before.items():  # nothing compiled before the kill was lost or redone
         assert p.read_bytes() == content and p.stat().st_mtime_ns == mtime
-    compiles = windows(root, "compiles/**/c*.json")
+    compiles = windows(root, "compiles/**/[cp]*.json")
     timed = windows(root, "runs/**/r*.json")
-    assert len(compiles) == 4 and len(timed) == 8
+    assert len(compiles) == 4 and len(timed) == 4
     for c0, c1, c in compiles:
         for t0, t1, t in timed:
             assert c1 <= t0 or t1 <= c0, f"{c} ran beside the timed {t}"
     recs = [compile_record.read(p) for p in sorted(root.glob("compiles/**/c*.json"))]
     for rec in recs:  # the record's shape: how it ran and what the compiler did
-        assert rec["kind"] == "cold_compile" and rec["status"] == "ok"
+        assert rec["kind"] == "cold_compile" and rec["status"] == "ok" and rec["compile"]["start"] == "cold"
         assert set(compile_record.COMPILE) <= set(rec["compile"])
         assert rec["compile"]["slots"] == 2  # --cores 2 over a core each, on a host of any size
         assert len(rec["compile"]["cores"]) == 1 and rec["compile"]["inductor_cache"] == "cold"
@@ -127,6 +131,16 @@ def test_the_compile_phase_never_overlaps_a_timed_job_and_a_killed_study_resumes
         assert m["cold_compile_s"] > 0 and m["overhead_s"]["total_s"] > m["cold_compile_s"]
         assert m["fx_cache_misses"] >= 1 and rec["compile"]["threads"] == 2  # compiled, as the timed runs' threads
     assert max(r["compile"]["at_once"] for r in recs) == 2  # two compiles did run at once
+    first = recs[0]["metrics"]  # c0 saved the artifacts: the graph pair (AOTAutograd) and Inductor's graphs
+    assert first["artifacts_bytes"] > 0 and first["artifacts"]["inductor"] >= 1 and first["artifacts"]["aot_autograd"] >= 1
+    (portable,) = [compile_record.read(p) for p in root.glob("compiles/**/p*.json")]
+    m = portable["metrics"]
+    assert portable["status"] == "ok" and portable["compile"]["start"] == "portable", portable.get("error")
+    assert portable["compile"]["inductor_cache"] == "cold"  # its own cache was empty ...
+    assert m["artifacts_bytes"] == first["artifacts_bytes"] and m["artifacts"] == first["artifacts"]  # ... then fed
+    assert m["fx_cache_misses"] == 0 and m["fx_cache_hits"] >= 1 and m["aot_cache_hits"] >= 1  # nothing traced again
+    assert m["generated_kernels"] == 0 < first["generated_kernels"]  # Inductor generated no kernel
+    assert m["artifacts_load_s"] > 0 and m["overhead_s"]["compile_s"] >= m["artifacts_load_s"]  # the load booked
     runs = [json.loads(p.read_text()) for p in root.glob("runs/static/fp32/default/**/r*.json")]
     assert {r["env"]["inductor_cache"] for r in runs} == {"warm"}  # every timed run starts from the cache
     for r in runs:  # ... and finds every graph it trains in it: it compiles nothing on the timed path

@@ -29,7 +29,7 @@ def _compile(mode: str, index: int, epoch1: float, at_once: int = 2, cores=(0,),
                              *compile_record.METRICS, "status", "error", "total_s"]}
     row |= {"compile_mode": mode, "batch_size": 64, "shape_regime": "static", "precision": "bf16",
             "compile_scope": "module", "repeat": index, "device_type": "cuda", "index": index, "at_once": at_once,
-            "slots": 8, "cores": list(cores), "alone": alone, "inductor_cache": cache, "status": status,
+            "slots": 8, "cores": list(cores), "alone": alone, "inductor_cache": cache, "start": "cold", "status": status,
             "epoch1_s": epoch1 if status == "ok" else None, "epoch2_s": 10.0 if status == "ok" else None}
     return row
 
@@ -68,14 +68,19 @@ def test_the_method_counts_the_phases_compiles_and_says_how_they_ran():
         [_compile("default", i, 30.0, at_once=k, cores=(2 * i, 2 * i + 1)) for i, k in enumerate([3, 3, 2])]
         + [_compile("max-autotune", 0, 240.0, at_once=1, cores=range(16), alone=True)]
         + [_compile("max-autotune-no-cudagraphs", 0, 40.0, cores=(6, 7), cache=vocab.SEARCH_SHARED)]
-        + [_compile("reduce-overhead", i, 30.0, status="failed" if i == 2 else "ok", cores=(0, 1)) for i in range(3)])
+        + [_compile("reduce-overhead", i, 30.0, status="failed" if i == 2 else "ok", cores=(0, 1)) for i in range(3)]
+        + [_compile("default", i, 13.0) | {"start": "portable", "artifacts_bytes": size, "fx_cache_misses": 0,
+                                           "aot_cache_misses": i} for i, size in enumerate([11_000_000, 11_500_000])])
     timed = pd.DataFrame({"status": ["ok"] * 5 + ["oom"], "compile_mode": ["eager"] + ["default"] * 5,
                           "inductor_cache": ["cold", "warm", "warm", "warm", "cold", "cold"]})
     p = compile_phase(compiles, timed)
     assert p == {"compiles": 8, "failed": 1, "configurations": 4, "per_configuration": [1, 3], "at_once": 3,
                  "slots": 8, "cores_per_compile": [2], "alone_modes": ["max-autotune"], "alone": 1,
                  "search_shared_modes": ["max-autotune-no-cudagraphs"], "host_cores": [16],
-                 "failed_configurations": 0, "timed_cache": {"warm": 3, "cold": 1}}
+                 "failed_configurations": 0, "timed_cache": {"warm": 3, "cold": 1},
+                 # the portable starts apart from the cold compiles (counted above without them)
+                 "portable": {"starts": 2, "failed": 0, "configurations": 1, "artifacts_bytes": [11_000_000, 11_500_000],
+                              "fx_cache_misses": 0, "aot_cache_misses": 1}}
     check = {"iv": decide.stats.speedup_interval([1.04, 1.07, 1.05]), "verdict": "faster"}
     phase = {"p": p, "n_cold": 3, "gpu": True, "check": check}
     costs = {"cold": 0, "warm": 9, "recorded": True, "gpu": True, "train_rows": ROWS, "peaks": [], "payback": True}

@@ -53,11 +53,15 @@ def test_the_gpu_plan_runs_the_whole_grid_with_evidence_once_per_configuration(g
 
 def test_the_compile_phase_compiles_each_configuration_cold_n_times_and_a_gemm_search_once_alone(gpu_plan):
     P = gpu_plan
-    assert len(P.compiles) == 16 and len(P.compile_records()) == 14 * 3 + 2
+    # 14 configurations compiled cold 3 times, the two max-autotune ones once; a portable start 3 times each
+    # configuration of a scope one trains with (14: the aot-eager and one-side scopes are diagnostic)
+    cold = [p for p in P.compile_records() if Path(p).name.startswith("c")]
+    portable = [p for p in P.compile_records() if Path(p).name.startswith("p")]
+    assert len(P.compiles) == 16 and len(cold) == 14 * 3 + 2 and len(portable) == 14 * 3
     ma = RunKey("max-autotune", "module", 512, "static", "bf16", 0)
     nocg = ma._replace(compile_mode="max-autotune-no-cudagraphs")
-    assert P.compiles[ma] == {"n": 1, "alone": True, "search_from": None}
-    assert P.compiles[nocg] == {"n": 1, "alone": False, "search_from": ma}
+    assert P.compiles[ma] == {"n": 1, "alone": True, "search_from": None, "portable": 3}
+    assert P.compiles[nocg] == {"n": 1, "alone": False, "search_from": ma, "portable": 3}
 
     def wc(key, index):
         return SimpleNamespace(**{k: str(v) for k, v in key._asdict().items() if k != "repeat"}, index=str(index))
@@ -71,6 +75,14 @@ def test_the_compile_phase_compiles_each_configuration_cold_n_times_and_a_gemm_s
     assert first["run"]["repeat"] == 0 and third["run"]["repeat"] == 2 and third["run"]["evidence"] is False
     assert first["compile"]["slots"] == P.slots  # the compile slot knows the invocation's, not only the host's
     assert P.compile_params(wc(nocg, 0))["search_cache"] == P.cache_dir_of(ma)
+    # the first cold compile saves the artifacts its portable starts load, each on an empty scratch cache of its own
+    assert first["artifacts"] == {"save": P.artifacts_of(ro)} and third["artifacts"] is None
+    start = P.portable_params(wc(ro, 1))
+    assert start["artifacts"] == {"load": P.artifacts_of(ro)} and start["compile"]["start"] == "portable"
+    assert start["cache_dir"] not in (first["cache_dir"], third["cache_dir"]) and start["run"]["repeat"] == 1
+    assert not start["compile"]["alone"] and P.portable_inputs(wc(ro, 1))["cold"] == P.layout.compile_record(ro, 0)
+    # a GEMM search's portable start loads its search results: among the others, not alone
+    assert not P.portable_params(wc(ma, 0))["compile"]["alone"]
 
 
 def test_each_parity_check_runs_at_its_smallest_static_cell_on_that_cells_cache(gpu_plan):
@@ -91,7 +103,7 @@ def test_the_targets_name_every_record_and_a_method_check_its_threads(gpu_plan):
     P = gpu_plan
     targets = P.all_targets()
     assert sum("/runs/" in t for t in targets) == 70 and P.layout.summary in targets
-    assert sum("/compiles/" in t for t in targets) == 44
+    assert sum("/compiles/" in t for t in targets) == 44 + 42  # cold compiles and portable starts
     assert P.check_threads(SimpleNamespace(check="concurrency")) == 16  # two timed jobs' worth, capped by the cores
     assert P.check_threads(SimpleNamespace(check="timer_check")) == P.timed_threads
 

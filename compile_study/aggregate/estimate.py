@@ -71,9 +71,11 @@ PER_UNIT = {
     "mlp_claim": lambda study: len(json.loads(Path(Layout(str(study)).mlp).read_text())["rows"]),  # batch sizes
 }
 # A cold compile of a kind never measured: the study's own cold runs (2026-12-02 H200 reference: 17-22 s a
-# configuration, 208 s a GEMM search; 2-core CPU: about 50 s).
-PRIOR_COMPILE_S = {"cuda": {"compiled": 25, "max-autotune": 210, "max-autotune-no-cudagraphs": 210},
-                   "cpu": {"compiled": 60, "max-autotune": 200, "max-autotune-no-cudagraphs": 200}}
+# configuration, 208 s a GEMM search; 2-core CPU: about 50 s). A portable start never measured: on an H200 (torch
+# 2.11, outside the study) 2.2-2.8 s to the first step from the loaded artifacts, plus a compile job's fixed cost;
+# on 2 CPU cores (torch 2.13) the C++ kernels are compiled again: about as long as a cold compile.
+PRIOR_COMPILE_S = {"cuda": {"compiled": 25, "max-autotune": 210, "max-autotune-no-cudagraphs": 210, "portable": 8},
+                   "cpu": {"compiled": 60, "max-autotune": 200, "max-autotune-no-cudagraphs": 200, "portable": 50}}
 # How much longer a cold compile takes among the phase's others than alone, until a study's compile_concurrency
 # check says: 8 at once on 2 cores each took 19.9-25.1 s against 19.9-23.0 s alone (one H200 host, torch 2.11).
 AT_ONCE = 1.15
@@ -261,25 +263,30 @@ def known_compiles(patterns: list[str], device: str, model: dict | None = None,
             if (rec.get("compile") or {}).get("at_once", 1) > 1:
                 cost /= factor
             key = record.RunKey.of(rec["config"]).with_repeat(0)
-            shared = rec.get("compile", {}).get("inductor_cache", rec["env"].get("inductor_cache")) == vocab.SEARCH_SHARED
-            for level in _levels(key, ("shared" if shared else "cold",)):
+            how = rec.get("compile") or {}
+            shared = how.get("inductor_cache", rec["env"].get("inductor_cache")) == vocab.SEARCH_SHARED
+            start = "portable" if how.get("start") == "portable" else "shared" if shared else "cold"
+            for level in _levels(key, (start,)):
                 by_study[study_of(path)][level].append(cost)
     return calibrated(by_study, _configuration_level)
 
 
 def plan_compiles(layout: Layout, references: str = "reference") -> list[str]:
     """Where the estimate finds the cold compiles it learns from: compile records, and cold runs of older studies."""
-    return [layout.compiles_glob, f"{references}/*/compiles/**/c*.json", f"{references}/*/runs/**/r0.json"]
+    return [layout.compiles_glob, layout.compiles_glob.replace("/c*.json", "/p*.json"),
+            f"{references}/*/compiles/**/[cp]*.json", f"{references}/*/runs/**/r0.json"]
 
 
 def compile_seconds(key: record.RunKey, device: str, known: dict, search: str | None = None) -> float:
     """A cold compile's estimated seconds, alone. `search`: "own" for a max-autotune mode's GEMM search, "shared"
-    for one that starts from another's."""
-    cls = ("shared",) if search == "shared" else ("cold",)
+    for one that starts from another's; "portable" prices a portable start instead."""
+    cls = (search,) if search in ("shared", "portable") else ("cold",)
     for level in _levels(key.with_repeat(0), cls):
         if known.get(level):
             return statistics.mean(known[level])
     prior = PRIOR_COMPILE_S[device]
+    if search == "portable":
+        return prior["portable"]
     return prior.get(key.compile_mode, prior["compiled"]) if search == "own" else prior["compiled"]
 
 
@@ -385,6 +392,12 @@ def compiles_todo(compiles: dict, layout: Layout) -> list[tuple[record.RunKey, d
             if not Path(layout.compile_record(key, i)).exists()]
 
 
+def portable_todo(compiles: dict, layout: Layout) -> list[record.RunKey]:
+    """The plan's portable starts whose records are not there yet: their configuration's key each."""
+    return [key for key, c in compiles.items() for i in range(c.get("portable", 0))
+            if not Path(layout.portable_record(key, i)).exists()]
+
+
 def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | None = None, gpus: int = 1,
              references: str = "reference", model: dict | None = None, compiles: dict | None = None,
              slots: int = 1) -> dict:
@@ -402,14 +415,16 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
     factor = at_once_factor(references, device)
     known_c = known_compiles(plan_compiles(layout, references), device, model, factor)
     cold = [(c, compile_seconds(key, device, known_c, search_kind(c))) for key, c in compiles_todo(compiles or {}, layout)]
+    portable = [compile_seconds(key, device, known_c, "portable") for key in portable_todo(compiles or {}, layout)]
     parity = [other.pop("parity") / jobs["parity"]] * jobs["parity"] if "parity" in other else []
-    phase = phase_seconds([s for c, s in cold if not c["alone"]] + parity, [s for c, s in cold if c["alone"]], slots,
-                          factor)
+    phase = phase_seconds([s for c, s in cold if not c["alone"]] + portable + parity,
+                          [s for c, s in cold if c["alone"]], slots, factor)
     timed = sum(s for s, _ in per_run) + sum(v for r, v in other.items() if _timed(r))
     rest = sum(v for r, v in other.items() if not _timed(r))
-    snakemake = PRIOR_START_S[device] + PRIOR_PER_JOB_S * (len(todo) + len(cold) + sum(jobs.values()))
+    snakemake = PRIOR_START_S[device] + PRIOR_PER_JOB_S * (len(todo) + len(cold) + len(portable) + sum(jobs.values()))
     seconds = phase + timed / max(gpus, 1) + rest + snakemake
     return {"total": len(runs), "todo": len(todo), "measured": sum(m for _, m in per_run), "compiles": len(cold),
+            "portable": len(portable),
             "compile_s": phase, "runs_s": sum(s for s, _ in per_run), "other_s": other, "snakemake_s": snakemake,
             "seconds": seconds}
 
@@ -426,7 +441,8 @@ def message(e: dict, device: str, gpus: int, slots: int) -> str:
     source = f"{e['measured']} of {e['todo']} runs from earlier records" if e["measured"] else "per-mode priors"
     where = (f"on {gpus} GPUs with --resources timed_run={gpus}" if device == "cuda" and gpus > 1
              else "on one GPU" if device == "cuda" else "on the CPU")
-    return (f"study plan: {e['compiles']} cold compiles and {e['todo']} of {e['total']} runs to do, about "
+    portable = f", {e['portable']} portable starts" if e.get("portable") else ""
+    return (f"study plan: {e['compiles']} cold compiles{portable} and {e['todo']} of {e['total']} runs to do, about "
             f"{e['seconds'] / 60:.1f} min {where} ({e['seconds']:.0f} s in all: compile phase {e['compile_s']:.0f} s "
             f"({slots} at once), runs {e['runs_s']:.0f} s, other jobs {sum(e['other_s'].values()):.0f} s, Snakemake "
             f"{e['snakemake_s']:.0f} s; runs estimated from {source})")
@@ -461,7 +477,7 @@ def config_estimate(config: dict, device: str, layout: Layout, gpus: int = 1, co
     cores = cores or HOST_CORES.get(device) or len(os.sched_getaffinity(0))
     slots = max(1, cores // phase["cores_per_compile"])
     e = estimate(runs, layout, device, config_jobs(config, runs, device, pdf), gpus, references, config["model"],
-                 grid.compiles(runs, phase["n_cold"]), slots)
+                 grid.compiles(runs, phase["n_cold"], phase["n_portable"]), slots)
     return e, slots
 
 

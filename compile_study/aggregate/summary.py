@@ -156,7 +156,8 @@ def _eager_of_cell(records: pd.DataFrame) -> dict:
     return {k: g for k, g in eager.groupby(CELL)}
 
 
-def cold_compiles(records: pd.DataFrame, compiles: pd.DataFrame | None = None) -> dict[tuple, list[float]]:
+def cold_compiles(records: pd.DataFrame, compiles: pd.DataFrame | None = None,
+                  start: str = "cold") -> dict[tuple, list[float]]:
     """Each compiled configuration's cold compiles in seconds, keyed by its CONFIG values: the one source of
     cold-compile times; the interval, the break-even, the claims and the paper all read this list.
 
@@ -165,20 +166,24 @@ def cold_compiles(records: pd.DataFrame, compiles: pd.DataFrame | None = None) -
     first epoch's costs that are not compilation). Such processes are the compile phase's (`compiles`: the
     compile records' table, rule cold_compile); a study made before the compile phase has them as its runs whose
     record says "cold" (repeat 0). A configuration in a cell without eager runs, or with no cold process (one that
-    started from another mode's GEMM search, before the compile phase), has none."""
+    started from another mode's GEMM search, before the compile phase), has none.
+
+    start="portable": the portable starts instead (rule portable_start: an empty cache fed the first cold
+    compile's artifacts), each its artifacts' load plus the same epoch difference less eager's."""
     eager = {k: (g.epoch1_s - g.epoch2_s).median() for k, g in _eager_of_cell(records).items()}
     phase = None if compiles is None or compiles.empty else compiles[
-        (compiles.status == "ok") & (compiles.compile_mode != "eager")].assign(
+        (compiles.status == "ok") & (compiles.compile_mode != "eager") & (compiles.start == start)].assign(
         reference_regime=lambda d: [vocab.Regime.parse(r).reference for r in d.shape_regime])
     runs = records[(records.status == "ok") & (records.compile_mode != "eager") & (records.inductor_cache == "cold")]
     out = {}
-    for source in (runs, phase):  # the compile phase's, where a configuration has any, replace its cold runs'
+    for source in ((runs, phase) if start == "cold" else (phase,)):  # the phase's replace the cold runs'
         if source is None:
             continue
         for key, g in source.groupby(CONFIG):
             cell = tuple(g[c].iloc[0] for c in CELL)
+            load = pd.to_numeric(g.artifacts_load_s).fillna(0.0) if "artifacts_load_s" in g else 0.0
             if cell in eager:
-                out[key] = [float(v) for v in pd.to_numeric(g.epoch1_s - g.epoch2_s) - eager[cell]]
+                out[key] = [float(v) for v in pd.to_numeric(g.epoch1_s - g.epoch2_s) + load - eager[cell]]
     return out
 
 
@@ -282,6 +287,8 @@ def compile_phase(compiles: pd.DataFrame, records: pd.DataFrame | None = None) -
     study made before the compile phase (its cold compiles are its first runs')."""
     if compiles is None or compiles.empty:
         return {}
+    portable = compiles[compiles.start == "portable"]
+    compiles = compiles[compiles.start == "cold"]
     ok = compiles[compiles.status == "ok"]
     keys = [c for c in CONFIG if c != "device_type"]
     per = compiles.groupby(keys).size()
@@ -297,7 +304,21 @@ def compile_phase(compiles: pd.DataFrame, records: pd.DataFrame | None = None) -
                                           key=vocab.COMPILE_MODES.index),
             "host_cores": sorted({len(c) for c in alone.cores if isinstance(c, list)}),
             "failed_configurations": len(per) - (ok.groupby(keys).ngroups if len(ok) else 0),
-            "timed_cache": _timed_cache(records)}
+            "timed_cache": _timed_cache(records), "portable": portable_counts(portable)}
+
+
+def portable_counts(portable: pd.DataFrame) -> dict:
+    """What the Setup says of the portable starts: how many, of how many configurations, how many failed, the
+    artifacts' sizes (bytes, min and max) and the caches their compiles missed (FX graph and AOTAutograd)."""
+    if portable.empty:
+        return {}
+    ok = portable[portable.status == "ok"]
+    size = pd.to_numeric(ok.artifacts_bytes, errors="coerce").dropna()
+    return {"starts": len(portable), "failed": int((portable.status != "ok").sum()),
+            "configurations": int(portable.groupby([c for c in CONFIG if c != "device_type"]).ngroups),
+            "artifacts_bytes": [int(size.min()), int(size.max())] if len(size) else [],
+            "fx_cache_misses": int(pd.to_numeric(ok.fx_cache_misses, errors="coerce").fillna(0).sum()),
+            "aot_cache_misses": int(pd.to_numeric(ok.aot_cache_misses, errors="coerce").fillna(0).sum())}
 
 
 def _timed_cache(records: pd.DataFrame | None) -> dict[str, int]:

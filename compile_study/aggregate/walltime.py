@@ -172,7 +172,7 @@ def _kind(rule: str, rec: dict | None) -> str | None:
     """How a job's share is named by its record's parts: runs, the compile phase, a GEMM search; None: by rule."""
     if rule == "train_run":
         return "runs"
-    if rule == "cold_compile":
+    if rule in ("cold_compile", "portable_start"):  # a portable start is the compile phase's work too
         return SEARCH if ((rec or {}).get("compile") or {}).get("alone") else "compile phase"
     return None
 
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stopped-by", help="with --adopt: what stopped that call, where it is known")
     args = parser.parse_args(argv)
     paths = sorted(str(p) for p in args.study.glob("runs/**/r*.json") if not p.name.endswith(".trace.json.gz"))
-    compiles = sorted(str(p) for p in args.study.glob("compiles/**/c*.json"))
+    compiles = sorted(str(p) for pattern in ("c*.json", "p*.json") for p in args.study.glob(f"compiles/**/{pattern}"))
     logs = args.logs or (Path("logs") / args.study.name if args.study.parent.name == "results" else args.study / "logs")
     if args.adopt:
         line = adopt(args.study, args.adopt, logs, args.stopped_by)

@@ -123,9 +123,10 @@ def alternating_rounds(steps_by_name: dict, steps: int, repeats: int, device: to
     return rounds
 
 
-def timed_pairs(eager: Trainer, compiled: Trainer, x, y, steps: int, repeats: int, device: torch.device):
-    """The published timer on the first (cold) and a later (warm) block -> their fields, then the proper
-    alternating rounds."""
+def timed_pairs(eager: Trainer, compiled: Trainer, x, y, steps: int, repeats: int, device: torch.device,
+                proper_steps: int | None = None):
+    """The published timer on the first (cold) and a later (warm) block of `steps` -> their fields, then the
+    proper alternating rounds of `proper_steps` (default `steps`) each."""
     e_step, c_step = partial(eager.step, x, y), partial(compiled.step, x, y)
     cold_eager_s, cold_compiled_s = published_pair(e_step, c_step, steps)  # the first compiled block compiles
     cold_tail_s = drain(device)
@@ -134,7 +135,7 @@ def timed_pairs(eager: Trainer, compiled: Trainer, x, y, steps: int, repeats: in
     drain(device)
     warm_eager_s, warm_compiled_s = published_pair(e_step, c_step, steps)
     warm_tail_s = drain(device)
-    rounds = alternating_rounds({"eager": e_step, "compiled": c_step}, steps, repeats, device)
+    rounds = alternating_rounds({"eager": e_step, "compiled": c_step}, proper_steps or steps, repeats, device)
     published = {
         "cold_eager_s": cold_eager_s,
         "cold_compiled_s": cold_compiled_s,
@@ -148,12 +149,14 @@ def timed_pairs(eager: Trainer, compiled: Trainer, x, y, steps: int, repeats: in
     return published, rounds
 
 
-def measure(batch_size: int, device: torch.device, steps: int, repeats: int, seed: int) -> dict:
+def measure(batch_size: int, device: torch.device, steps: int, repeats: int, seed: int,
+            proper_steps: int | None = None) -> dict:
     x, y = make_inputs(batch_size, device, seed)
     eager = Trainer(device, seed, compiled=False)
     synchronize(device)
     with fresh_inductor_cache():  # the compiled model lives (and may load kernels) only while its cache does
-        published, rounds = timed_pairs(eager, Trainer(device, seed, compiled=True), x, y, steps, repeats, device)
+        published, rounds = timed_pairs(eager, Trainer(device, seed, compiled=True), x, y, steps, repeats, device,
+                                        proper_steps)
     del eager
     proper_eager_ms = statistics.median(rounds["eager_ms"])
     proper_compiled_ms = statistics.median(rounds["compiled_ms"])
@@ -195,7 +198,8 @@ def precision_settings(device: torch.device) -> dict:
     }
 
 
-def run(batch_sizes: list[int], device: torch.device, steps: int = 100, repeats: int = 5, seed: int = 0) -> dict:
+def run(batch_sizes: list[int], device: torch.device, steps: int = 100, repeats: int = 5, seed: int = 0,
+        proper_steps: int | None = None) -> dict:
     """Measure the claim at each batch size -> a JSON-serialisable dict (see the module docstring)."""
     previous = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("highest")  # fp32, TF32 off
@@ -209,6 +213,7 @@ def run(batch_sizes: list[int], device: torch.device, steps: int = 100, repeats:
             "inputs": f"x, y = randn(batch_size, {IN_FEATURES}), created once on the device (seeded)",
             "steps": steps,
             "repeats": repeats,
+            "proper_steps": proper_steps or steps,
             "warmup_steps": WARMUP_STEPS,
             "seed": seed,
             "precision": precision_settings(device),
@@ -219,7 +224,7 @@ def run(batch_sizes: list[int], device: torch.device, steps: int = 100, repeats:
         rows = []
         for bs in batch_sizes:
             try:
-                rows.append(measure(bs, device, steps, repeats, seed))
+                rows.append(measure(bs, device, steps, repeats, seed, proper_steps))
             except Exception as exc:  # this batch size's outcome; the others still run
                 rows.append(failure_row(bs, exc))
             finally:
@@ -230,10 +235,12 @@ def run(batch_sizes: list[int], device: torch.device, steps: int = 100, repeats:
     return {"claim": CLAIM, "setup": setup, "device": str(device), "torch": torch.__version__, "rows": rows}
 
 
-def job(batch_sizes: list, device: str, steps: int, repeats: int, seed: int, host: dict) -> dict:
+def job(batch_sizes: list, device: str, steps: int, repeats: int, seed: int, host: dict,
+        proper_steps: int | None = None) -> dict:
     """Rule mlp_claim's process (measure/jobs.py): `run` on the device, with the environment it ran in."""
     dev = torch.device(device)
-    result = run([int(bs) for bs in batch_sizes], dev, steps=int(steps), repeats=int(repeats), seed=int(seed))
+    result = run([int(bs) for bs in batch_sizes], dev, steps=int(steps), repeats=int(repeats), seed=int(seed),
+                 proper_steps=int(proper_steps) if proper_steps else None)
     result["env"] = collect(dev, host)
     print([(row["batch_size"], row["status"], row.get("proper_speedup")) for row in result["rows"]])
     return result

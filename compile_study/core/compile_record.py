@@ -1,7 +1,9 @@
 """A cold compile's record: one JSON file per cold compile of a configuration, made by the compile phase (rule
-cold_compile, measure/cold.py) and read by the summary (each configuration's cold compile with its interval).
+cold_compile, measure/cold.py) and read by the summary (each configuration's cold compile with its interval); a
+portable start (rule portable_start: an empty cache fed the first cold compile's artifacts) has the same record.
 
     results/cuda/compiles/static/bf16/default/module/bs32/c0.json       (core/layout.py COMPILE)
+    results/cuda/compiles/static/bf16/default/module/bs32/p0.json       (core/layout.py PORTABLE)
 
 It has the run record's shape (record.SHAPE, so that one check finds it damaged; its config's `repeat` is the
 compile's index) with `kind: "cold_compile"` and a `compile` block saying how it ran (COMPILE). Torch-free.
@@ -24,11 +26,16 @@ COMPILE = {
     "threads": "torch's threads in it: the timed runs' count (Inductor's CPU kernels are made for a thread count)",
     "alone": "whether it ran with the whole host to itself (a GEMM search benchmarks on the GPU)",
     "inductor_cache": "the cache it started from (vocab.CACHE_STATES): cold, or cold but for a shared GEMM search",
+    "start": "how it reached the compiled step (vocab.COLD_STARTS): cold, or portable (the first cold compile's "
+             "artifacts loaded into its empty cache); records made before portable starts are cold",
 }
 METRICS = ("cold_compile_s", "first_step_s", "epoch1_s", "epoch2_s", "epoch_steps", "graphs_compiled", "recompiles",
            "generated_kernels", "gemm_searches", "fx_cache_hits", "fx_cache_misses", "cudagraph_recordings",
-           "compile_events_s", "recompile_limit_hit",
-           "peak_memory_bytes")
+           "compile_events_s", "recompile_limit_hit", "aot_cache_hits", "aot_cache_misses",
+           "artifacts_bytes", "artifacts_load_s", "peak_memory_bytes")
+# what the portable artifacts held (saved by a first cold compile) or gave (loaded by a portable start), per kind of
+# cache entry (torch.compiler's CacheInfo: inductor, aot_autograd, autotune, pgo, ...): {kind: entries}
+ARTIFACTS = "artifacts"
 
 
 def new(cfg: record.RunConfig, model: dict, env: dict, compile: dict) -> dict:
@@ -52,6 +59,7 @@ def table(paths) -> pd.DataFrame:
         cfg, m = rec["config"], rec["metrics"]
         row = {k: cfg[k] for k in record.CONFIGURATION_KEYS} | {"device_type": rec["env"].get("device_type")}
         row |= {k: rec["compile"].get(k) for k in COMPILE} | {k: m.get(k) for k in METRICS}
+        row["start"] = row["start"] or "cold"
         row |= {"status": rec["status"], "error": rec.get("error"),
                 "total_s": (m.get("overhead_s") or {}).get("total_s")}
         rows.append(row)

@@ -92,17 +92,19 @@ def shared_search(keys: list[RunKey], modes: list[str]) -> dict[RunKey, RunKey]:
     return out
 
 
-def compiles(runs: dict[RunKey, dict], n_cold: int) -> dict[RunKey, dict]:
+def compiles(runs: dict[RunKey, dict], n_cold: int, n_portable: int = 0) -> dict[RunKey, dict]:
     """The compile phase of an expanded grid: each compiled configuration (its repeat-0 key) -> how its cold
     compiles run: `n` of them; `alone`, a max-autotune mode that searches its GEMMs itself (its search benchmarks
     on the device: once, with the host to itself); `search_from`, the configuration whose GEMM search a mode
-    starts from (gemm_search: shared: once, among the others)."""
+    starts from (gemm_search: shared: once, among the others); `portable`, how many portable starts follow its
+    first cold compile (a scope one trains with: vocab.TRAINING_SCOPES; the diagnostic ones have none)."""
     out = {}
     for key, steps in runs.items():
         if key.repeat == 0 and key.compile_mode != "eager":
             first = steps.get("search_from")
             alone = key.compile_mode in vocab.AUTOTUNE_MODES and first is None
-            out[key] = {"n": 1 if alone or first is not None else n_cold, "alone": alone, "search_from": first}
+            out[key] = {"n": 1 if alone or first is not None else n_cold, "alone": alone, "search_from": first,
+                        "portable": n_portable if key.compile_scope in vocab.TRAINING_SCOPES else 0}
     return out
 
 

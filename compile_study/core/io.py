@@ -88,6 +88,10 @@ def write_json_atomic(path: str | os.PathLike, obj) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    _atomic(path, lambda tmp: tmp.write_bytes(data))
+
+
 def write_npy_atomic(path: str | os.PathLike, arr: np.ndarray) -> None:
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as f:

@@ -31,6 +31,8 @@ RECORD = "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batc
 PARITY = "parity/{precision}/{compile_mode}.json"
 # A cold compile of the compile phase (core/compile_record.py): `index` counts a configuration's cold compiles
 COMPILE = "compiles/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/c{index}.json"
+# A portable start (vocab.COLD_STARTS): an empty cache fed the artifacts the configuration's first cold compile saved
+PORTABLE = COMPILE.replace("/c{index}.json", "/p{index}.json")
 CHECKS = ("timer_check", "reference_drift", "concurrency", "launcher", "compile_concurrency")  # optional method checks (checks/<name>.py)
 
 
@@ -77,13 +79,21 @@ class Layout:
         return self._p(COMPILE)
 
     @property
+    def portable_pattern(self) -> str:
+        return self._p(PORTABLE)
+
+    @property
     def compiles_glob(self) -> str:
-        """Every cold compile's record of the study (glob.glob with recursive=True)."""
+        """Every cold compile's record of the study (glob.glob with recursive=True); portable starts apart."""
         return self._p("compiles/**/c*.json")
 
     def compile_record(self, key: RunKey, index: int) -> str:
         """The index-th cold compile of key's configuration (its repeat is ignored)."""
         return self.compile_pattern.format(**(key._asdict() | {"index": index}))
+
+    def portable_record(self, key: RunKey, index: int) -> str:
+        """The index-th portable start of key's configuration (its repeat is ignored)."""
+        return self.portable_pattern.format(**(key._asdict() | {"index": index}))
 
     @property
     def parity_pattern(self) -> str:
@@ -168,7 +178,9 @@ class Layout:
         return sorted(str(p) for p in Path(self.root or ".").glob("runs/**/*.json"))
 
     def stored_compiles(self) -> list[str]:
-        return sorted(str(p) for p in Path(self.root or ".").glob("compiles/**/c*.json"))
+        """Every cold compile and portable start a stored study has."""
+        root = Path(self.root or ".")
+        return sorted(str(p) for pattern in ("c*.json", "p*.json") for p in root.glob(f"compiles/**/{pattern}"))
 
     def stored_parity(self) -> list[str]:
         return sorted(str(p) for p in Path(self.root or ".").glob("parity/**/*.json"))

@@ -55,6 +55,14 @@ class ModelConfig:
         return asdict(self)
 
 
+PER_DEVICE = ("dropout",)  # model keys a config may give per device ({cpu: ..., cuda: ...})
+
+
+def for_device(model_params: dict, device: str) -> dict:
+    """The model's settings on `device`: a key of PER_DEVICE given per device becomes that device's value."""
+    return {k: v[device] if k in PER_DEVICE and isinstance(v, dict) else v for k, v in model_params.items()}
+
+
 def model_config_for(data_dir: str | Path, model_params: dict) -> ModelConfig:
     """The configured model sized to the vocabulary the tokenizer actually learned (the data's facts.json)."""
     facts = json.loads((Path(data_dir) / "facts.json").read_text())

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from compile_study.core.flops import step_flops
-from compile_study.core.model import PAD_ID, ModelConfig, model_config_for
+from compile_study.core.model import PAD_ID, ModelConfig, for_device, model_config_for
 from compile_study.core.plug import (
     BYTES_PER_PARAM,
     CHECK_ROWS,
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
                                                 study_root(args.device, config["model"]), DATA_DIR]
         vocab, source = study_vocab(config, places, explicit=bool(args.data))
     print(f"vocabulary: {vocab:,} tokens, from {source}", file=sys.stderr)
-    cfg = ModelConfig(vocab_size=vocab, **config["model"])
+    cfg = ModelConfig(vocab_size=vocab, **for_device(config["model"], args.device))
     try:
         print(json.dumps(check_plug(cfg, torch.device(args.device)) | {"vocab_from": source}, indent=1))
     except PlugError as exc:

@@ -138,6 +138,8 @@ SCALARS = {
                      "cache had every choice's timing)",
     "fx_cache_hits": "graphs Inductor loaded from its FX graph cache (a timed run after the compile phase: all)",
     "fx_cache_misses": "graphs Inductor compiled because its FX graph cache had none (a timed run: 0 expected)",
+    "aot_cache_hits": "graph pairs AOTAutograd loaded from its cache (compiled forward and backward at once)",
+    "aot_cache_misses": "graph pairs AOTAutograd traced because its cache had none",
     "compiled_autograd_captures": "backward graphs compiled autograd traced (scope step)",
     "compiled_autograd_compiles": "backward graphs compiled autograd compiled (scope step)",
     "inference_step_ms": "eval-mode step, subject", "inference_reference_step_ms": "eval-mode step, eager",

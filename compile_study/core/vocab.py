@@ -25,6 +25,10 @@ AUTOTUNE_MODES = ("max-autotune", "max-autotune-no-cudagraphs")  # search kernel
 # its graphs and kernels compile cold, its GEMMs' kernel choices are looked up, not benchmarked.
 CACHE_STATES = ("cold", "warm", "cold, GEMM search shared")
 SEARCH_SHARED = CACHE_STATES[2]
+# How a fresh process of the compile phase reaches the compiled step (a compile record's `start`): `cold` from an
+# empty cache; `portable` from an empty cache fed the portable artifacts (torch.compiler.save_cache_artifacts, the
+# "Mega-Cache") that the configuration's first cold compile saved, as a training job shipped with them starts.
+COLD_STARTS = ("cold", "portable")
 
 # --- compile scopes: what is compiled (compile_study/measure/compile.py implements each; the paper's words for
 # each scope and shape regime are in paper/templates/sections/terms.j2) ------------------------------------------

@@ -7,7 +7,14 @@ trains it for two epochs, as a timed run's first two epochs do (measure/run.py `
 is epoch 1 less epoch 2 (the compile, its recompiles and CUDA-graph recordings; the summary takes eager's own
 epoch-1 excess off it). Nothing here is timed against another process: several compiles run at once on
 disjoint cores (core/compile_record.py says how the record tells it), and no timed job runs meanwhile. The first
-compile (index 0) fills the configuration's cache, which every timed run then starts from, warm.
+compile (index 0) fills the configuration's cache, which every timed run then starts from, warm, and saves the
+portable artifacts of what it compiled (torch.compiler.save_cache_artifacts).
+
+A portable start (rule portable_start, `compile.start: portable`) is the same process on an empty cache of its
+own that first loads those artifacts (torch.compiler.load_cache_artifacts): what a training job shipped with
+them pays to reach its compiled step (the load, then epoch 1 less epoch 2). Its record says what the artifacts
+held and what its compile then found in its caches (AOTAutograd's and Inductor's FX graph cache hits and misses).
+On the CPU the artifacts hold the graphs' C++ source, not the compiled kernels, which are compiled again.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from compile_study.core import compile_record
 from compile_study.core import env as env_mod
 from compile_study.core.batches import mark_dynamic_lengths
 from compile_study.core.clock import Clock
+from compile_study.core.io import write_bytes_atomic
 from compile_study.core.model import ModelConfig, model_config_for
 from compile_study.core.record import OVERHEAD, RunConfig
 from compile_study.measure.compile import autotune_search, check_applicable, scope_model_config
@@ -56,9 +64,38 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
                                     "host_load": host_watch.windows}
 
 
+def load_artifacts(path: str | Path, clock: Clock) -> dict:
+    """A portable start's first act: the artifacts a first cold compile saved, loaded into this process's empty
+    caches (torch.compiler.load_cache_artifacts, timed as compile) -> what they held, per kind of cache entry."""
+    data = Path(path).read_bytes()  # FileNotFoundError where the first cold compile saved none: this start's error
+    with clock.part("compile_s"):
+        started = clock.elapsed()
+        info = torch.compiler.load_cache_artifacts(data)
+        load_s = clock.elapsed() - started
+    return {"artifacts_bytes": len(data), "artifacts_load_s": load_s, compile_record.ARTIFACTS: kinds(info)}
+
+
+def save_artifacts(path: str | Path) -> dict:
+    """A first cold compile's last act: what this process compiled, as the portable artifacts a training job would
+    ship (torch.compiler.save_cache_artifacts), written to `path` -> their size and what they hold."""
+    saved = torch.compiler.save_cache_artifacts()
+    if saved is None:
+        return {"artifacts_bytes": 0, compile_record.ARTIFACTS: {}}
+    data, info = saved
+    write_bytes_atomic(path, data)
+    return {"artifacts_bytes": len(data), compile_record.ARTIFACTS: kinds(info)}
+
+
+def kinds(info) -> dict[str, int]:
+    """torch.compiler's CacheInfo as {kind of cache entry: entries} (inductor, aot_autograd, autotune, pgo, ...)."""
+    return {str(kind): len(keys) for kind, keys in sorted((info.artifacts if info else {}).items())}
+
+
 def compile_job(model: dict, run: dict, data_dir: str, device: str, threads: int, host: dict, clock: Clock,
-                compile: dict) -> dict:
-    """A cold compile's process (measure/jobs.py compile_run starts it) -> its record; a failure is its status."""
+                compile: dict, artifacts: dict | None = None) -> dict:
+    """A cold compile's (or portable start's) process (measure/jobs.py compile_run starts it) -> its record; a
+    failure is its status. `artifacts`: {"save": path} for a first cold compile whose configuration has portable
+    starts, {"load": path} for a portable start."""
     dev = torch.device(device)
     torch.set_num_threads(threads)
     with clock.part("cuda_init_s"):
@@ -68,8 +105,13 @@ def compile_job(model: dict, run: dict, data_dir: str, device: str, threads: int
     with clock.part("env_s"):
         rec = compile_record.new(cfg, scope_model_config(model_cfg, cfg.compile_scope).to_dict(),
                                  env_mod.collect(dev, host), compile)
+    artifacts = artifacts or {}
     try:
-        rec["metrics"] = measure(model_cfg, cfg, data_dir, dev, clock)
+        loaded = load_artifacts(artifacts["load"], clock) if "load" in artifacts else {}
+        rec["metrics"] = measure(model_cfg, cfg, data_dir, dev, clock) | loaded
+        if "save" in artifacts:
+            with clock.part("record_s"):  # an output of this job, as its record is
+                rec["metrics"] |= save_artifacts(artifacts["save"])
     except Exception as exc:  # recorded as this configuration's outcome; the study goes on
         failure(rec, exc)
     with clock.part("env_s"):

@@ -35,6 +35,11 @@ def fx_cache() -> tuple[int, int]:
     return int(counters["inductor"]["fxgraph_cache_hit"]), int(counters["inductor"]["fxgraph_cache_miss"])
 
 
+def aot_cache() -> tuple[int, int]:
+    """AOTAutograd's cache (the graph pair, before Inductor): (hits, misses) so far in this process."""
+    return int(counters["aot_autograd"]["autograd_cache_hit"]), int(counters["aot_autograd"]["autograd_cache_miss"])
+
+
 def generated_kernels() -> int:
     from torch._inductor import metrics
 
@@ -67,6 +72,7 @@ class CompileWatch:
         self._autograd0 = Counter(counters["compiled_autograd"])
         self._searches0 = gemm_searches()
         self._fx0 = fx_cache()
+        self._aot0 = aot_cache()
         self._last = self._graphs0
         callback_handler.register_start_callback(self._on_start)
         callback_handler.register_end_callback(self._on_end)
@@ -104,6 +110,7 @@ class CompileWatch:
             "generated_kernels": generated_kernels() - self._kernels0,
             "gemm_searches": gemm_searches() - self._searches0,
             "fx_cache_hits": fx_cache()[0] - self._fx0[0], "fx_cache_misses": fx_cache()[1] - self._fx0[1],
+            "aot_cache_hits": aot_cache()[0] - self._aot0[0], "aot_cache_misses": aot_cache()[1] - self._aot0[1],
             # compiled autograd (scope `step`): a capture traces the backward graph in Python, a compile makes it
             # a new graph; either one in a steady state means backward() is traced again at every step
             "compiled_autograd_captures": autograd["captures"],

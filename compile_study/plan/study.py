@@ -31,6 +31,7 @@ from compile_study.core.layout import (
     study_root,
     yardstick_problem,
 )
+from compile_study.core.model import for_device
 from compile_study.core.record import CONFIGURATION_KEYS, RunKey
 from compile_study.measure import isolation, jobs, launch
 from compile_study.measure.isolation import count_gpus
@@ -104,6 +105,7 @@ class Plan:
             sys.exit(config_check.format_errors(errors, self._sources))
         validate(config, schema=self.schema)  # fills in the defaults
         self.device = self.resolve_device()  # the semantic checks concern the grid about to run
+        config["model"] = for_device(config["model"], self.device)  # a value given per device: this device's
         errors = config_check.semantic_errors(config, devices=[self.device])
         if errors:
             sys.exit(config_check.format_errors(errors, self._sources))
@@ -236,7 +238,9 @@ class Plan:
         stored = L.stored_records() if self.stored else []
         records = {L.record(key): key for key in self.runs} | {p: None for p in stored}
         compiles = {L.compile_record(key, i): key.with_repeat(i) for key, c in self.compiles.items()
-                    for i in range(c["n"])} | {p: None for p in (L.stored_compiles() if self.stored else [])}
+                    for i in range(c["n"])} | {L.portable_record(key, i): key.with_repeat(i)
+                                               for key, c in self.compiles.items() for i in range(c["portable"])
+                                               } | {p: None for p in (L.stored_compiles() if self.stored else [])}
         others = self.parity_records() + list(self.optional_inputs().values()) + [L.facts]
         return records | compiles | {p: None for p in others}
 
@@ -257,11 +261,12 @@ class Plan:
         return [self.layout.compile_record(key, 0)] if key in self.compiles else []
 
     def compile_records(self, wildcards=None) -> list[str]:
-        """Every cold compile of the compile phase (a stored study: whichever it has)."""
+        """Every cold compile and portable start of the compile phase (a stored study: whichever it has)."""
         L = self.layout
         if self.stored:
             return L.stored_compiles()
-        return [L.compile_record(key, i) for key, c in self.compiles.items() for i in range(c["n"])]
+        return [L.compile_record(key, i) for key, c in self.compiles.items() for i in range(c["n"])] + [
+            L.portable_record(key, i) for key, c in self.compiles.items() for i in range(c["portable"])]
 
     def parity_records(self, wildcards=None) -> list[str]:
         """One parity check per compiled mode and precision that the device's grid runs."""
@@ -320,7 +325,8 @@ class Plan:
     @functools.cached_property
     def compiles(self) -> dict[RunKey, dict]:
         """Each compiled configuration -> how its cold compiles run (core/grid.py compiles)."""
-        return {} if self.stored else grid.compiles(self.runs, self.config["compile_phase"][self.device]["n_cold"])
+        phase = self.config["compile_phase"][self.device]
+        return {} if self.stored else grid.compiles(self.runs, phase["n_cold"], phase["n_portable"])
 
     def _compile_of(self, wildcards) -> tuple[RunKey, int, dict]:
         index = int(wildcards.index)
@@ -336,7 +342,9 @@ class Plan:
     def compile_params(self, wildcards) -> dict:
         """A cold compile's job (measure/jobs.py compile_run): its run settings (evidence off), how it runs, its
         cache (the first compile's is the configuration's own, the timed runs' later; the others' are scratch)."""
-        key, index, c = self._compile_of(wildcards)
+        return self._compile_job(*self._compile_of(wildcards))
+
+    def _compile_job(self, key: RunKey, index: int, c: dict) -> dict:
         steps = {k: v for k, v in self.runs[key].items() if k not in ("sub_grid", "search_from")}
         run = key.with_repeat(index)._asdict() | steps | self.config["train"] | {"evidence": False}
         scratch = f"{self.cache_root}/cold/{os.path.basename(self.cache_dir_of(key))}-c{index}"
@@ -345,9 +353,35 @@ class Plan:
                             "slots": self.slots,  # the invocation's: Snakemake runs no more at once
                             # torch's threads as in the timed runs: Inductor's CPU kernels, and the cache key of
                             # the graphs holding them, depend on the thread count (the timed runs must find them)
-                            "threads": self.timed_threads},
+                            "threads": self.timed_threads, "start": "cold"},
                 "cache_dir": self.cache_dir_of(key) if index == 0 else scratch,
-                "search_cache": self.cache_dir_of(c["search_from"]) if c["search_from"] and index == 0 else None}
+                "search_cache": self.cache_dir_of(c["search_from"]) if c["search_from"] and index == 0 else None,
+                # the first cold compile saves the portable artifacts its configuration's portable starts load
+                "artifacts": {"save": self.artifacts_of(key)} if index == 0 and c["portable"] else None}
+
+    def artifacts_of(self, key: RunKey) -> str:
+        """Where a configuration's first cold compile keeps its portable artifacts (the bytes a job would ship)."""
+        return f"{self.cache_root}/artifacts/{os.path.basename(self.cache_dir_of(key))}.bin"
+
+    # --- portable starts (rule portable_start): the compile phase's work too -----------------------------------
+    def _portable_of(self, wildcards) -> tuple[RunKey, int]:
+        key = RunKey.of({k: getattr(wildcards, k) for k in CONFIGURATION_KEYS} | {"repeat": 0})
+        return key, int(wildcards.index)
+
+    def portable_inputs(self, wildcards) -> dict:
+        """The data, the model's check and the first cold compile, which saved the artifacts this start loads."""
+        key, _ = self._portable_of(wildcards)
+        return {"data": DATA_FILES, "model": self.layout.model, "cold": self.layout.compile_record(key, 0)}
+
+    def portable_params(self, wildcards) -> dict:
+        """A portable start's job (measure/jobs.py compile_run): as a cold compile's, on a scratch cache of its own
+        (emptied first), fed the first cold compile's artifacts."""
+        key, index = self._portable_of(wildcards)
+        cold = self._compile_job(key, 0, self.compiles[key])
+        scratch = f"{self.cache_root}/cold/{os.path.basename(self.cache_dir_of(key))}-p{index}"
+        return cold | {"run": cold["run"] | {"repeat": index},
+                       "compile": cold["compile"] | {"index": index, "alone": False, "start": "portable"},
+                       "cache_dir": scratch, "search_cache": None, "artifacts": {"load": self.artifacts_of(key)}}
 
     @property
     def cores_per_compile(self) -> int:
@@ -370,6 +404,11 @@ class Plan:
         """A cold compile's estimated seconds (aggregate/estimate.py), asked only under a call's time limit."""
         key, _, c = self._compile_of(wildcards)
         return lambda: estimate.compile_seconds(key, self.device, self._known_compiles, estimate.search_kind(c))
+
+    def expected_portable_seconds(self, wildcards):
+        """A portable start's estimated seconds (aggregate/estimate.py), asked only under a call's time limit."""
+        key, _ = self._portable_of(wildcards)
+        return lambda: estimate.compile_seconds(key, self.device, self._known_compiles, "portable")
 
     @functools.cached_property
     def _known_compiles(self) -> dict:
@@ -410,7 +449,7 @@ class Plan:
         """The MLP claim's arguments (checks/mlp_claim.py `job`)."""
         claim = self.config["claims"]["mlp"][self.device]
         return {"batch_sizes": claim["batch_sizes"], "device": self.device, "steps": claim.get("steps", 100),
-                "repeats": claim.get("repeats", 5), "seed": claim.get("seed", 0)}
+                "repeats": claim.get("repeats", 5), "proper_steps": claim.get("proper_steps"), "seed": claim.get("seed", 0)}
 
     def check_threads(self, wildcards) -> int:
         """The concurrency check runs two timed processes at once: twice a timed job's threads."""

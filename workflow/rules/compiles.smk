@@ -31,6 +31,35 @@ rule cold_compile:
         )
 
 
+rule portable_start:
+    """A portable start of a configuration: a fresh process whose empty cache is fed the portable artifacts its
+    first cold compile saved (measure/cold.py), timed to its first steps as a cold compile is.
+    """
+    input:
+        unpack(P.portable_inputs),
+    output:
+        L.portable_pattern,
+    log:
+        L.log(
+            "compiles/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/p{index}"
+        ),
+    priority: 10
+    threads: P.cores_per_compile
+    resources:
+        **P.compile_job,
+    params:
+        job=P.portable_params,
+    run:
+        jobs.compile_run(
+            params.job,
+            P.data_dir,
+            output[0],
+            log[0],
+            P.progress,
+            expected_s=P.expected_portable_seconds(wildcards),
+        )
+
+
 rule parity:
     """Eager vs compiled with dropout off and the same seed, losses and final accuracy: a check per compiled mode
     and precision of the grid, at the batch size of the grid's static cell of its mode and precision and on the

@@ -90,8 +90,8 @@ def windows(root: Path, pattern: str) -> list[tuple[float, float, str]]:
 def test_the_compile_phase_never_overlaps_a_timed_job_and_a_killed_study_resumes_with_nothing_lost(tmp_path):
     """One compiled configuration, three cold compiles two at once (one core each) and a portable start; killed
     after the first compile, the same command resumes with nothing lost. The portable start, on an empty cache
-    fed the first compile's artifacts, compiles no graph again (its FX-graph and AOTAutograd caches hit; Inductor
-    generates no kernel), and its record says what the artifacts held."""
+    fed the first compile's artifacts, traces and lowers no graph again (its FX-graph and AOTAutograd caches hit),
+    and its record says what the artifacts held."""
     import yaml
 
     cmd = tiny_study(tmp_path, [8], repeats=2)
@@ -138,8 +138,10 @@ def test_the_compile_phase_never_overlaps_a_timed_job_and_a_killed_study_resumes
     assert portable["status"] == "ok" and portable["compile"]["start"] == "portable", portable.get("error")
     assert portable["compile"]["inductor_cache"] == "cold"  # its own cache was empty ...
     assert m["artifacts_bytes"] == first["artifacts_bytes"] and m["artifacts"] == first["artifacts"]  # ... then fed
-    assert m["fx_cache_misses"] == 0 and m["fx_cache_hits"] >= 1 and m["aot_cache_hits"] >= 1  # nothing traced again
-    assert m["generated_kernels"] == 0 < first["generated_kernels"]  # Inductor generated no kernel
+    # nothing traced or lowered again (AOTAutograd's and Inductor's caches hit); on the CPU the artifacts carry the
+    # kernels' C++ source, which is compiled again (the record's time says what that costs: no assertion on time)
+    assert m["fx_cache_misses"] == 0 < first["fx_cache_misses"] and m["fx_cache_hits"] >= 1
+    assert m["aot_cache_hits"] >= 1 and m["aot_cache_misses"] == 0 < first["aot_cache_misses"]
     assert m["artifacts_load_s"] > 0 and m["overhead_s"]["compile_s"] >= m["artifacts_load_s"]  # the load booked
     runs = [json.loads(p.read_text()) for p in root.glob("runs/static/fp32/default/**/r*.json")]
     assert {r["env"]["inductor_cache"] for r in runs} == {"warm"}  # every timed run starts from the cache

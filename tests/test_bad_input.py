@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from compile_study.core import config_check, grid
-from compile_study.core.sources import KNOWN_SHA256, DataError, load_csv, read_ag_news_csv
+from compile_study.core.ag_news_csv import KNOWN_SHA256, load_csv, read_ag_news_csv
+from compile_study.core.config_problem import Problem
+from compile_study.core.corpus import DataError
 
 from .conftest import REPO
 
@@ -341,7 +343,7 @@ SOURCES = [("config.yaml", {"data": {"seed": 0}, "grids": {"cpu": [{"name": "a"}
 ])
 @pytest.mark.unit
 def test_an_error_is_named_under_the_source_that_set_its_keys(keys, source):
-    assert config_check.source_of(config_check.Problem("x", *keys), SOURCES) == source
+    assert config_check.source_of(Problem("x", *keys), SOURCES) == source
 
 
 @pytest.mark.dag

@@ -15,7 +15,7 @@ import yaml
 
 from compile_study.aggregate import compare as cmp
 from compile_study.core import data_check, grid, layout
-from compile_study.core.sources import KNOWN_SHA256
+from compile_study.core.ag_news_csv import KNOWN_SHA256
 from compile_study.report import reproduction
 
 from .conftest import GPU_REFERENCE, REPO

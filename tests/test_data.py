@@ -6,8 +6,11 @@ import time
 import numpy as np
 import pytest
 
-from compile_study.core import data, sources
-from compile_study.core.sources import DataError, load_corpus, read_ag_news_csv, split_indices
+from compile_study.core import ag_news_csv, data, sources, synthetic
+from compile_study.core.ag_news_csv import read_ag_news_csv
+from compile_study.core.corpus import DataError
+from compile_study.core.sources import load_corpus
+from compile_study.core.splits import split_indices
 
 from .conftest import AG_NEWS_DIR, data_cfg
 
@@ -53,7 +56,7 @@ def test_split_is_deterministic_stratified_and_disjoint():
 
 
 def test_synthetic_is_labelled_as_such_and_news_like():
-    c = sources.make_synthetic(2000, 0.1, seed=0)
+    c = synthetic.make_synthetic(2000, 0.1, seed=0)
     assert c.source == "synthetic" and "not AG News" in c.description
     words = np.array([len(t.split()) for t in c.train_texts])
     assert 30 <= np.median(words) <= 45 and np.percentile(words, 99) > 70
@@ -126,9 +129,9 @@ def test_the_hub_check_connects_within_what_is_left_of_its_limit(monkeypatch):
 
 @pytest.mark.skipif(not (AG_NEWS_DIR / "test.csv").is_file(), reason="shared AG News test split not present")
 def test_real_ag_news_test_split_is_recognised(tmp_path):
-    c = sources.load_csv(AG_NEWS_DIR, 0.1, seed=0)
+    c = ag_news_csv.load_csv(AG_NEWS_DIR, 0.1, seed=0)
     assert c.description.startswith("AG News test split (7,600 rows)")
-    assert c.input_sha256["test.csv"] == sources.KNOWN_SHA256["test.csv"]
+    assert c.input_sha256["test.csv"] == ag_news_csv.KNOWN_SHA256["test.csv"]
     assert len(c.train_texts) == 6840 and len(c.eval_texts) == 760
 
 
@@ -169,9 +172,9 @@ def test_a_capped_train_split_says_how_many_rows_it_had_and_how_many_the_runs_us
 
 def test_a_local_path_is_shown_without_the_machine_it_lives_on(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert sources.display_path("../shared/data/ag_news") == "../shared/data/ag_news"  # as configured
-    assert sources.display_path(tmp_path / "csv" / "ag") == "csv/ag"  # inside the study directory
-    assert sources.display_path("/somewhere/else/ag_news") == "ag_news"  # elsewhere: the directory's name
+    assert ag_news_csv.display_path("../shared/data/ag_news") == "../shared/data/ag_news"  # as configured
+    assert ag_news_csv.display_path(tmp_path / "csv" / "ag") == "csv/ag"  # inside the study directory
+    assert ag_news_csv.display_path("/somewhere/else/ag_news") == "ag_news"  # elsewhere: the directory's name
 
 
 def test_facts_name_the_csv_directory_by_its_display_form(tmp_path, monkeypatch):
@@ -180,7 +183,7 @@ def test_facts_name_the_csv_directory_by_its_display_form(tmp_path, monkeypatch)
     elsewhere.mkdir(parents=True)
     write(elsewhere, "".join(f'"{1 + i % 4}","title {i}","words {i}"\n' for i in range(40)))
     monkeypatch.chdir(study)
-    c = sources.load_csv(elsewhere, 0.1, seed=0, verify_sha256=False)
+    c = ag_news_csv.load_csv(elsewhere, 0.1, seed=0, verify_sha256=False)
     assert c.csv_dir == "ag_csv" and c.notes[0].startswith("read from ag_csv: only test.csv present")
     assert str(tmp_path) not in " ".join(c.notes + [c.description])
 
@@ -188,7 +191,7 @@ def test_facts_name_the_csv_directory_by_its_display_form(tmp_path, monkeypatch)
 def test_empty_split_is_refused_before_tokenizing():
     with pytest.raises(DataError, match=r"data.eval_fraction 0.01 leaves the eval split empty: of the 40 rows of the "
                                         r"synthetic corpus \(World \d+, Sports \d+, Business \d+, Sci/Tech \d+\)"):
-        sources.make_synthetic(40, 0.01, seed=0)
+        synthetic.make_synthetic(40, 0.01, seed=0)
     with pytest.raises(DataError, match="leaves the train split empty: .* use data.eval_fraction below 0.9"):
         split_indices([0] * 5 + [1] * 5, 0.96, seed=0)
     tr, ev = split_indices([0] * 5 + [1] * 5, 0.2, seed=0)
@@ -198,8 +201,8 @@ def test_empty_split_is_refused_before_tokenizing():
 def test_split_labels_are_the_labels_that_get_split(tmp_path):
     cfg = data_cfg(synthetic_rows=400)
     labels, what = sources.split_labels(cfg)
-    c = sources.make_synthetic(400, 0.1, seed=0)
-    assert sorted(labels) == sorted(c.train_labels + c.eval_labels) and what == sources.SYNTHETIC
+    c = synthetic.make_synthetic(400, 0.1, seed=0)
+    assert sorted(labels) == sorted(c.train_labels + c.eval_labels) and what == synthetic.SYNTHETIC
     write(tmp_path, '"3","a","b"\n"1","c","d"\n')
     assert sources.split_labels(data_cfg(source="csv", csv_dir=str(tmp_path)))[0] == [2, 0]
     assert sources.split_labels(data_cfg(source="auto", csv_dir=str(tmp_path))) is None  # the hub may answer

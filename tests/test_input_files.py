@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compile_study.core import config_check, data, data_check, sources
-from compile_study.core.sources import DataError
+from compile_study.core import ag_news_csv, config_check, data, data_check, sources
+from compile_study.core.corpus import DataError
 
 from .conftest import REPO, TINY_MODEL, data_cfg
 from .test_bad_input import BASE, edit, errors_of
@@ -33,7 +33,7 @@ def test_a_dangling_train_csv_is_named_not_passed_over_for_a_split_of_test_csv(t
     (tmp_path / "train.csv").symlink_to(tmp_path / "moved-away.csv")
     with pytest.raises(DataError, match=f"^{tmp_path}/train.csv is a symbolic link to '{tmp_path}/moved-away.csv', "
                                         "which does not exist"):
-        sources.load_csv(tmp_path, 0.1, 0, verify_sha256=False)
+        ag_news_csv.load_csv(tmp_path, 0.1, 0, verify_sha256=False)
     (error,) = errors_of(csv_cfg(tmp_path))  # at the dry run
     assert error.startswith(f"data.csv_dir: {tmp_path}/train.csv is a symbolic link")
 
@@ -99,7 +99,7 @@ def test_a_huge_field_is_named_as_such_not_as_truncation(tmp_path):
     path = tmp_path / "test.csv"
     path.write_text(ag_rows(3) + '"2","title","' + "x" * 1_000_000 + '"\n')
     with pytest.raises(DataError) as err:
-        sources.read_ag_news_csv(path)
+        ag_news_csv.read_ag_news_csv(path)
     assert str(err.value).startswith(f"{path}: line 4: a field longer than 131,072 characters, the CSV reader's limit")
     assert "truncated" not in str(err.value)
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from compile_study.core import config_check, grid, sizes, sources
+from compile_study.core import config_check, grid, sizes, sources, splits
 
 from .conftest import REPO, TINY_MODEL
 from .test_bad_input import BASE, edit, errors_of
@@ -137,7 +137,7 @@ def test_a_batch_larger_than_the_train_split_is_refused_naming_the_cell_the_batc
 def test_the_rows_of_a_split_known_before_preparation_are_exact():
     cfg = edit("data", dict(BASE["data"], source="synthetic", synthetic_rows=400))
     labels, _ = sources.split_labels(cfg["data"])
-    train, _ = sources.split_indices(labels, 0.1, 0)
+    train, _ = splits.split_indices(labels, 0.1, 0)
     assert sizes.train_rows(cfg["data"]) == (len(train), "the train split of the synthetic corpus") and len(train) == 360
     cfg["grids"]["cpu"][0]["batch_size"] = [361]
     (error,) = cpu_errors(cfg)

@@ -2,16 +2,15 @@
 
 The workflow calls `schema_errors` (types, enums, ranges, required and unknown keys, from the JSON
 schema), then Snakemake's `validate` (which fills in the defaults), then `semantic_errors` (what
-a schema cannot say, the grid's expansion included), and `device_errors` (the one check that imports
-torch: a warning at load, so that a dry run may plan a GPU study anywhere, and an error when a run
-starts). Each error names the key, the bad value and the fix; `format_errors` reports all of them at
-once, each under the file (or `--config`) that set the bad value, without a traceback.
+a schema cannot say, the grid's expansion included: core/grid_errors.py, core/plug_errors.py, the data and
+sizes), and `device_errors` (the one check that imports torch: a warning at load, so that a dry run may plan a
+GPU study anywhere, and an error when a run starts). Each error names the key, the bad value and the fix;
+`format_errors` reports all of them at once, each under the file (or `--config`) that set the bad value
+(`config_sources`, `source_of`), without a traceback.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,31 +18,17 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from compile_study.core import grid, sizes, vocab
+from compile_study.core import sizes
+from compile_study.core.ag_news_csv import CSV_LAYOUT, KNOWN_SHA256, csv_files, csv_sha256, read_ag_news_csv
+from compile_study.core.config_problem import Problem
+from compile_study.core.corpus import DataError
 from compile_study.core.data_check import csv_dir_named, named_csv_dir_problems
-from compile_study.core.sources import (
-    CSV_LAYOUT,
-    KNOWN_SHA256,
-    DataError,
-    check_split,
-    csv_files,
-    csv_sha256,
-    read_ag_news_csv,
-    split_labels,
-)
+from compile_study.core.grid_errors import grid_errors
+from compile_study.core.plug_errors import model_errors, plug_grid_errors
+from compile_study.core.sources import split_labels
+from compile_study.core.splits import check_split
 
 MERGED = "the merged config"  # where a value came from when no single source set it
-
-
-class Problem(str):
-    """One error message, with the config keys whose values cause it (to name the file that set them)."""
-
-    keys: tuple[tuple, ...]
-
-    def __new__(cls, text: str, *keys: tuple) -> Problem:
-        self = super().__new__(cls, text)
-        self.keys = keys
-        return self
 
 
 def _key(path) -> str:
@@ -93,69 +78,6 @@ def semantic_errors(config: dict, devices: list[str] | None = None) -> list[Prob
     if not data:  # batches against rows of data that is itself wrong would only repeat it
         out += [Problem(text, path) for path, text in sizes.fill_problems(config, devices)]
     return out + [Problem(text, path) for path, text in sizes.problems(config, devices)]
-
-
-def model_errors(model: dict) -> list[Problem]:
-    """A plug that cannot work, found without importing it (core/plug_check.py tries it before the first run)."""
-    factory, hf = model.get("factory"), model.get("hf_config")
-    if factory is not None and hf is not None:
-        return [Problem("model.factory and model.hf_config: set one of them, not both",
-                        ("model", "factory"), ("model", "hf_config"))]
-    if factory is not None:
-        return _factory_errors(factory)
-    if hf is not None:
-        return _hf_errors(hf, model["max_len"])
-    return []
-
-
-def _factory_errors(factory: str) -> list[Problem]:
-    module, _, function = factory.partition(":")
-    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", module) or not function.isidentifier():
-        return [Problem(f"model.factory: {factory!r} is not an import path of the form package.module:function",
-                        ("model", "factory"))]
-    try:  # imports the parent packages, not the module itself
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        return [Problem(f"model.factory: no module {module!r} can be imported (is it installed, or on PYTHONPATH?)",
-                        ("model", "factory"))]
-    return []
-
-
-def _hf_errors(hf: dict, max_len: int) -> list[Problem]:
-    out = []
-    if not isinstance(hf.get("model_type"), str):
-        out.append(Problem("model.hf_config.model_type: missing; name the transformers architecture, e.g. bert",
-                           ("model", "hf_config")))
-    for key, what in vocab.HF_SET_BY_STUDY.items():
-        if key in hf:
-            out.append(Problem(f"model.hf_config.{key}: set by the study ({what}); remove it", ("model", "hf_config")))
-    positions = hf.get("max_position_embeddings")
-    if isinstance(positions, int) and positions < max_len:
-        out.append(Problem(f"model.hf_config.max_position_embeddings: {positions} is less than model.max_len "
-                           f"({max_len}), the length static batches are padded to", ("model", "hf_config"),
-                           ("model", "max_len")))
-    if importlib.util.find_spec("transformers") is None:
-        out.append(Problem("model.hf_config: needs transformers, an optional dependency that is not installed "
-                           "(pinned in requirements.txt)", ("model", "hf_config")))
-    return out
-
-
-def plug_grid_errors(device: str, grids: list[dict], model: dict) -> list[Problem]:
-    """A sub-grid none of whose runs a plugged model can make (vocab.plug_not_applicable): it would measure
-    nothing. A sub-grid with some such runs is fine: they are recorded as not applicable, with the reason."""
-    if model.get("factory") is None and model.get("hf_config") is None:
-        return []
-    key = "model.factory" if model.get("factory") is not None else "model.hf_config"
-    out = []
-    for i, g in enumerate(grids):
-        runs = grid.expand([g])
-        why = {vocab.plug_not_applicable(k.compile_scope, k.shape_regime) for k in runs}
-        if runs and None not in why:
-            out.append(Problem(f"grids.{device}[{i}] ({g['name']}): a plugged model ({key}) can make none of its "
-                               f"runs: {'; '.join(sorted(why))}", ("grids", device, i), ("model",)))
-    return out
 
 
 def data_errors(data: dict) -> list[Problem]:
@@ -209,59 +131,6 @@ def data_warnings(data: dict) -> list[Problem]:
     if "test.csv" not in files and not named:
         return [Problem(f"data.csv_dir: {data['csv_dir']!r} has no test.csv; {fallback}", ("data", "csv_dir"))]
     return []
-
-
-def grid_errors(device: str, grids: list[dict], max_len: int) -> list[Problem]:
-    out = []
-    names = [g["name"] for g in grids]
-    if len(set(names)) != len(names):
-        out.append(Problem(f"grids.{device}: sub-grid names must be unique, got {names}", ("grids", device)))
-    for i, g in enumerate(grids):
-        key, path = f"grids.{device}[{i}]", ("grids", device, i)
-        for j, edges in enumerate(g["bucket_sets"] if "bucketed" in g["shape_regime"] else []):
-            if edges != sorted(set(edges)):
-                out.append(Problem(f"{key}.bucket_sets[{j}]: {edges} must be strictly increasing", path))
-            elif edges[-1] != max_len:
-                out.append(Problem(f"{key}.bucket_sets[{j}]: {edges} must end at model.max_len ({max_len}) "
-                                   "so that every sequence fits a bucket", path, ("model", "max_len")))
-        extra = set(g.get("max_autotune_batch_sizes") or []) - set(g["batch_size"])
-        if extra:
-            out.append(Problem(f"{key}.max_autotune_batch_sizes: {sorted(extra)} are not in batch_size "
-                               f"{g['batch_size']}", path))
-        out += runless_modes(f"{key} ({g['name']})", path, grid.grid_defaults() | g)
-    if len(grids) > 1 and not grid.expand(grids):
-        out.append(Problem(f"grids.{device}: no sub-grid has a run, so the study would have nothing to summarise",
-                           ("grids", device)))
-    return out
-
-
-def runless_modes(label: str, path: tuple, g: dict) -> list[Problem]:
-    """A sub-grid that expands to no run, or a compile mode it lists that gets none, named with the fix."""
-    empty = [m for m in g["compile_mode"] if not grid.expand([g | {"compile_mode": [m]}])]
-    if empty and len(empty) == len(g["compile_mode"]):
-        why = "; ".join(f"{m} {_why_no_runs(g, m)}" for m in empty)
-        return [Problem(f"{label} expands to no runs: {why}", path)]
-    return [Problem(f"{label}: compile_mode {m} gets no run: it {_why_no_runs(g, m)}", path) for m in empty]
-
-
-def _why_no_runs(g: dict, mode: str) -> str:
-    """Which of the vocabulary's rules (vocab.runs_with) drop every run of `mode`, and what would keep them."""
-    scopes, batches, autotune = g["compile_scope"], g["batch_size"], g.get("max_autotune_batch_sizes")
-    regimes = vocab.expand_regimes(g["shape_regime"], g.get("bucket_sets") or [])
-    reasons = []
-    if mode == "eager" and not set(scopes) & {"module", "fused-adamw"}:
-        reasons.append("runs at compile_scope module or fused-adamw only (eager module is the reference of every "
-                       "scope): add module to compile_scope")
-    if mode == "eager" and all(vocab.Regime.parse(r).compiled_only for r in regimes):
-        reasons.append(f"skips shape_regime {', '.join(regimes)} (the eager run of regime dynamic is their "
-                       "reference): add dynamic or static to shape_regime")
-    if mode in vocab.AUTOTUNE_MODES and autotune is not None and not set(autotune) & set(batches):
-        reasons.append(f"runs only at max_autotune_batch_sizes {autotune}, none of batch_size {batches}: "
-                       "list some of them, or null for all")
-    if mode != "eager" and not any(mode in vocab.SCOPE_MODES[s] for s in scopes):
-        takes = sorted(s for s in vocab.COMPILE_SCOPES if mode in vocab.SCOPE_MODES[s])
-        reasons.append(f"does not run at compile_scope {', '.join(scopes)}: {mode} runs at {', '.join(takes)}")
-    return " and ".join(reasons) or "matches none of the rules in compile_study.core.vocab.runs_with"
 
 
 def device_errors(config: dict) -> list[Problem]:

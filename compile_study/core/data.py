@@ -14,10 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
+from compile_study.core.corpus import CLASSES
 from compile_study.core.io import DISK_FULL, _atomic, write_json_atomic, write_npy_atomic
-from compile_study.core.sources import CLASSES, SPECIAL_TOKENS, load_corpus
+from compile_study.core.sources import load_corpus
 
 # ---------------------------------------------------------------- tokenizer + encoding
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]")  # id 0 = padding (model.PAD_ID), id 1 = unknown
 
 
 def train_tokenizer(texts: list[str], vocab_size: int):

@@ -17,8 +17,10 @@ from pathlib import Path
 import yaml
 
 from compile_study.core import grid
+from compile_study.core.ag_news_csv import CSV_LAYOUT, csv_files
+from compile_study.core.corpus import DataError
 from compile_study.core.data import read_facts
-from compile_study.core.sources import CSV_LAYOUT, DataError, csv_files, is_real_data, synthetic_fallback
+from compile_study.core.sources import is_real_data, synthetic_fallback
 
 
 @functools.cache

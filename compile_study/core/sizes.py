@@ -14,7 +14,9 @@ import subprocess
 import yaml
 
 from compile_study.core import grid
-from compile_study.core.sources import DataError, split_labels, split_rows
+from compile_study.core.corpus import DataError
+from compile_study.core.sources import split_labels
+from compile_study.core.splits import split_rows
 
 FP32 = 4  # bytes: weights, gradients, AdamW's moments and activations are fp32 (bf16 autocasts matmuls only)
 TRAIN_BYTES = 4 * FP32  # a parameter in training: weights, gradients and AdamW's two moments
@@ -177,7 +179,7 @@ def fill_problems(config: dict, devices: list[str] | None = None) -> list[tuple[
     """(config key path, message) for a batch size the train split can never fill: no batch of such a run could
     be made (static and dynamic batches drop a partial one, bucketed and packed ones would be filler alone), and
     so for the batch of a parity check that has no cell of its own. Evaluation takes every row in batches of its
-    own size, so any eval split that is not empty (sources.check_split) is read whole."""
+    own size, so any eval split that is not empty (splits.check_split) is read whole."""
     rows, what = train_rows_at_most(config["data"])
     if rows is None:
         return []

@@ -3,9 +3,9 @@
 import os
 import sys
 
+from compile_study.core.corpus import DataError
 from compile_study.core.data import prepare
 from compile_study.core.logs import redirect_output
-from compile_study.core.sources import DataError
 
 redirect_output(snakemake.log[0])
 out_dir = os.path.dirname(snakemake.output[0])

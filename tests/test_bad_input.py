@@ -69,6 +69,7 @@ BAD_CONFIGS = [
     ("data.typo_key", 1, "data: unknown key(s) 'typo_key'; allowed:"),
     ("model.n_layers", 0, "model.n_layers: 0 is less than the minimum of 1"),
     ("model.dropout", 1.2, "model.dropout: 1.2 is greater than the maximum of 1"),
+    ("model.dropout", {"cpu": 0.0, "cuda": 1.5}, "model.dropout.cuda: 1.5 is greater than the maximum of 1"),
     ("model.d_model", 250, "model.d_model: 250 is not divisible by model.n_heads (4)"),
     ("model.max_len", 64.5, "model.max_len: 64.5 has the wrong type; expected integer"),
     ("train.lr", 0, "train.lr: 0 is less than or equal to the minimum of 0"),

@@ -39,6 +39,10 @@ def _key(path) -> str:
 
 
 def _describe(err: jsonschema.ValidationError) -> Problem:
+    if err.validator == "oneOf" and err.context:  # e.g. a number or one per device: the branch of the value's type
+        fitting = [e for e in err.context if e.validator != "type"]
+        if fitting:
+            return _describe(fitting[0])
     path = tuple(err.absolute_path)
     key = _key(path)
     if err.validator == "additionalProperties":

@@ -12,8 +12,9 @@ compiled (paper/templates/sections/terms.j2 says it in one line each):
   identical blocks share one compiled region: on torch 2.13 (CPU, the tiny 4-layer model) one Dynamo frame and
   graph for the 4 layers (23 captured calls; the whole module's one graph has 112), one lazily compiled backward,
   2 FX-graph compiles (forward, backward): Dynamo inlines nn modules, their parameters are the graph's inputs,
-  so layer 1's guards hold for layers 2-4 and they reuse its code (tests/test_regional.py). A model without
-  such a block is `NotApplicable`.
+  so layer 1's guards hold for layers 2-4 and they reuse its code (tests/test_regional.py). Packed rows go
+  through the same layers; a model without such a block, and the dynamic-marked regime (its mark is on the ids,
+  not on what the blocks take), are `NotApplicable`.
 - `forward` / `backward`: the same AOTAutograd graph pair, Inductor compiling one side only; the other
   side's graph runs its aten ops one by one. A compiled forward always has an AOTAutograd backward graph
   (autograd cannot differentiate through a fused kernel), so an "uncompiled" side means that traced graph

@@ -72,7 +72,7 @@ def studies(draw, device: str | None = None, max_batches: int = 3) -> Spec:
     modes = draw(st.lists(st.sampled_from(["default", "reduce-overhead", "max-autotune"]), min_size=1, max_size=2,
                           unique=True))
     scopes = ["module"] + draw(st.lists(st.sampled_from(
-        ["fused-adamw", "forward"] + (["step-graph"] if device == "cuda" else [])), max_size=1))
+        ["fused-adamw", "regional", "forward"] + (["step-graph"] if device == "cuda" else [])), max_size=1))
     regimes = ["static"] + draw(st.lists(st.sampled_from(["dynamic", "packed"]), max_size=1))
     spec = Spec(device, plug, {(p, b): draw(st.floats(2.0, 300.0)) for p in precisions for b in batches},
                 seed=draw(st.integers(0, 2**16)))

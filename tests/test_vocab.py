@@ -34,15 +34,20 @@ def test_each_word_is_listed_once_and_every_other_list_follows_it():
     """A new mode, scope or regime is one edit of vocab.py (and the schema's enum, held to it above): the scopes'
     modes, the whole-step graph's modes, the wildcards and the figures' colours follow, and the schema's
     description of the scopes names every scope."""
-    from compile_study.aggregate.figures import MODE_COLOURS
+    from compile_study.aggregate.figures import MODE_COLOURS, SCOPE_MARKERS
     from compile_study.measure.step_graph import GRAPH_COMPILE_MODES
 
     compiled = vocab.COMPILE_MODES[1:]
     assert vocab.COMPILED_MODES == compiled and vocab.SCOPE_MODES["step"] == vocab.SCOPE_MODES["graph-break"] == compiled
+    assert vocab.SCOPE_MODES["regional"] == compiled  # eager is the module's run
     assert vocab.SCOPE_MODES["module"] == vocab.SCOPE_MODES["fused-adamw"] == vocab.COMPILE_MODES
     assert set(vocab.SCOPE_MODES["step-graph"]) == set(compiled) - set(vocab.CUDAGRAPH_MODES)  # the capture is the graph
     assert GRAPH_COMPILE_MODES == ("eager", *vocab.SCOPE_MODES["step-graph"])
     assert list(MODE_COLOURS) == list(vocab.COMPILE_MODES)  # a mode without a colour would fail in a figure
+    assert list(SCOPE_MARKERS) == list(vocab.TRAINING_SCOPES)  # so would a training scope without a marker
+    assert set(vocab.PACKED_SCOPES) <= set(vocab.COMPILE_SCOPES) and set(vocab.TRAINING_SCOPES) <= set(vocab.COMPILE_SCOPES)
+    assert {scope for scope, _ in vocab.SCOPE_REGIME_NOT_APPLICABLE} <= set(vocab.COMPILE_SCOPES)
+    assert {kind for _, kind in vocab.SCOPE_REGIME_NOT_APPLICABLE} <= set(vocab.REGIME_KINDS)
     regime = re.compile(f"(?:{vocab.wildcard_constraints()['shape_regime']})")
     assert all(regime.fullmatch(k) for k in vocab.REGIME_KINDS if k != "bucketed") and regime.fullmatch("bucketed-8-16")
     described = SCHEMA["definitions"]["grid"]["properties"]["compile_scope"]["description"]
@@ -97,6 +102,8 @@ def test_grid_expansion_follows_the_scope_rules():
     assert ("eager", "module", 8, "dynamic-true", "fp32", 0) not in runs  # eager's reference is `dynamic`
     assert ("reduce-overhead", "forward", 8, "static", "fp32", 0) not in runs
     assert ("max-autotune-no-cudagraphs", "step-graph", 8, "static", "fp32", 0) in runs
+    assert ("default", "regional", 8, "static", "fp32", 0) in runs
+    assert ("eager", "regional", 8, "static", "fp32", 0) not in runs  # eager compiles no block: module's run
     for key in runs:  # every expanded run is a valid RunConfig
         assert RunConfig(**key._asdict()).key() == key
 

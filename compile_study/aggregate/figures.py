@@ -28,8 +28,7 @@ FIGURES = ("overhead", "speedup", "roofline", "regimes", "timeline", "breakeven"
 INDEX = "index.json"
 MODE_COLOURS = dict(zip(vocab.COMPILE_MODES, ("tab:grey", "tab:blue", "tab:orange", "tab:green", "tab:red")))
 MARKERS = "osD^v<>p"  # by regime, in the vocabulary's order
-TRAINING_SCOPES = ("module", "fused-adamw", "step", "step-graph")
-SCOPE_MARKERS = {"module": "o", "fused-adamw": "s", "step": "D", "step-graph": "*"}
+SCOPE_MARKERS = {"module": "o", "fused-adamw": "s", "regional": "P", "step": "D", "step-graph": "*"}
 STEP_GRAPH = "step-graph"  # the whole step captured as one CUDA graph: drawn beside the module wherever it ran
 
 
@@ -40,10 +39,10 @@ def _modes(df: pd.DataFrame) -> list[str]:
 def speedup(summary: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
     """Static shapes: one panel per precision (one log axis for all), one series per mode and training scope,
     intervals, the A/A band."""
-    h = vocab.usable(summary[(summary.shape_regime == "static") & summary.compile_scope.isin(TRAINING_SCOPES)])
+    h = vocab.usable(summary[(summary.shape_regime == "static") & summary.compile_scope.isin(vocab.TRAINING_SCOPES)])
     precisions = sorted(h.precision.unique())
     fig, axes = drawing.panels(len(precisions), 4.6, sharey=True)
-    scopes = sorted(set(h[h.compile_mode != "eager"].compile_scope), key=TRAINING_SCOPES.index)
+    scopes = sorted(set(h[h.compile_mode != "eager"].compile_scope), key=vocab.TRAINING_SCOPES.index)
     for ax, p in zip(axes[0], precisions):
         panel = h[h.precision == p]
         sizes = sorted(panel.batch_size.unique())

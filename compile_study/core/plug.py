@@ -151,6 +151,15 @@ def without_dropout(model: nn.Module) -> nn.Module:
     return model
 
 
+def repeated_blocks(model: nn.Module) -> nn.ModuleList | None:
+    """The model's repeated block, what scope `regional` compiles: of its `nn.ModuleList`s of two or more modules of
+    one class, the one holding the most parameters (the built-in model's `layers`, a BERT's `encoder.layer`); None
+    where it has none."""
+    lists = [m for m in model.modules()
+             if isinstance(m, nn.ModuleList) and len(m) >= 2 and len({type(block) for block in m}) == 1]
+    return max(lists, key=n_params, default=None)  # a tie: the first in the model's order
+
+
 def n_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 

@@ -32,11 +32,13 @@ COLD_STARTS = ("cold", "portable")
 
 # --- compile scopes: what is compiled (compile_study/measure/compile.py implements each; the paper's words for
 # each scope and shape regime are in paper/templates/sections/terms.j2) ------------------------------------------
-COMPILE_SCOPES = ("module", "fused-adamw", "forward", "backward", "aot-eager", "step", "step-graph", "graph-break")
+COMPILE_SCOPES = ("module", "fused-adamw", "regional", "forward", "backward", "aot-eager", "step", "step-graph",
+                  "graph-break")
 # Which modes a scope runs with, made from the mode lists above, so that a new mode needs no edit here.
 SCOPE_MODES = {
     "module": COMPILE_MODES,
     "fused-adamw": COMPILE_MODES,
+    "regional": COMPILED_MODES,  # each repeated block compiled with the mode's options; eager is `module`'s run
     "forward": ("default",),  # a custom Inductor backend: mode does not apply
     "backward": ("default",),
     "aot-eager": ("default",),  # backend aot_eager: no Inductor, mode does not apply
@@ -47,7 +49,7 @@ SCOPE_MODES = {
 }
 CUDA_ONLY_SCOPES = ("step-graph",)
 # the scopes one would train with; forward, backward and aot-eager are diagnostic baselines, graph-break a probe
-TRAINING_SCOPES = ("module", "fused-adamw", "step", "step-graph")
+TRAINING_SCOPES = ("module", "fused-adamw", "regional", "step", "step-graph")
 # What only the built-in model can run, and why: a plugged model (config model.factory / model.hf_config) takes
 # ids and an attention mask and nothing else; its runs of these are recorded as not applicable, with the reason.
 BUILTIN_ONLY_SCOPES = {
@@ -58,7 +60,15 @@ BUILTIN_ONLY_REGIMES = {
     "packed": "packed rows need the built-in model's packed path (positions restarting per sequence, a document "
               "mask, pooling per sequence); a plugged model takes ids and an attention mask only",
 }
-PACKED_SCOPES = ("module", "fused-adamw", "step-graph")  # packed batches go through the model's packed path  # recorded as not applicable on the CPU
+# packed batches go through the model's packed path: the scopes that call the model as a module (regional: the
+# packed path goes through the same compiled layers, a block mask or a dense mask as their input)
+PACKED_SCOPES = ("module", "fused-adamw", "regional", "step-graph")
+# What a scope cannot measure on a regime, whatever the model, and why (recorded as not applicable)
+SCOPE_REGIME_NOT_APPLICABLE = {
+    ("regional", "dynamic-marked"): "dynamic-marked marks the length of the model's input ids; the blocks that "
+                                    "regional compiles take the embeddings' output, which carries no mark, so the "
+                                    "run would be regional on dynamic batches under another name",
+}
 
 # --- precisions ---------------------------------------------------------------------------------------------
 PRECISIONS = ("fp32", "tf32", "bf16")  # fp32 with TF32 off; TF32 matmuls; bf16 autocast
@@ -168,6 +178,11 @@ def hf_size(hf_config: dict | None) -> dict:
 def plug_not_applicable(scope: str, regime: str) -> str | None:
     """Why a plugged model cannot run this scope and regime (None: it can)."""
     return BUILTIN_ONLY_SCOPES.get(scope) or BUILTIN_ONLY_REGIMES.get(Regime.parse(regime).kind)
+
+
+def scope_not_applicable(scope: str, regime: str) -> str | None:
+    """Why no model can measure this scope on this regime (None: it can)."""
+    return SCOPE_REGIME_NOT_APPLICABLE.get((scope, Regime.parse(regime).kind))
 
 
 def wildcard_constraints() -> dict[str, str]:

@@ -7,6 +7,14 @@ compiled (paper/templates/sections/terms.j2 says it in one line each):
 - `module`: `torch.compile(model)`: the forward and, through AOTAutograd, its backward; the loss, the
   `backward()` call and the optimizer step stay eager Python. fullgraph=True, so a graph break fails loudly.
 - `fused-adamw`: `module` with `AdamW(fused=True)` (in eager mode too: what fusing the optimizer alone gives).
+- `regional`: each repeated block compiled in place (`block.compile()`, `core/plug.py` `repeated_blocks`: the
+  built-in model's encoder layers, a BERT's); embeddings, pooling, head, loss and optimizer stay eager. The
+  identical blocks share one compiled region: on torch 2.13 (CPU, the tiny 4-layer model) one Dynamo frame and
+  graph for the 4 layers (23 captured calls; the whole module's one graph has 112), one lazily compiled backward,
+  2 FX-graph compiles (forward, backward): Dynamo inlines nn modules, their parameters are the graph's inputs,
+  so layer 1's guards hold for layers 2-4 and they reuse its code (tests/test_regional.py). Packed rows go
+  through the same layers; a model without such a block, and the dynamic-marked regime (its mark is on the ids,
+  not on what the blocks take), are `NotApplicable`.
 - `forward` / `backward`: the same AOTAutograd graph pair, Inductor compiling one side only; the other
   side's graph runs its aten ops one by one. A compiled forward always has an AOTAutograd backward graph
   (autograd cannot differentiate through a fused kernel), so an "uncompiled" side means that traced graph
@@ -30,9 +38,9 @@ from torch._dynamo.exc import FailOnRecompileLimitHit
 
 from compile_study.core.batches import Batch
 from compile_study.core.model import ModelConfig
-from compile_study.core.plug import build_model, plug_key
+from compile_study.core.plug import build_model, model_class, plug_key, repeated_blocks
 from compile_study.core.record import RunConfig
-from compile_study.core.vocab import AUTOTUNE_MODES, plug_not_applicable
+from compile_study.core.vocab import AUTOTUNE_MODES, plug_not_applicable, scope_not_applicable
 from compile_study.measure.compile_stats import CompileWatch
 from compile_study.measure.step_graph import make_graphed_step
 from compile_study.measure.steps import NotApplicable, forward_loss, make_batch_step, mark_step_begin, step_of
@@ -97,9 +105,22 @@ def compile_model(model: torch.nn.Module, compile_mode: str, scope: str = "modul
         return torch.compile(model, backend=inductor_one_side(scope), fullgraph=True, **kwargs)
     if scope == "aot-eager":
         return torch.compile(model, backend="aot_eager", fullgraph=True, **kwargs)
+    if scope == "regional":
+        return compile_blocks(model, compile_mode, **kwargs)
     # fullgraph=True: a graph break fails loudly instead of silently running part of it eagerly;
     # the graph-break variant is the one place where breaks are allowed (and counted)
     return torch.compile(model, fullgraph=scope != "graph-break", **mode_kwargs(compile_mode), **kwargs)
+
+
+def compile_blocks(model: torch.nn.Module, compile_mode: str, **kwargs) -> torch.nn.Module:
+    """Scope `regional`: the model, each of its repeated blocks compiled in place (the rest of it eager)."""
+    blocks = repeated_blocks(model)
+    if blocks is None:
+        raise NotApplicable(f"no repeated block: {model_class(model)} holds no nn.ModuleList of two or more "
+                            "modules of one class to compile one by one")
+    for block in blocks:  # one torch.compile each; the identical blocks share its cache entry (module docstring)
+        block.compile(fullgraph=True, **mode_kwargs(compile_mode), **kwargs)
+    return model
 
 
 def make_step(model, optimizer, precision: str, device: torch.device, eager_model=None,
@@ -116,9 +137,11 @@ def make_step(model, optimizer, precision: str, device: torch.device, eager_mode
             if eager_model is None:
                 raise
             # Past the recompile limit Dynamo runs the frame eagerly; fullgraph=True makes that an
-            # error instead, so do what Dynamo would have done, and count it.
+            # error instead, so do what Dynamo would have done, and count it. The stance runs compiled code
+            # eagerly: regional compiles the blocks of `eager_model` itself.
             watch.fallback_steps += 1
-            return eager_model(ids)
+            with torch.compiler.set_stance("force_eager"):
+                return eager_model(ids)
 
     return step_of(lambda batch: forward_loss(forward, batch.ids, batch.labels, precision, device), optimizer)
 
@@ -156,7 +179,11 @@ def make_graph_step(model, optimizer, cfg: RunConfig, device: torch.device):
 
 
 def check_applicable(model_cfg: ModelConfig, run: RunConfig) -> None:
-    """A plugged model cannot run the scopes and regimes that need the built-in model's own paths (vocab)."""
+    """A scope that cannot measure the run's regime, and the scopes and regimes that need the built-in model's
+    own paths on a plugged model, are not applicable (vocab)."""
+    why = scope_not_applicable(run.compile_scope, run.shape_regime)
+    if why:
+        raise NotApplicable(why)
     why = plug_key(model_cfg) and plug_not_applicable(run.compile_scope, run.shape_regime)
     if why:
         raise NotApplicable(f"{why} ({plug_key(model_cfg)})")

@@ -112,3 +112,19 @@ def test_the_compile_concurrency_check_is_read_against_one(ratios, verdict):
     assert got["batch_s"] == pytest.approx(20.0 * sorted(ratios)[len(ratios) // 2] if len(ratios) % 2 else
                                            20.0 * np.median(ratios))
     assert decide.compile_concurrency({"applicable": False}) is None
+
+
+@pytest.mark.parametrize("among, alone, verdict", [([24.0, 25.0, 26.0], [20.0, 20.5, 19.5], "faster"),
+                                                   ([19.0, 22.0, 20.5], [20.0, 21.0, 19.5], "indistinct"),
+                                                   ([24.0, 25.0], [20.0, 20.5, 19.5], "few-runs")])
+def test_the_compile_concurrency_check_reads_the_phases_own_compiles_against_n_alone(among, alone, verdict):
+    """Today's check: the compile phase's compiles of its cell (at once with others) over the same configuration
+    compiled alone n times; Welch's t on the log ratio of the two sides' geometric means."""
+    check = {"applicable": True, "k": 8, "cores_per_compile": 2, "host_cores": 16,
+             "phase": [{"cold_compile_s": s, "at_once": 8} for s in among],
+             "alone": [{"cold_compile_s": s, "first_step_s": s + 1} for s in alone]}
+    got = decide.compile_concurrency(check)
+    assert got["verdict"] == verdict and got["rounds"] == min(len(among), len(alone))
+    assert got["interval"]["point"] == pytest.approx(np.exp(np.mean(np.log(among)) - np.mean(np.log(alone))))
+    assert got["alone_s"] == pytest.approx(np.median(alone)) and got["batch_s"] == pytest.approx(np.median(among))
+    assert ("Welch" in got["interval"]["method"]) == (verdict != "few-runs")

@@ -237,12 +237,17 @@ def compile_concurrency(check: dict) -> dict | None:
     fewer than MIN_N rounds, "few-runs". None where the check did not apply (a host too small for two at once)."""
     if not check.get("applicable"):
         return None
-    iv = stats.speedup_interval(r["ratio"] for r in check["results"])
-    return {"interval": interval_json(iv), "rounds": len(check["results"]), "band": None,
+    if "phase" in check:  # the phase's own compiles against n alone (today's check)
+        among, alone = [p["cold_compile_s"] for p in check["phase"]], [a["cold_compile_s"] for a in check["alone"]]
+        iv, rounds = stats.ratio_interval(among, alone), min(len(among), len(alone))
+    else:  # a stored study's check of rounds, each alone once and k at once
+        among = [statistics.median(r["batch_s"]) for r in check["results"]]
+        alone = [r["alone_s"] for r in check["results"]]
+        iv, rounds = stats.speedup_interval(r["ratio"] for r in check["results"]), len(check["results"])
+    return {"interval": interval_json(iv), "rounds": rounds, "band": None,
             "verdict": stats.verdict(iv, stats.Band(1.0, 1.0, 0.0, 0.0, 0)), "k": check["k"],
             "cores_per_compile": check["cores_per_compile"], "host_cores": check["host_cores"],
-            "alone_s": statistics.median(r["alone_s"] for r in check["results"]),
-            "batch_s": statistics.median(statistics.median(r["batch_s"]) for r in check["results"])}
+            "alone_s": statistics.median(alone), "batch_s": statistics.median(among)}
 
 
 def decide(summary: pd.DataFrame, checks: dict | None = None) -> dict:

@@ -414,6 +414,12 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
         other["method_check:concurrency"] = PRIOR_JOB_S["measure_peak"]  # one GPU: it only says it does not apply
     factor = at_once_factor(references, device)
     known_c = known_compiles(plan_compiles(layout, references), device, model, factor)
+    if "method_check:compile_concurrency" in other:  # its cell compiled cold, alone, one after another
+        from compile_study.checks.compile_concurrency import CELLS, N_ALONE  # torch-free
+
+        mode, batch, precision = CELLS[device]
+        cell = record.RunKey(mode, "module", batch, "static", precision, 0)
+        other["method_check:compile_concurrency"] = N_ALONE * compile_seconds(cell, device, known_c)
     cold = [(c, compile_seconds(key, device, known_c, search_kind(c))) for key, c in compiles_todo(compiles or {}, layout)]
     portable = [compile_seconds(key, device, known_c, "portable") for key in portable_todo(compiles or {}, layout)]
     parity = [other.pop("parity") / jobs["parity"]] * jobs["parity"] if "parity" in other else []

@@ -19,6 +19,7 @@ import sys
 import torch
 from torch.utils.benchmark import Timer
 
+from compile_study.checks.targets import TIMER_CASES
 from compile_study.core.batches import make_batches
 from compile_study.core.data import load_split
 from compile_study.core.io import write_json_atomic
@@ -63,10 +64,10 @@ def check(data_dir: str, model: dict, mode: str, batch_size: int, precision: str
 def main(data_dir: str, out_path: str, model: dict) -> None:
     """The check's cases for the device found, the study's model (config `model`), JSON to out_path."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    cases = [("eager", 32), ("reduce-overhead", 32), ("default", 512)]  # host-bound and device-bound
-    settings = {"steps": 100, "min_run_time": 1.0}  # ~30 s a case, compilation included
+    cases = TIMER_CASES[device.type]  # on the caches the study's compile phase filled, where its grid has them
+    settings = {"steps": 100, "min_run_time": 1.0}  # ~10 s a case from a warm cache
     if device.type == "cpu":  # ~0.4 s a step on 2 cores: fewer steps per round
-        cases, settings = [("eager", 16), ("default", 16)], {"steps": 20, "min_run_time": 8.0}
+        settings = {"steps": 20, "min_run_time": 8.0}
     precision = "bf16" if device.type == "cuda" else "fp32"
     results = [check(data_dir, model, mode, bs, precision, device, **settings) for mode, bs in cases]
     write_json_atomic(out_path, {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",

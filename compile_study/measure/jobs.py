@@ -238,13 +238,22 @@ def model_job(data_dir: str, model: dict, device: str, out_path: str, log: str, 
 
 
 def check_job(check: str, target: launch.Target, data_dir: str, out_path: str, model: dict, log: str, threads: int,
-              device: str) -> None:
+              device: str, warm_from: list[str] = ()) -> None:
     """Rule method_check: a check's main(data_dir, out_path, model) in a fresh process (it writes its output).
-    The concurrency check places its own processes on the GPUs, so its job takes none."""
+    The concurrency check places its own processes on the GPUs, so its job takes none. `warm_from`: Inductor caches
+    the compile phase filled, merged into a scratch cache of the check's own, which its compiles then find."""
     clock = Clock()
     gpu_device = "cpu" if check == "concurrency" else device
-    with job_setup(log, threads, gpu_device, clock) as (setup, _):
+    cache = None
+    if warm_from:
+        cache = Path(out_path).with_name(f".{Path(out_path).stem}-cache")
+        shutil.rmtree(cache, ignore_errors=True)
+        for source in warm_from:  # cache entries are named by their keys: one tree holds them all
+            shutil.copytree(source, cache, dirs_exist_ok=True)
+    with job_setup(log, threads, gpu_device, clock, str(cache) if cache else None) as (setup, _):
         outcome = launch.run(target,
                              {"data_dir": data_dir, "out_path": out_path, "model": dict(model)}, setup, clock)
+    if cache is not None:
+        shutil.rmtree(cache, ignore_errors=True)
     if not outcome.answered or not Path(out_path).is_file():
         raise RuntimeError(f"method check {check}: {outcome.crash or 'no output written'} (see {log})")

@@ -293,10 +293,34 @@ class Plan:
         return base if cell is None else base | {"cell": self.layout.compile_record(cell, 0)}
 
     def check_inputs(self, wildcards) -> dict:
-        """The data; the launcher check also waits for its cell's runs, so that it runs on their warm cache."""
-        cell = self.launcher_cell() if wildcards.check == "launcher" else None
+        """The data; the launcher check also waits for its cell's runs, so that it runs on their warm cache; the
+        compile-concurrency check for the compile phase's cold compiles of its cell, its "among others" side."""
         base = {"data": DATA_FILES, "model": self.layout.model}
+        if wildcards.check == "compile_concurrency":
+            return base | {"phase": self.concurrency_phase()}
+        if wildcards.check == "timer_check":  # its compiles start from the caches of the grid's same cells
+            return base | {"warm": [self.layout.compile_record(cell, 0) for cell in self.timer_cells()]}
+        cell = self.launcher_cell() if wildcards.check == "launcher" else None
         return base if cell not in self.runs else base | {"cell": self.layout.record(self.last_repeat(cell))}
+
+    def timer_cells(self) -> list[RunKey]:
+        """The grid's compiled configurations the timer check times again (checks/targets.py TIMER_CASES)."""
+        cells = [RunKey(mode, "module", batch, "static", "bf16" if self.device == "cuda" else "fp32", 0)
+                 for mode, batch in check_targets.TIMER_CASES[self.device] if mode != "eager"]
+        return [cell for cell in cells if cell in self.compiles]
+
+    def concurrency_cell(self) -> RunKey:
+        """The configuration the compile-concurrency check compiles alone (checks/compile_concurrency.py CELLS)."""
+        from compile_study.checks.compile_concurrency import CELLS
+
+        mode, batch, precision = CELLS[self.device]
+        return RunKey(mode, "module", batch, "static", precision, 0)
+
+    def concurrency_phase(self) -> list[str]:
+        """The compile phase's cold compiles of the compile-concurrency check's cell (none where the grid lacks it)."""
+        cell = self.concurrency_cell()
+        c = self.compiles.get(cell)
+        return [self.layout.compile_record(cell, i) for i in range(c["n"])] if c else []
 
     def test_records(self, wildcards=None) -> dict:
         """The study's kept test tiers (tests/<tier>.json, from pytest --tier-record), where there are any."""
@@ -476,15 +500,16 @@ class Plan:
 
         jobs.in_time(self.expected_job_seconds(f"method_check:{check}"), out)
         if check in check_targets.METHOD_CHECKS:
+            warm = [self.cache_dir_of(cell) for cell in self.timer_cells()] if check == "timer_check" else []
             return jobs.check_job(check, check_targets.METHOD_CHECKS[check], DATA_DIR, out, self.config["model"],
-                                  log, threads, self.device)
-        cell = self.launcher_cell() if check == "launcher" else None
+                                  log, threads, self.device, warm)
+        cell = {"launcher": self.launcher_cell(), "compile_concurrency": self.concurrency_cell()}.get(check)
         steps = self.runs.get(cell) or grid.grid_defaults()
         settings = {k: steps[k] for k in grid.STEP_KEYS if k in steps} | self.config["train"]
         if check == "compile_concurrency":
             with isolation.HOST.timed():
                 return compile_concurrency.main(DATA_DIR, out, self.config["model"], self.device, settings, log,
-                                                self.cores_per_compile)
+                                                self.cores_per_compile, self.concurrency_phase())
         cache = self.cache_dir_of(cell) if cell in self.runs else None
         launcher_check.main(DATA_DIR, out, self.config["model"], self.device, settings, log, threads, cache)
 

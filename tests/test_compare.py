@@ -42,13 +42,18 @@ def band_highs(rng, n: int, noise: dict) -> np.ndarray:
     return np.exp(np.maximum(np.abs(aa.mean(-1)) + aa.std(-1, ddof=1), chunk_sd)), (subject, reference)
 
 
-def simulated_verdicts(rng, n: int, shift: float, noise: str) -> pd.Series:
+def simulated_verdicts(rng, n: int, shift: float, noise: str, host_sd: float = 0.0, host_df: float = np.inf,
+                       rule_host_sd: float | None = None) -> pd.Series:
     """Verdicts on STUDIES simulated pairs: a stored study and a study of one configuration (true speedup 1.5x,
-    the study's `shift` times that) with n processes each, each side with its own cell of n eager A/A processes."""
+    the study's `shift` times that) with n processes each, each side with its own cell of n eager A/A processes,
+    and each study on a host of its own: every process of a study shares that host's effect on the log speedup,
+    drawn from N(0, host_sd^2). The rule is given `rule_host_sd` (default: host_sd, the estimate's size) as
+    estimated on host_df degrees of freedom."""
     subject_noise, aa_noise = NOISE[noise]
-    a, b = (np.log(process_speedups(*simulate(rng, STUDIES, n, 1.5 * s, **subject_noise))) for s in (1.0, shift))
+    a, b = (np.log(process_speedups(*simulate(rng, STUDIES, n, 1.5 * s, **subject_noise)))
+            + rng.normal(0.0, host_sd, (STUDIES, 1)) for s in (1.0, shift))
     margin = np.maximum(band_highs(rng, n, aa_noise)[0], band_highs(rng, n, aa_noise)[0])
-    low, high = (np.exp(x) for x in cmp.welch_interval(a, b))
+    low, high = (np.exp(x) for x in cmp.interval(a, b, host_sd if rule_host_sd is None else rule_host_sd, host_df))
     ratio = np.exp(b.mean(-1) - a.mean(-1))
     return pd.Series([cmp.decide(n, *args)[0] for args in zip(ratio, low, high, margin)])
 

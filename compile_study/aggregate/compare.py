@@ -48,7 +48,6 @@ their ratio beside both hosts' GPU and CPU models, and judges speedups only.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,7 +60,7 @@ from compile_study.core import record, stats
 from compile_study.core.data import read_facts
 from compile_study.core.layout import Layout, is_stored_study
 
-LEVEL = 0.95  # of the Welch interval on the difference of mean log speedups
+LEVEL = 0.95  # of the interval on the difference of mean log speedups (aggregate/hosts.py interval)
 MIN_N = 3  # processes per side below which there is no verdict (as in core/stats.verdict)
 TOLERANCE = 1.3  # "reproduced" must rule out a shift this large (the shift the rule must detect at n = 3)
 # The smallest margin: a quiet host's A/A band can be under 0.1% (eager at batch 512 on one H200), while two
@@ -95,42 +94,6 @@ class Judgement:
     host_sd: float = 0.0  # the host effect (tau, log units) the interval carries
 
 
-def _t(q: float, df):
-    """Student's t quantile, the normal's where df is infinite (a variance known: the host effect's alone)."""
-    df = np.asarray(df, float)
-    with np.errstate(all="ignore"):
-        return np.where(np.isinf(df), sps.norm.ppf(q), sps.t.ppf(q, np.where(np.isinf(df), 1.0, df)))
-
-
-def parts(stored_logs, study_logs, host_sd=0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The variance of the difference of mean logs, by part: the stored side's mean, the study's mean, and the
-    two hosts' (2 tau^2), over the last axis (one pair, or [pairs, processes])."""
-    a, b = np.asarray(stored_logs, float), np.asarray(study_logs, float)
-    with np.errstate(all="ignore"):
-        va, vb = a.var(axis=-1, ddof=1) / a.shape[-1], b.var(axis=-1, ddof=1) / b.shape[-1]
-    return va, vb, np.broadcast_to(2 * np.asarray(host_sd, float) ** 2, np.shape(va))
-
-
-def interval(stored_logs, study_logs, host_sd=0.0, host_df=np.inf,
-             level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
-    """The t interval of mean(study_logs) - mean(stored_logs) over the last axis, its variance both means' plus
-    2 host_sd^2, Welch-Satterthwaite degrees of freedom with host_sd estimated on host_df of its own (infinite:
-    known); with host_sd 0, Welch's interval. Where nothing varies, the difference itself."""
-    a, b = np.asarray(stored_logs, float), np.asarray(study_logs, float)
-    va, vb, h = parts(a, b, host_sd)
-    total = va + vb + h
-    with np.errstate(all="ignore"):
-        df = total ** 2 / (va ** 2 / (a.shape[-1] - 1) + vb ** 2 / (b.shape[-1] - 1) + h ** 2 / host_df)
-    half = np.where(total > 0, _t(1 - (1 - level) / 2, df) * np.sqrt(total), 0.0)
-    diff = b.mean(axis=-1) - a.mean(axis=-1)
-    return diff - half, diff + half
-
-
-def welch_interval(stored_logs, study_logs, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
-    """Welch's t interval of mean(study_logs) - mean(stored_logs): `interval` without a host effect."""
-    return interval(stored_logs, study_logs, 0.0, level)
-
-
 def margin_of(*bands: tuple[float, float]) -> float:
     """The larger of the A/A bands [low, high] given (as a ratio >= 1), at least MIN_MARGIN; NaN where none is
     finite."""
@@ -143,8 +106,8 @@ def uncertainty(stored_logs, study_logs, host_sd=0.0, margin: float = 1.0, level
     reaches past [1/T, T] about its point (T = max(TOLERANCE, margin): then no rerun could show it reproduced),
     else the host effect where it is the largest part of the variance, else the two sides' processes."""
     a = np.asarray(stored_logs, float)
-    va, vb, h = parts(a, study_logs, host_sd)
-    if _t(1 - (1 - level) / 2, len(a) - 1) * np.sqrt(va) > np.log(max(TOLERANCE, margin)):
+    va, vb, h = hosts.parts(a, study_logs, host_sd)
+    if hosts.t_quantile(1 - (1 - level) / 2, len(a) - 1) * np.sqrt(va) > np.log(max(TOLERANCE, margin)):
         return STORED_UNCERTAIN
     return HOST_UNCERTAIN if h > max(va, vb) else TOO_WIDE
 
@@ -179,7 +142,7 @@ def judge(stored_speedups, study_speedups, margin: float, host_sd: float = 0.0,
     ratio = float(np.exp(b.mean() - a.mean())) if n else float("nan")
     if n < MIN_N:
         return Judgement(ratio, np.nan, np.nan, margin, *decide(n, ratio, np.nan, np.nan, margin), host_sd)
-    low, high = (float(np.exp(x)) for x in interval(a, b, host_sd, host_df))
+    low, high = (float(np.exp(x)) for x in hosts.interval(a, b, host_sd, host_df))
     return Judgement(ratio, low, high, margin,
                      *decide(n, ratio, low, high, margin, uncertainty(a, b, host_sd, margin)), host_sd)
 
@@ -190,14 +153,16 @@ def _distinct(values) -> str:
 
 
 def configurations(records: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration: speedup interval, method, n and A/A band (core/stats), median step time, the host, and
-    the successful processes' speedups (what the verdict is computed from)."""
+    """Per configuration: speedup interval, method, n and A/A band (core/stats), median step time, the host, the
+    successful processes' speedups (what the verdict is computed from) and how far its profiled process's step
+    outlasted the GPU's work (`idle`: aggregate/hosts.py idle_of)."""
     table = stats.speedup_table(records, summary.CONFIG, summary.CELL)
     ok = records[records.status == "ok"].groupby(summary.CONFIG)
+    idle = hosts.idle_of(records).rename("idle")  # which class of host effect (hosts.class_of)
     extra = pd.DataFrame({"step_ms": ok.steady_step_ms.median(),
                           "speedups": ok.in_process_speedup.agg(list),
                           **{k: ok[k].agg(_distinct) for k in HOST_KEYS}}).reset_index()
-    return table.merge(extra, on=summary.CONFIG, how="left")
+    return table.merge(extra, on=summary.CONFIG, how="left").join(idle, on=list(KEY))
 
 
 SIDE_COLUMNS = {"speedup": "speedup", "speedup_low": "low", "speedup_high": "high", "speedup_method": "method",
@@ -215,7 +180,9 @@ def _not_comparable(data: list[str], protocol: list[str], allow_different_data: 
 def _row(key: tuple, a: pd.Series, b: pd.Series, data: list[str], allow_different_data: bool,
          effect: dict[str, dict]) -> dict:
     row = dict(zip(KEY, key))
-    host_class, host_sd, host_df = hosts.sd_of(effect, row["batch_size"], row["compile_mode"], row["compile_scope"])
+    idle = max((x for x in (a.idle, b.idle) if x == x), default=None)  # either side's profiled process
+    host_class, host_sd, host_df = hosts.sd_of(effect, row["batch_size"], row["compile_mode"], row["compile_scope"],
+                                               idle)
     j = judge(a.speedups if isinstance(a.speedups, list) else [], b.speedups if isinstance(b.speedups, list) else [],
               margin_of((a.aa_band_low, a.aa_band_high), (b.aa_band_low, b.aa_band_high)), host_sd, host_df)
     for side, s in (("stored", a), ("study", b)):
@@ -224,7 +191,9 @@ def _row(key: tuple, a: pd.Series, b: pd.Series, data: list[str], allow_differen
     why = _not_comparable(data, measured.protocol_words(a, b, protocol), allow_different_data)
     verdict, reason = ("not comparable", why) if why else (j.verdict, j.reason)
     return row | {"ratio": j.ratio, "ratio_low": j.low, "ratio_high": j.high, "margin": j.margin,
-                  "host_class": host_class, "host_sd": host_sd, "host_df": host_df, "verdict": verdict, "reason": reason, "different_data_allowed": bool(data) and not why,
+                  "host_class": host_class, "host_sd": host_sd, "host_sd_ratio": float(np.exp(host_sd)),
+                  "host_df": host_df, "verdict": verdict, "reason": reason,
+                  "different_data_allowed": bool(data) and not why,
                   "protocol_differs": ", ".join(measured.PROTOCOL[k] for k in protocol) or None,
                   "step_ratio": b.step_ms / a.step_ms}
 

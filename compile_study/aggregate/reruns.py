@@ -14,7 +14,8 @@ studies shares only the configurations both ran. Per kind:
   aggregate/compare.py with that estimate, and without any host effect (the rule before it), verdicts counted;
 - leave one study out: for each study, the estimate made without it, and the pairs it is part of judged again
   with that estimate: a verdict that changes rests on the study it judges. The count of changed verdicts over
-  all judged (study, pair, configuration) is the check.
+  all judged (study, pair, configuration) is the check;
+- the configurations of the class hosts move most, laid side by side across the studies (aggregate/spread.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from compile_study.aggregate import compare as cmp
-from compile_study.aggregate import hosts
+from compile_study.aggregate import hosts, spread
 from compile_study.core.layout import PROJECT, is_stored_study
 
 
@@ -113,7 +114,23 @@ def check(studies: dict[str, cmp.Study], kind: str) -> dict:
     judged = [{"stored": a, "study": b, "counts": cmp.counts(full[a, b]), "without_host_effect": cmp.counts(bare[a, b]),
                "verdicts": {" ".join(str(r[k]) for k in cmp.KEY): _said(r) for _, r in full[a, b].iterrows()}}
               for a, b in among]
-    return {"studies": names, "classes": effect, "pairs": judged, "leave_one_out": leave_one_out(studies, kind, full)}
+    return {"studies": names, "classes": effect, "pairs": judged, "leave_one_out": leave_one_out(studies, kind, full),
+            "spread": launched(studies)}
+
+
+def launched(studies: dict[str, cmp.Study]) -> list[dict]:
+    """The shared configurations of the class the host moves most (compiled, kernels launched from the host, at
+    a large batch), each laid side by side across the studies (aggregate/spread.py between) with whether their
+    profiled top kernels agree."""
+    records = {n: s.records for n, s in studies.items()}
+    found = hosts.shared_cells(records)
+    keys = sorted({tuple(r[k] for k in hosts.KEY) for _, r in found[found["class"] == hosts.CLASSES[3]].iterrows()})
+    out = []
+    for key in keys:
+        side = spread.between(records, key)
+        out.append({"configuration": [k.item() if hasattr(k, "item") else k for k in key], "studies": side,
+                    "kernels": spread.kernels_agree(side)})
+    return out
 
 
 def build(project: str | Path = PROJECT) -> dict:

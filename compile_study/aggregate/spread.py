@@ -155,15 +155,21 @@ def between(studies: dict[str, pd.DataFrame], key: tuple) -> list[dict]:
 
 def kernels_agree(found: list[dict], limit: float = KERNEL_SAME) -> dict:
     """Whether the studies' profiled top kernels are one set by family, each within `limit` in ms per step, while
-    their exact names differ (Inductor's counters): the kernels' choices and times compared between studies."""
+    their exact names differ (Inductor's counters): the kernels' choices and times compared between studies.
+    `cause` "host" where they are, and the profiled busy time per step and the SM clock agree too: the studies'
+    GPUs did the same work, so their speedups differ by how long the GPU waited for the host; else "open"."""
     tops = [f["top_kernels"] for f in found if f["top_kernels"]]
     families = [set(t) for t in tops]
     same = bool(tops) and all(f == families[0] for f in families)
     ms = {k: [t[k] for t in tops] for k in families[0]} if same else {}
+    busy = [x for f in found for x in f["device_busy_ms"] or []]
+    clocks = [x for f in found for x in f["sm_clock_mhz"] or []]
+    within = same and all(max(v) / min(v) < limit for v in ms.values() if min(v) > 0)
+    work = bool(within and busy and max(busy) / min(busy) < limit and clocks and max(clocks) / min(clocks) < CLOCK_SAME)
     return {"studies": len(tops), "same_families": same,
-            "names_differ": len({tuple(f["names"]) for f in found if f["names"]}) > 1,
-            "within": same and all(max(v) / min(v) < limit for v in ms.values() if min(v) > 0),
-            "widest_ratio": max((max(v) / min(v) for v in ms.values() if min(v) > 0), default=float("nan"))}
+            "names_differ": len({tuple(f["names"]) for f in found if f["names"]}) > 1, "within": within,
+            "widest_ratio": max((max(v) / min(v) for v in ms.values() if min(v) > 0), default=float("nan")),
+            "cause": "host" if work else "open"}
 
 
 def main(argv: list[str] | None = None) -> None:

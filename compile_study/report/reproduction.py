@@ -107,16 +107,15 @@ def rule_text() -> str:
 
 
 def host_words(result: cmp.Comparison) -> str:
-    """The host effect the intervals carry, per class, with its n (aggregate/hosts.py), in a few words."""
-    known = {k: v for k, v in (result.host_effect or {}).items() if numbers.finite(v.get("sd"))}
+    """The host effect the intervals carry (aggregate/hosts.py), with its n, in a few words."""
+    known = [v for v in (result.host_effect or {}).values() if numbers.finite(v.get("sd"))]
     if not known:
         return (f"no host effect is estimated between {result.host_kind or 'these'} hosts (fewer than two stored "
                 "studies of that kind), so the intervals carry none")
-    classes = "; ".join(f"{name} ±{numbers.percent(v['sd_ratio'] - 1, 2)} ({v['configurations']} configurations, "
-                        f"{v['df']} df)" for name, v in known.items())
-    studies = max(v["studies"] for v in known.values())
-    return (f"the host effect between {result.host_kind} hosts, one SD of a speedup by class of configuration, "
-            f"from {studies} stored studies: {classes}")
+    sds = numbers.span([v["sd_ratio"] - 1 for v in known], "percent2")
+    return (f"the host effect between {result.host_kind} hosts (one SD of a speedup, {sds} by class of "
+            f"configuration, from {max(v['studies'] for v in known)} stored studies; each configuration's in the "
+            "table)")
 
 
 def advice(result: cmp.Comparison, names: tuple[str, str]) -> str:
@@ -219,7 +218,9 @@ def markdown(result: cmp.Comparison, names: tuple[str, str]) -> str:
         f"Generated from both studies' run records and data facts by `python -m compile_study compare {stored} {study}` (rule "
         f"`reproduction`); do not edit. Device type: {result.device_type}.",
         "",
-        f"**{headline(result)}.** {advice(result, names)}",
+        f"**{headline(result)}.**",
+        "",
+        advice(result, names),
         "",
         rule_text(),
         "",

@@ -16,10 +16,11 @@ comparable, from each side's per-process speedups (in_process_speedup, the unit 
   ratio    = exp(mean log speedup of the study - mean log speedup of the stored study)
   interval = the 95% t interval of that difference of means, its variance that of both sides' means (Welch) plus
              twice the host effect's (aggregate/hosts.py: each study ran on a host of its own, and hosts of one
-             kind differ by tau in log speedup, estimated per class of configuration from the stored studies);
-             Welch-Satterthwaite degrees of freedom, tau^2 counted as estimated on its class's degrees of freedom.
-             Without an estimate (another device kind, a class no stored studies share) tau is 0: Welch's
-             interval (scipy.stats.ttest_ind's)
+             kind differ by tau in log speedup, estimated from the stored studies per class of configuration,
+             the class from the batch, the mode and how long either side's profiled step outlasted the GPU's
+             work); Welch-Satterthwaite degrees of freedom, tau^2 counted as estimated on its class's degrees of
+             freedom, and never narrower than Welch's interval alone. Without an estimate (another device kind,
+             a class no stored studies share) tau is 0: Welch's interval (scipy.stats.ttest_ind's)
   margin   = the larger of the two cells' A/A bands (core/stats.aa_band: how far one eager-vs-eager process
              strays by chance on that host), and at least MIN_MARGIN; a cell without eager runs leaves the
              other side's band

@@ -122,6 +122,9 @@ def test_no_stored_rerun_differs_where_the_host_effect_explains_it_and_leave_one
     for pair in found["pairs"]:
         assert pair["counts"]["differs"] == 0, pair["verdicts"]
         assert pair["counts"]["judged"] == pair["without_host_effect"]["judged"] == pair["counts"]["shared"]
+    case = next(c for c in found["spread"] if c["configuration"] == ["static", "bf16", 512, "default", "module"])
+    assert case["kernels"]["cause"] == "host" and case["first_loaded"]  # one work per step; each ran its first
+    assert case["compiles_differ"]  # yet cold compiles of one configuration on one host generated 124 or 127
     before = sum(p["without_host_effect"]["differs"] for p in found["pairs"])
     assert before >= 1  # the rule before the host effect called a faithful rerun different
     loo = found["leave_one_out"]

@@ -103,7 +103,7 @@ def _said(row: pd.Series) -> str:
     return f"{row.verdict}: {row.reason}" if isinstance(row.reason, str) else row.verdict
 
 
-def check(studies: dict[str, cmp.Study], kind: str) -> dict:
+def check(studies: dict[str, cmp.Study], kind: str, project: str | Path = PROJECT) -> dict:
     """One kind's estimate, its pairs' verdict counts (with it and without any host effect) and the
     leave-one-study-out check."""
     names = sorted(studies)
@@ -115,25 +115,35 @@ def check(studies: dict[str, cmp.Study], kind: str) -> dict:
                "verdicts": {" ".join(str(r[k]) for k in cmp.KEY): _said(r) for _, r in full[a, b].iterrows()}}
               for a, b in among]
     return {"studies": names, "classes": effect, "pairs": judged, "leave_one_out": leave_one_out(studies, kind, full),
-            "spread": launched(studies)}
+            "spread": launched(studies, project)}
 
 
-def launched(studies: dict[str, cmp.Study]) -> list[dict]:
-    """The shared configurations of the class the host moves most (compiled, kernels launched from the host, at
-    a large batch), each laid side by side across the studies (aggregate/spread.py between) with whether their
-    profiled top kernels agree."""
+def launched(studies: dict[str, cmp.Study], project: str | Path = PROJECT) -> list[dict]:
+    """The shared configurations of the class the host moves most (compiled, waiting on the host, at a large
+    batch), each laid side by side across the studies (aggregate/spread.py between), with each study's cold
+    compiles' generated kernels (the first's cache is the one every timed process starts from) and whether the
+    studies' profiled top kernels agree."""
+    from compile_study.core import compile_record
+    from compile_study.core.layout import Layout
+
     records = {n: s.records for n, s in studies.items()}
     found = hosts.shared_cells(records)
     keys = sorted({tuple(r[k] for k in hosts.KEY) for _, r in found[found["class"] == hosts.CLASSES[3]].iterrows()})
+    compiles = {n: compile_record.table(Layout(str(Path(project) / n)).stored_compiles()) for n in studies}
     out = []
     for key in keys:
-        side = spread.between(records, key)
+        side = [f | {"cold_compiles": spread.cold_compiles(compiles[f["study"]], key)}
+                for f in spread.between(records, key)]
+        firsts = [f["cold_compiles"][0] for f in side if f["cold_compiles"]]
         out.append({"configuration": [k.item() if hasattr(k, "item") else k for k in key], "studies": side,
-                    "kernels": spread.kernels_agree(side)})
+                    "kernels": spread.kernels_agree(side),
+                    "compiles_differ": any(len(set(f["cold_compiles"])) > 1 for f in side),
+                    "first_loaded": len(firsts) == len(side) and all(
+                        f["generated_kernels"] == [f["cold_compiles"][0]] * 2 for f in side)})
     return out
 
 
 def build(project: str | Path = PROJECT) -> dict:
     """Every device kind's check (the kinds with two or more stored studies): what host-effect.json holds."""
     return {"method": hosts.METHOD, "large_batch": hosts.LARGE_BATCH,
-            "kinds": {kind: check(found, kind) for kind, found in stored(project).items() if len(found) >= 2}}
+            "kinds": {kind: check(found, kind, project) for kind, found in stored(project).items() if len(found) >= 2}}

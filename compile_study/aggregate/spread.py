@@ -153,6 +153,13 @@ def between(studies: dict[str, pd.DataFrame], key: tuple) -> list[dict]:
     return out
 
 
+def cold_compiles(compiles: pd.DataFrame, key: tuple) -> list[float]:
+    """The kernels Inductor generated in each of a configuration's cold compiles (compile_record.table), by index:
+    how far its choices differ between cold compiles of one configuration on one host."""
+    mine = compiles[(compiles[list(KEY)].apply(tuple, axis=1) == tuple(key)) & (compiles.status == "ok")]
+    return [float(k) for k in mine.sort_values("index").generated_kernels]
+
+
 def kernels_agree(found: list[dict], limit: float = KERNEL_SAME) -> dict:
     """Whether the studies' profiled top kernels are one set by family, each within `limit` in ms per step, while
     their exact names differ (Inductor's counters): the kernels' choices and times compared between studies.

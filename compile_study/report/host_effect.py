@@ -66,6 +66,9 @@ def spread_words(found: dict) -> list[str]:
         regime, precision, batch, mode, scope = case["configuration"]
         by_study = "; ".join(f"`{side['study']}` {numbers.span(side['speedup'])}, "
                              f"{numbers.span(side['at_floor'], 'percent2')}" for side in s)
+        compiled = "; ".join(f"{', '.join(numbers.count(k) for k in side['cold_compiles'])} "
+                             f"({numbers.span(side['generated_kernels'], 'count')} in its timed processes)"
+                             for side in s if side.get("cold_compiles"))
         same = (f"the same by family, each within {numbers.percent(k['widest_ratio'] - 1, 2)} in ms per step"
                 + (" (the names' trailing numbers differ: Inductor's counters)" if k["names_differ"] else "")
                 if k["same_families"] else "different by family")
@@ -76,9 +79,14 @@ def spread_words(found: dict) -> list[str]:
                    f"{len(s)} studies: the GPU's busy time per profiled step {numbers.span(_all(s, 'device_busy_ms'), 'ms')} ms "
                    f"({numbers.span(_all(s, 'kernels_per_step'), 'count')} kernels a step), the SM clock "
                    f"{numbers.span(_all(s, 'sm_clock_mhz'), 'count')} MHz, the profiled top kernels {same}, "
-                   f"{numbers.span(_all(s, 'generated_kernels'), 'count')} kernels generated; per study, the "
-                   f"speedups of its processes and the share of their steps within 5% of their fastest: {by_study}. "
-                   + cause)
+                   f"{numbers.span(_all(s, 'generated_kernels'), 'count')} kernels generated"
+                   + (f" (each study's cold compiles, by index: {compiled}"
+                      + (": what Inductor generates differs between cold compiles of one configuration on one host"
+                         if case["compiles_differ"] else "")
+                      + ("; every timed process ran its study's first" if case["first_loaded"] else "") + ")"
+                      if compiled else "")
+                   + f"; per study, the speedups of its processes and the share of their steps within 5% of their "
+                   f"fastest: {by_study}. " + cause)
     return out
 
 

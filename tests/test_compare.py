@@ -177,6 +177,9 @@ def test_the_rule_by_case():
     assert (two.verdict, two.reason) == ("inconclusive", "n < 3") and math.isnan(two.low)
     assert two.ratio == pytest.approx(np.sqrt(1.5 * 1.6) / np.exp(np.mean(np.log(same))))  # still shown
     assert cmp.judge(same, [], 1.05).reason == "n < 3" and math.isnan(cmp.judge(same, [], 1.05).ratio)
+    short = cmp.judge([1.5, 1.6], [3.0, 3.1, 3.2], 1.05)  # a stored cell of two processes carries no verdict
+    assert (short.verdict, short.reason) == ("inconclusive", "the stored cell is too uncertain (n < 3)")
+    assert cmp.counts(pd.DataFrame({"verdict": [short.verdict], "reason": [short.reason]}))["judged"] == 0
     assert cmp.judge(same, same, math.nan).reason == "no A/A control"
     faster = cmp.judge(same, [2.0, 2.05, 2.1], 1.05)
     assert faster.verdict == "differs (faster)" and faster.low > 1 and faster.ratio == pytest.approx(1.33, abs=0.01)
@@ -230,7 +233,8 @@ def test_the_stored_study_against_itself_is_reproduced_wherever_the_rule_can_say
     few = (t.stored_n < cmp.MIN_N)
     no_band = ~few & t.margin.isna()
     wide = ~few & ~no_band & (t.ratio_high > np.maximum(cmp.TOLERANCE, t.margin))
-    assert list(t.reason[few].unique()) == ["n < 3"] and (t.reason[no_band] == "no A/A control").all()
+    assert list(t.reason[few].unique()) == ["the stored cell is too uncertain (n < 3)"]
+    assert (t.reason[no_band] == "no A/A control").all()
     assert (t.verdict[~few & ~no_band & ~wide] == "reproduced").all()
     # a configuration whose own interval reaches past +-30% cannot rule out a 1.3x shift, even against itself
     uncertain = wide & (np.maximum(t.stored_high / t.stored_speedup, t.stored_speedup / t.stored_low)

@@ -119,3 +119,11 @@ def test_the_paper_says_what_the_spread_is_with_its_evidence(stored):
 def test_the_stored_reference_paper_carries_the_explanation():
     paper = (GPU_REFERENCE / "paper.md").read_text()
     assert "the default mode's speedup spread" in paper and "waited for the host to launch" in paper
+
+
+@pytest.mark.unit
+def test_the_command_sets_a_configurations_processes_side_by_side_study_by_study(capsys):
+    spread.main([str(GPU_REFERENCE), "--configuration", "static", "bf16", "512", "default", "module"])
+    out = capsys.readouterr().out
+    assert out.startswith(f"{GPU_REFERENCE}: static bf16 512 default module, 3 processes")
+    assert "floor_ms  median_ms  at_floor" in out and out.count("top kernel") == 5

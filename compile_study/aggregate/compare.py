@@ -26,7 +26,8 @@ comparable, from each side's per-process speedups (in_process_speedup, the unit 
              other side's band
 
 Verdict, in this order:
-  inconclusive (n < 3)              either side has fewer than 3 successful processes
+  inconclusive (the stored cell is too uncertain (n < 3))   the stored side has fewer than 3 successful processes
+  inconclusive (n < 3)              this study has fewer than 3
   inconclusive (no A/A control)     neither side has an A/A band for the cell
   differs (faster / slower)         the interval excludes 1 and the ratio lies beyond the margin (the study's
                                     speedup is larger / smaller than the stored one's): beyond what the two
@@ -141,6 +142,8 @@ def judge(stored_speedups, study_speedups, margin: float, host_sd: float = 0.0,
     a, b = _logs(stored_speedups), _logs(study_speedups)
     n = min(len(a), len(b))
     ratio = float(np.exp(b.mean() - a.mean())) if n else float("nan")
+    if len(a) < MIN_N:  # the yardstick's cell cannot carry a verdict, whatever this study measured
+        return Judgement(ratio, np.nan, np.nan, margin, "inconclusive", f"{STORED_UNCERTAIN} (n < {MIN_N})", host_sd)
     if n < MIN_N:
         return Judgement(ratio, np.nan, np.nan, margin, *decide(n, ratio, np.nan, np.nan, margin), host_sd)
     low, high = (float(np.exp(x)) for x in hosts.interval(a, b, host_sd, host_df))

@@ -119,9 +119,19 @@ def _contrast(records: pd.DataFrame, key: tuple) -> dict | None:
     return None
 
 
+# what processes() reads of record.table's columns
+READ = ("repeat", "status", "in_process_speedup", "step_times_ms", "reference_step_times_ms", "host_gpu_sm_clock_mhz",
+        "host_gpu_memory_clock_mhz", "host_gpu_temperature_c", "host_gpu_power_w", "host_gpu_utilization",
+        "host_gpu_other_sm_util", "inductor_cache", "generated_kernels", "profile_device_busy_ms_per_step",
+        "profile_kernels_per_step", "profile_top_kernels")
+
+
 def paper_case(records: pd.DataFrame) -> dict | None:
     """The case the paper explains: the default mode (module scope, static shapes) at the largest batch that has
-    MIN_N processes with the GPU's state recorded, the precision whose speedups spread widest; None without."""
+    MIN_N processes with the GPU's state recorded, the precision whose speedups spread widest; None without (or
+    where the records lack what processes() reads)."""
+    if not set(READ) <= set(records.columns):
+        return None
     ok = records[(records.status == "ok") & (records.shape_regime == "static") & (records.compile_mode == "default")
                  & (records.compile_scope == "module") & pd.to_numeric(records.host_gpu_sm_clock_mhz,
                                                                         errors="coerce").notna()]

@@ -3,8 +3,8 @@ configuration, estimated from stored studies made on different hosts of that kin
 
     from compile_study.aggregate import hosts
     effect = hosts.estimate({"reference/a": records_a, "reference/b": records_b, ...})   # one device kind
-    effect.loc["large batch, waits on the host", "sd"]        # the host effect's SD, log units, with df, n and method
-    hosts.effect_for(hosts.load(), "NVIDIA H200")      # what aggregate/compare.py adds to a verdict's interval
+    effect.loc["large batch, waits on the host", "sd"]  # the host effect (SD, log units), with df, n and method
+    hosts.effect_for(hosts.load(), "NVIDIA H200")       # what aggregate/compare.py adds to a verdict's interval
 
 Two H200 hosts of one kind gave eager at batch 256 11.05 and 7.90 ms; a speedup over a step the host's CPU
 sets moves with that CPU, and a study's processes all share one host. So a study's mean log speedup of a
@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from compile_study.core import vocab
+from compile_study.core import digits, vocab
 from compile_study.core.intervals import LEVEL, MIN_N
 from compile_study.core.io import write_text_atomic
 from compile_study.core.layout import host_effect_path
@@ -149,7 +149,8 @@ def per_configuration(found: pd.DataFrame) -> pd.DataFrame:
 def estimate(studies: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """The host effect per class (index CLASSES) from studies of one device kind (name -> run records): `sd`
     (tau, log units; 0 where the pooled excess is negative, NaN where no configuration of the class is shared)
-    and `sd_ratio` (exp(sd): one SD as a factor on a speedup), `df`, `configurations`, `cells` (study x configuration), `studies`, `processes` and `method`."""
+    and `sd_ratio` (exp(sd): one SD as a factor on a speedup), `df`, `configurations`, `cells` (study x
+    configuration), `studies`, `processes` and `method`."""
     found = shared_cells(studies)
     per = per_configuration(found) if len(found) else pd.DataFrame(columns=["class"])
     rows = {}
@@ -173,7 +174,8 @@ def effect_dict(effect: pd.DataFrame) -> dict[str, dict]:
 
 
 def load(path: str | Path | None = None) -> dict:
-    """The stored estimate (reference/host-effect.json, written by aggregate/reruns.py); {} where there is none."""
+    """The stored estimate (reference/host-effect.json: `python -m compile_study host-effect`, from
+    aggregate/reruns.py build); {} where there is none."""
     p = Path(path) if path is not None else host_effect_path()
     return json.loads(p.read_text()) if p.is_file() else {}
 
@@ -197,8 +199,6 @@ def sd_of(effect: dict[str, dict], batch_size: int, compile_mode: str, compile_s
 
 def write(stored: dict, path: str | Path | None = None) -> Path:
     """The estimate (and what reruns.py adds to it) as JSON, every float with digits.SIGNIFICANT digits."""
-    from compile_study.core import digits
-
     p = Path(path) if path is not None else host_effect_path()
     write_text_atomic(p, digits.dumps(stored, indent=1) + "\n")
     return p

@@ -25,14 +25,12 @@ from pathlib import Path
 import pandas as pd
 
 from compile_study.aggregate import compare as cmp
-from compile_study.aggregate import hosts, spread
-from compile_study.core.layout import PROJECT, is_stored_study
+from compile_study.aggregate import hosts, measured, spread
+from compile_study.core import compile_record, record
+from compile_study.core.layout import PROJECT, Layout, is_stored_study
 
 
 def _model(directory: Path) -> dict:
-    from compile_study.core import record
-    from compile_study.core.layout import Layout
-
     model = record.read(Layout(str(directory)).stored_records()[0])["config"]["model"]
     return {k: v for k, v in model.items() if k not in ("vocab_size", "n_classes")}
 
@@ -54,8 +52,6 @@ def stored(project: str | Path = PROJECT) -> dict[str, dict[str, cmp.Study]]:
 
 
 def _same_data(found: dict[str, cmp.Study]) -> dict[str, cmp.Study]:
-    from compile_study.aggregate import measured
-
     first = max(found, key=lambda n: (len(found[n].records), n))
     return {n: s for n, s in found.items()
             if not measured.data_table(found[first].facts, s.facts).differs.any()}
@@ -123,9 +119,6 @@ def launched(studies: dict[str, cmp.Study], project: str | Path = PROJECT) -> li
     batch), each laid side by side across the studies (aggregate/spread.py between), with each study's cold
     compiles' generated kernels (the first's cache is the one every timed process starts from) and whether the
     studies' profiled top kernels agree."""
-    from compile_study.core import compile_record
-    from compile_study.core.layout import Layout
-
     records = {n: s.records for n, s in studies.items()}
     found = hosts.shared_cells(records)
     keys = sorted({tuple(r[k] for k in hosts.KEY) for _, r in found[found["class"] == hosts.CLASSES[3]].iterrows()})

@@ -14,7 +14,7 @@ import argparse
 import re
 from pathlib import Path
 
-from compile_study.aggregate import hosts, reruns
+from compile_study.aggregate import hosts, reruns, spread
 from compile_study.core.io import write_text_atomic
 from compile_study.core.layout import HOST_EFFECT, PROJECT, host_effect_path
 from compile_study.report import numbers
@@ -39,7 +39,8 @@ def class_lines(kind: str, found: dict) -> list[str]:
 def pair_lines(found: dict) -> list[str]:
     lines = ["| stored | study | with the host effect | without it (the rule before) |", "|---|---|---|---|"]
     for p in found["pairs"]:
-        lines.append(f"| `{p['stored']}` | `{p['study']}` | {_counts(p['counts'])} | {_counts(p['without_host_effect'])} |")
+        lines.append(f"| `{p['stored']}` | `{p['study']}` | {_counts(p['counts'])} "
+                     f"| {_counts(p['without_host_effect'])} |")
     return lines
 
 
@@ -58,35 +59,46 @@ def _all(sides: list[dict], key: str) -> list[float]:
     return [x for side in sides for x in side[key] or []]
 
 
+def _kernels(k: dict) -> str:
+    """How the studies' profiled top kernels compare (spread.kernels_agree)."""
+    if not k["same_families"]:
+        return "different by family"
+    names = " (the names' trailing numbers differ: Inductor's counters)" if k["names_differ"] else ""
+    return f"the same by family, each within {numbers.percent(k['widest_ratio'] - 1, 2)} in ms per step{names}"
+
+
+def _compiles(case: dict) -> str:
+    """Each study's cold compiles' generated kernels beside its timed processes', and what that shows."""
+    sides = [s for s in case["studies"] if s.get("cold_compiles")]
+    if not sides:
+        return ""
+    each = "; ".join(f"{', '.join(numbers.count(k) for k in s['cold_compiles'])} "
+                     f"({numbers.span(s['generated_kernels'], 'count')} in its timed processes)" for s in sides)
+    differ = (": what Inductor generates differs between cold compiles of one configuration on one host"
+              if case["compiles_differ"] else "")
+    first = "; every timed process ran its study's first" if case["first_loaded"] else ""
+    return f" (each study's cold compiles, by index: {each}{differ}{first})"
+
+
 def spread_words(found: dict) -> list[str]:
-    """Per configuration of the launched class: what differs between the studies and what does not."""
+    """Per configuration of the class that waits on the host: what differs between the studies and what not."""
     out = []
     for case in found.get("spread") or []:
-        s, k = case["studies"], case["kernels"]
+        s = case["studies"]
         regime, precision, batch, mode, scope = case["configuration"]
+        name = f"{regime} {precision} bs{batch} `{mode}`" + ("" if scope == "module" else f" ({scope})")
         by_study = "; ".join(f"`{side['study']}` {numbers.span(side['speedup'])}, "
                              f"{numbers.span(side['at_floor'], 'percent2')}" for side in s)
-        compiled = "; ".join(f"{', '.join(numbers.count(k) for k in side['cold_compiles'])} "
-                             f"({numbers.span(side['generated_kernels'], 'count')} in its timed processes)"
-                             for side in s if side.get("cold_compiles"))
-        same = (f"the same by family, each within {numbers.percent(k['widest_ratio'] - 1, 2)} in ms per step"
-                + (" (the names' trailing numbers differ: Inductor's counters)" if k["names_differ"] else "")
-                if k["same_families"] else "different by family")
-        cause = ("The studies differ in how long the GPU waited for the host, not in its work "
-                 "(`compile_study/aggregate/spread.py`)." if k["cause"] == "host" else
-                 "The records do not settle why they differ (`compile_study/aggregate/spread.py`).")
-        out.append(f"{regime} {precision} bs{batch} `{mode}`{'' if scope == 'module' else f' ({scope})'} across the "
-                   f"{len(s)} studies: the GPU's busy time per profiled step {numbers.span(_all(s, 'device_busy_ms'), 'ms')} ms "
-                   f"({numbers.span(_all(s, 'kernels_per_step'), 'count')} kernels a step), the SM clock "
-                   f"{numbers.span(_all(s, 'sm_clock_mhz'), 'count')} MHz, the profiled top kernels {same}, "
-                   f"{numbers.span(_all(s, 'generated_kernels'), 'count')} kernels generated"
-                   + (f" (each study's cold compiles, by index: {compiled}"
-                      + (": what Inductor generates differs between cold compiles of one configuration on one host"
-                         if case["compiles_differ"] else "")
-                      + ("; every timed process ran its study's first" if case["first_loaded"] else "") + ")"
-                      if compiled else "")
-                   + f"; per study, the speedups of its processes and the share of their steps within 5% of their "
-                   f"fastest: {by_study}. " + cause)
+        cause = ("The studies differ in how long the GPU waited for the host, not in its work"
+                 if case["kernels"]["cause"] == "host" else "The records do not settle why they differ")
+        out.append(
+            f"{name} across the {len(s)} studies: the GPU's busy time per profiled step "
+            f"{numbers.span(_all(s, 'device_busy_ms'), 'ms')} ms ({numbers.span(_all(s, 'kernels_per_step'), 'count')} "
+            f"kernels a step), the SM clock {numbers.span(_all(s, 'sm_clock_mhz'), 'count')} MHz, the profiled top "
+            f"kernels {_kernels(case['kernels'])}, {numbers.span(_all(s, 'generated_kernels'), 'count')} kernels "
+            f"generated{_compiles(case)}; per study, the speedups of its processes and the share of their steps "
+            f"within {numbers.percent(spread.FLOOR_BAND - 1, 1)} of their fastest: {by_study}. {cause} "
+            "(`compile_study/aggregate/spread.py`).")
     return out
 
 

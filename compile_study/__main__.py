@@ -8,6 +8,8 @@
     python -m compile_study rebuild reference/<name>
     python -m compile_study readme README.md reference/<name>
     python -m compile_study compare reference/<name> results/cuda    # did results/cuda reproduce reference/<name>?
+    python -m compile_study host-effect --readme README.md          # how much hosts differ (reference/host-effect.json)
+    python -m compile_study spread reference/<a> reference/<b> --configuration static bf16 512 default module
     python -m compile_study model config.yaml configs/hf-bert.yaml   # check the configured model, print its facts
     python -m compile_study compare-models reference/<plugged> reference/<built-in>
 """
@@ -26,6 +28,8 @@ COMMANDS = {  # command -> (module, what it does)
     "rebuild": ("report.rebuild", "remake a stored study's summary, figures and paper"),
     "readme": ("report.readme", "regenerate the results block of the project's README"),
     "compare": ("report.reproduction", "a study against a stored one: did it reproduce? (reproduction.md)"),
+    "host-effect": ("report.host_effect", "how much hosts of one kind differ, from the stored studies (host-effect.json)"),
+    "spread": ("aggregate.spread", "why a configuration's speedup spreads: its processes side by side, study by study"),
     "model": ("core.plug_check", "check the configured model (built-in or plugged) and print its facts"),
     "compare-models": ("aggregate.models", "a plugged model's speedups against the built-in model's, same cells"),
 }

@@ -236,7 +236,8 @@ def test_tiny_study_end_to_end(tmp_path):
     res = snakemake(*profile, target, "--config", f"yardstick={{cpu: {tmp_path / 'stored'}}}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     table = pd.read_csv(tmp_path / target)
-    assert len(table) == 2 and set(table.reason) == {"n < 3"}  # one process each: no verdict
+    # one process each: the stored cell carries no verdict
+    assert len(table) == 2 and set(table.reason) == {"the stored cell is too uncertain (n < 3)"}
     assert "0 of 2 shared configurations reproduced, 0 differ, 2 inconclusive" in (root / "reproduction.md").read_text()
 
 

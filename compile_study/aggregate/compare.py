@@ -14,21 +14,35 @@ gives the verdicts on different data anyway, each marked so. Per configuration p
 comparable, from each side's per-process speedups (in_process_speedup, the unit the study's intervals are made of):
 
   ratio    = exp(mean log speedup of the study - mean log speedup of the stored study)
-  interval = the 95% Welch t interval of that difference of means (scipy.stats.ttest_ind, unequal variances)
+  interval = the 95% t interval of that difference of means, its variance that of both sides' means (Welch) plus
+             twice the host effect's (aggregate/hosts.py: each study ran on a host of its own, and hosts of one
+             kind differ by tau in log speedup, estimated from the stored studies per class of configuration,
+             the class from the batch, the mode and how long either side's profiled step outlasted the GPU's
+             work); Welch-Satterthwaite degrees of freedom, tau^2 counted as estimated on its class's degrees of
+             freedom, and never narrower than Welch's interval alone. Without an estimate (another device kind,
+             a class no stored studies share) tau is 0: Welch's interval (scipy.stats.ttest_ind's)
   margin   = the larger of the two cells' A/A bands (core/stats.aa_band: how far one eager-vs-eager process
              strays by chance on that host), and at least MIN_MARGIN; a cell without eager runs leaves the
              other side's band
 
 Verdict, in this order:
-  inconclusive (n < 3)              either side has fewer than 3 successful processes
+  inconclusive (the stored cell is too uncertain (n < 3))   the stored side has fewer than 3 successful processes
+  inconclusive (n < 3)              this study has fewer than 3
   inconclusive (no A/A control)     neither side has an A/A band for the cell
   differs (faster / slower)         the interval excludes 1 and the ratio lies beyond the margin (the study's
-                                    speedup is larger / smaller than the stored one's)
+                                    speedup is larger / smaller than the stored one's): beyond what the two
+                                    hosts and both sides' processes explain
   reproduced                        the interval lies within [1/T, T], T = max(1.3, margin): a shift of 1.3x
                                     (the shift the rule must detect) or more is ruled out
-  inconclusive (interval too wide)  otherwise
-tests/test_compare.py simulates pairs of studies: on pairs drawn from one distribution the rule says "differs"
-in at most 5% of them, and it calls a real 1.3x shift "differs" in at least 80% at n = 3 per side.
+  inconclusive, otherwise, saying why:
+    the stored cell is too uncertain   the stored cell's own 95% t interval reaches past [1/T, T] about its
+                                       point: no rerun could show it reproduced, and only a large shift differs
+    hosts differ too much here         the host effect is the largest part of the interval's variance: one rerun
+                                       on another host cannot tell a 1.3x shift from the host
+    interval too wide                  the two sides' processes scatter too much: rerun with more repeats
+tests/test_compare.py simulates pairs of studies, each study on a host of its own drawn with the class's
+estimated host effect: on pairs drawn from one distribution the rule says "differs" in at most 5% of them, and
+where the host effect is small it calls a real 1.3x shift "differs" in at least 80% at n = 3 per side.
 
 Absolute step times depend on the host (its CPU above all where the step is launch-bound); the report gives
 their ratio beside both hosts' GPU and CPU models, and judges speedups only.
@@ -36,7 +50,6 @@ their ratio beside both hosts' GPU and CPU models, and judges speedups only.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,12 +57,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from compile_study.aggregate import measured, summary
+from compile_study.aggregate import hosts, measured, summary
 from compile_study.core import record, stats
 from compile_study.core.data import read_facts
 from compile_study.core.layout import Layout, is_stored_study
 
-LEVEL = 0.95  # of the Welch interval on the difference of mean log speedups
+LEVEL = 0.95  # of the interval on the difference of mean log speedups (aggregate/hosts.py interval)
 MIN_N = 3  # processes per side below which there is no verdict (as in core/stats.verdict)
 TOLERANCE = 1.3  # "reproduced" must rule out a shift this large (the shift the rule must detect at n = 3)
 # The smallest margin: a quiet host's A/A band can be under 0.1% (eager at batch 512 on one H200), while two
@@ -62,28 +75,25 @@ VERSION_KEYS = ("device_name", "cpu_model", "cpu_cores", "torch", "triton", "cud
                 "git_commit", "git_dirty")
 
 
+# why a verdict is inconclusive, where the rule could have said "differs" (counts' `judged`): which part of the
+# interval's variance kept it from ruling a 1.3x shift in or out
+STORED_UNCERTAIN = "the stored cell is too uncertain"
+HOST_UNCERTAIN = "hosts differ too much here"
+TOO_WIDE = "interval too wide"
+JUDGED_REASONS = (STORED_UNCERTAIN, HOST_UNCERTAIN, TOO_WIDE)
+
+
 @dataclass(frozen=True)
 class Judgement:
     """One configuration: the study's speedup over the stored one's, its interval, the margin and the verdict."""
 
     ratio: float  # geometric mean speedup of the study / that of the stored study
-    low: float  # 95% Welch interval of the ratio (NaN under MIN_N processes on either side)
+    low: float  # 95% interval of the ratio, the host effect included (NaN under MIN_N processes on either side)
     high: float
     margin: float  # the larger A/A band of the two cells (>= 1; NaN without any)
     verdict: str  # reproduced, differs (faster), differs (slower), inconclusive
-    reason: str | None = None  # why inconclusive: n < 3, no A/A control, interval too wide
-
-
-def welch_interval(stored_logs, study_logs, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
-    """The Welch t interval of mean(study_logs) - mean(stored_logs) over the last axis (one pair, or many pairs
-    at once as [pairs, processes]); where neither side varies, the difference itself."""
-    a, b = np.asarray(stored_logs, float), np.asarray(study_logs, float)
-    diff = b.mean(axis=-1) - a.mean(axis=-1)
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)  # a constant side: NaN here, replaced below
-        ci = sps.ttest_ind(b, a, axis=-1, equal_var=False).confidence_interval(level)
-    constant = (a.var(axis=-1) == 0) & (b.var(axis=-1) == 0)
-    return np.where(constant, diff, ci.low), np.where(constant, diff, ci.high)
+    reason: str | None = None  # why inconclusive: n < 3, no A/A control, or one of JUDGED_REASONS
+    host_sd: float = 0.0  # the host effect (tau, log units) the interval carries
 
 
 def margin_of(*bands: tuple[float, float]) -> float:
@@ -93,8 +103,21 @@ def margin_of(*bands: tuple[float, float]) -> float:
     return max(*halves, MIN_MARGIN) if halves else float("nan")
 
 
-def decide(n: int, ratio: float, low: float, high: float, margin: float) -> tuple[str, str | None]:
-    """(verdict, reason) from the fewer processes of the two sides, the ratio, its interval and the margin."""
+def uncertainty(stored_logs, study_logs, host_sd=0.0, margin: float = 1.0, level: float = LEVEL) -> str:
+    """Which part keeps an interval from a verdict (JUDGED_REASONS): the stored cell where its own t interval
+    reaches past [1/T, T] about its point (T = max(TOLERANCE, margin): then no rerun could show it reproduced),
+    else the host effect where it is the largest part of the variance, else the two sides' processes."""
+    a = np.asarray(stored_logs, float)
+    va, vb, h = hosts.parts(a, study_logs, host_sd)
+    if hosts.t_quantile(1 - (1 - level) / 2, len(a) - 1) * np.sqrt(va) > np.log(max(TOLERANCE, margin)):
+        return STORED_UNCERTAIN
+    return HOST_UNCERTAIN if h > max(va, vb) else TOO_WIDE
+
+
+def decide(n: int, ratio: float, low: float, high: float, margin: float,
+           why: str = TOO_WIDE) -> tuple[str, str | None]:
+    """(verdict, reason) from the fewer processes of the two sides, the ratio, its interval, the margin and,
+    should the interval rule nothing out, why (`uncertainty`)."""
     if n < MIN_N:
         return "inconclusive", f"n < {MIN_N}"
     if not np.isfinite(margin):
@@ -104,7 +127,7 @@ def decide(n: int, ratio: float, low: float, high: float, margin: float) -> tupl
     tolerance = max(TOLERANCE, margin)
     if 1 / tolerance <= low and high <= tolerance:
         return "reproduced", None
-    return "inconclusive", "interval too wide"
+    return "inconclusive", why
 
 
 def _logs(speedups) -> np.ndarray:
@@ -112,13 +135,20 @@ def _logs(speedups) -> np.ndarray:
     return np.log(v[np.isfinite(v) & (v > 0)])
 
 
-def judge(stored_speedups, study_speedups, margin: float) -> Judgement:
-    """The verdict on one configuration from each side's per-process speedups (the rule in the module docstring)."""
+def judge(stored_speedups, study_speedups, margin: float, host_sd: float = 0.0,
+          host_df: float = np.inf) -> Judgement:
+    """The verdict on one configuration from each side's per-process speedups, the A/A margin and the host
+    effect (tau, log units, estimated on host_df degrees of freedom) of its class (the module docstring's rule)."""
     a, b = _logs(stored_speedups), _logs(study_speedups)
     n = min(len(a), len(b))
     ratio = float(np.exp(b.mean() - a.mean())) if n else float("nan")
-    low, high = (float(np.exp(x)) for x in welch_interval(a, b)) if n >= MIN_N else (np.nan, np.nan)
-    return Judgement(ratio, low, high, margin, *decide(n, ratio, low, high, margin))
+    if len(a) < MIN_N:  # the yardstick's cell cannot carry a verdict, whatever this study measured
+        return Judgement(ratio, np.nan, np.nan, margin, "inconclusive", f"{STORED_UNCERTAIN} (n < {MIN_N})", host_sd)
+    if n < MIN_N:
+        return Judgement(ratio, np.nan, np.nan, margin, *decide(n, ratio, np.nan, np.nan, margin), host_sd)
+    low, high = (float(np.exp(x)) for x in hosts.interval(a, b, host_sd, host_df))
+    return Judgement(ratio, low, high, margin,
+                     *decide(n, ratio, low, high, margin, uncertainty(a, b, host_sd, margin)), host_sd)
 
 
 def _distinct(values) -> str:
@@ -127,14 +157,16 @@ def _distinct(values) -> str:
 
 
 def configurations(records: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration: speedup interval, method, n and A/A band (core/stats), median step time, the host, and
-    the successful processes' speedups (what the verdict is computed from)."""
+    """Per configuration: speedup interval, method, n and A/A band (core/stats), median step time, the host, the
+    successful processes' speedups (what the verdict is computed from) and how far its profiled process's step
+    outlasted the GPU's work (`idle`: aggregate/hosts.py idle_of)."""
     table = stats.speedup_table(records, summary.CONFIG, summary.CELL)
     ok = records[records.status == "ok"].groupby(summary.CONFIG)
+    idle = hosts.idle_of(records).rename("idle")  # which class of host effect (hosts.class_of)
     extra = pd.DataFrame({"step_ms": ok.steady_step_ms.median(),
                           "speedups": ok.in_process_speedup.agg(list),
                           **{k: ok[k].agg(_distinct) for k in HOST_KEYS}}).reset_index()
-    return table.merge(extra, on=summary.CONFIG, how="left")
+    return table.merge(extra, on=summary.CONFIG, how="left").join(idle, on=list(KEY))
 
 
 SIDE_COLUMNS = {"speedup": "speedup", "speedup_low": "low", "speedup_high": "high", "speedup_method": "method",
@@ -149,17 +181,23 @@ def _not_comparable(data: list[str], protocol: list[str], allow_different_data: 
     return "; ".join(parts) or None
 
 
-def _row(key: tuple, a: pd.Series, b: pd.Series, data: list[str], allow_different_data: bool) -> dict:
-    j = judge(a.speedups if isinstance(a.speedups, list) else [], b.speedups if isinstance(b.speedups, list) else [],
-              margin_of((a.aa_band_low, a.aa_band_high), (b.aa_band_low, b.aa_band_high)))
+def _row(key: tuple, a: pd.Series, b: pd.Series, data: list[str], allow_different_data: bool,
+         effect: dict[str, dict]) -> dict:
     row = dict(zip(KEY, key))
+    idle = max((x for x in (a.idle, b.idle) if x == x), default=None)  # either side's profiled process
+    host_class, host_sd, host_df = hosts.sd_of(effect, row["batch_size"], row["compile_mode"], row["compile_scope"],
+                                               idle)
+    j = judge(a.speedups if isinstance(a.speedups, list) else [], b.speedups if isinstance(b.speedups, list) else [],
+              margin_of((a.aa_band_low, a.aa_band_high), (b.aa_band_low, b.aa_band_high)), host_sd, host_df)
     for side, s in (("stored", a), ("study", b)):
         row |= {f"{side}_{new}": s[old] for old, new in SIDE_COLUMNS.items()}
     protocol = measured.protocol_differences(a, b)
     why = _not_comparable(data, measured.protocol_words(a, b, protocol), allow_different_data)
     verdict, reason = ("not comparable", why) if why else (j.verdict, j.reason)
     return row | {"ratio": j.ratio, "ratio_low": j.low, "ratio_high": j.high, "margin": j.margin,
-                  "verdict": verdict, "reason": reason, "different_data_allowed": bool(data) and not why,
+                  "host_class": host_class, "host_sd": host_sd, "host_sd_ratio": float(np.exp(host_sd)),
+                  "host_df": host_df, "verdict": verdict, "reason": reason,
+                  "different_data_allowed": bool(data) and not why,
                   "protocol_differs": ", ".join(measured.PROTOCOL[k] for k in protocol) or None,
                   "step_ratio": b.step_ms / a.step_ms}
 
@@ -181,6 +219,8 @@ class Comparison:
     device_type: str
     data: pd.DataFrame  # what each side trained on (aggregate/measured.py data_table): stored, study, differs
     allow_different_data: bool = False  # verdicts given where the data differ, each marked so
+    host_kind: str | None = None  # the hosts' kind (both sides' GPU) whose host effect the verdicts carry
+    host_effect: dict | None = None  # that kind's estimate per class (aggregate/hosts.py); {} where none
 
     def counts(self) -> dict[str, int]:
         return counts(self.table)
@@ -195,11 +235,11 @@ def counts(table: pd.DataFrame) -> dict[str, int]:
     """Shared configurations and how many of them are reproduced, differ, inconclusive, not comparable (from a
     comparison's table, or reproduction.csv read back: what a headline or a sentence of the paper quotes);
     `judged`: those where the rule could have said "differs" (every verdict but inconclusive for n < 3 or for
-    want of an A/A control, and not comparable)."""
+    want of an A/A control, and not comparable: an inconclusive one for one of JUDGED_REASONS)."""
     v = table.verdict.astype(str) if len(table) else pd.Series(dtype=str)
     reason = table.reason.astype(str) if len(table) and "reason" in table else pd.Series("", index=v.index)
     reproduced, differs, inconclusive = v == "reproduced", v.str.startswith("differs"), v == "inconclusive"
-    too_wide = inconclusive & (reason == "interval too wide")
+    too_wide = inconclusive & reason.isin(JUDGED_REASONS)
     return {"shared": len(table), "reproduced": int(reproduced.sum()), "differs": int(differs.sum()),
             "inconclusive": int(inconclusive.sum()), "not_comparable": int((v == "not comparable").sum()),
             "judged": int((reproduced | differs | too_wide).sum())}
@@ -239,10 +279,18 @@ def _versions(stored: pd.DataFrame, study: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def host_kind(stored: pd.DataFrame, study: pd.DataFrame) -> str | None:
+    """The one GPU (or CPU) model both studies' records name, whose hosts' effect the verdicts carry; None
+    where they name several or differ (no host effect is known between kinds)."""
+    names = [set(r.device_name.dropna()) for r in (stored, study)]
+    return next(iter(names[0])) if len(names[0]) == 1 and names[0] == names[1] else None
+
+
 def compare(stored: Study, study: Study, names: tuple[str, str] = ("stored", "study"),
-            allow_different_data: bool = False) -> Comparison:
+            allow_different_data: bool = False, host_effect: dict | None = None) -> Comparison:
     """Two studies of the same device type -> what each measured, then the comparison, configuration by
-    configuration (a configuration whose data or protocol differ is "not comparable")."""
+    configuration (a configuration whose data or protocol differ is "not comparable"). `host_effect`: the
+    stored estimate (aggregate/hosts.py load's shape; None: reference/host-effect.json)."""
     devices = device_of(stored.records, names[0]), device_of(study.records, names[1])
     if devices[0] != devices[1]:
         raise SystemExit(f"{names[1]} ran on {devices[1]} and {names[0]} on {devices[0]}: a reproduction compares "
@@ -252,11 +300,13 @@ def compare(stored: Study, study: Study, names: tuple[str, str] = ("stored", "st
     a, b = (configurations(s.records).join(measured.protocol_of(s.records, summary.CONFIG), on=summary.CONFIG)
             .set_index(KEY) for s in (stored, study))
     shared = a.index.intersection(b.index).sort_values()
-    table = pd.DataFrame([_row(key, a.loc[key], b.loc[key], differing, allow_different_data) for key in shared],
-                         columns=None if len(shared) else KEY + ["verdict"])
+    kind = host_kind(stored.records, study.records)
+    effect = hosts.effect_for(hosts.load() if host_effect is None else host_effect, kind)
+    table = pd.DataFrame([_row(key, a.loc[key], b.loc[key], differing, allow_different_data, effect)
+                          for key in shared], columns=None if len(shared) else KEY + ["verdict"])
     only = [frame.index.difference(shared).to_frame(index=False) for frame in (a, b)]
     return Comparison(table, only[0], only[1], _versions(stored.records, study.records), devices[0], data,
-                      allow_different_data)
+                      allow_different_data, kind, effect)
 
 
 def load(directory: str | Path) -> Study:

@@ -13,13 +13,16 @@ quantities fitted (with few processes per configuration, k quantities explain ab
 A quantity that never varies within a configuration explains nothing and is left out (named as constant).
 Records from before these readings (schema < 5) hold none: `recorded` is empty and there is no fit.
 Power follows the step as much as it sets it (a faster step draws more), so the fit says how much varies
-together, not what causes what.
+together, not what causes what. Beside the fit, `compiled`: why the default mode's speedup at the largest static
+batch spreads between its processes, from the evidence its records hold (aggregate/spread.py paper_case).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from compile_study.aggregate import spread
 
 # record.HOST's readings of the GPU's and the CPU's state, in the order the paper names them
 QUANTITIES = ("gpu_sm_clock_mhz", "gpu_memory_clock_mhz", "gpu_temperature_c", "gpu_power_w", "cpu_mhz")
@@ -61,7 +64,8 @@ def fit(y: pd.Series, x: pd.DataFrame, groups: pd.Series) -> dict | None:
 def explained(records: pd.DataFrame, config: list[str]) -> dict:
     """The widest eager spread and the fit of the log step on the recorded quantities (module docstring)."""
     ok = records[records.status == "ok"].copy()
-    out = {"spread": widest_spread(ok, config), "recorded": [], "constant": [], "fit": None}
+    out = {"spread": widest_spread(ok, config), "recorded": [], "constant": [], "fit": None,
+           "compiled": spread.paper_case(records)}
     ok["log_step"] = np.log(pd.to_numeric(ok.steady_step_ms, errors="coerce"))
     recorded = [q for q in QUANTITIES if pd.to_numeric(ok[f"host_{q}"], errors="coerce").notna().any()]
     rows = ok.dropna(subset=["log_step"] + [f"host_{q}" for q in recorded])

@@ -21,6 +21,7 @@ tree, never into a stored study. Torch-free.
 from __future__ import annotations
 
 import filecmp
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,10 @@ PARITY = "parity/{precision}/{compile_mode}.json"
 COMPILE = "compiles/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/c{index}.json"
 # A portable start (vocab.COLD_STARTS): an empty cache fed the artifacts the configuration's first cold compile saved
 PORTABLE = COMPILE.replace("/c{index}.json", "/p{index}.json")
+# How much hosts of one kind differ (aggregate/hosts.py, written by aggregate/reruns.py from every stored study):
+# the project's file, not a study's; the reproduction rule reads it from any study's directory
+PROJECT = Path(__file__).resolve().parents[2]
+HOST_EFFECT = "reference/host-effect.json"
 CHECKS = ("timer_check", "reference_drift", "concurrency", "launcher", "compile_concurrency")  # optional method checks (checks/<name>.py)
 
 
@@ -139,6 +144,12 @@ class Layout:
     def paper(self, ext: str) -> str:
         return self._p(f"paper.{ext}")
 
+    @property
+    def host_effect(self) -> str:
+        """The project's host-effect estimate (HOST_EFFECT), as a path from the working directory (rule
+        reproduction's input: a new estimate remakes every reproduction report)."""
+        return os.path.relpath(host_effect_path())
+
     def reproduction(self, ext: str) -> str:
         """The study against its yardstick (report/reproduction.py): ext md (the report) or csv (its table)."""
         return self._p(f"reproduction.{ext}")
@@ -203,6 +214,11 @@ def study_root(device: str, model: dict | None = None) -> str:
     that the studies of two models never share records, Inductor caches or logs."""
     name = model_name(model)
     return f"results/{device}" if name is None else f"results/{device}-{name}"
+
+
+def host_effect_path(project: str | Path = PROJECT) -> Path:
+    """Where the host-effect estimate of a project lives (HOST_EFFECT)."""
+    return Path(project) / HOST_EFFECT
 
 
 def is_stored_study(directory: str | Path = ".") -> bool:

@@ -107,6 +107,12 @@ def variance_para(ctx: Context) -> Para | None:
     return Para(Text("appendix", "variance", {"v": found})) if found else None
 
 
+def spread_para(ctx: Context) -> Para | None:
+    """Why the default mode's speedup at the largest static batch spreads between processes (aggregate/spread.py)."""
+    found = (ctx.env.get("step_variance") or {}).get("compiled")
+    return Para(Text("appendix", "spread", {"s": found})) if found else None
+
+
 def regime_table(ctx: Context) -> Table | None:
     sel = regime_rows(ctx)
     if sel.empty:
@@ -321,9 +327,9 @@ def sections(ctx: Context, parity: pd.DataFrame, claims: Table | None = None) ->
     if step and any(s.title == "What is compiled" for s in out):  # the whole step as one function, in detail
         next(s for s in out if s.title == "What is compiled").blocks.append(
             Para(Text("beststep", "step_detail", {"step": step})))
-    spread = variance_para(ctx)
-    if spread is not None:  # beside the noise table: what the host's state explains of the spread it shows
-        next(s for s in out if s.title == "Noise and controls").blocks.append(spread)
+    for para in (variance_para(ctx), spread_para(ctx)):  # beside the noise table: what explains the spread it shows
+        if para is not None:
+            next(s for s in out if s.title == "Noise and controls").blocks.append(para)
     found = check_tables(ctx.checks) + [
         p for p in (timer_para(ctx), concurrency_para(ctx.checks.get("concurrency") or {}, decided.get("concurrency")),
                     launcher_para(ctx.checks.get("launcher") or {}, decided.get("launcher")),

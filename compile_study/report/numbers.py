@@ -50,6 +50,11 @@ def percent(fraction, digits: int = 3) -> str:
     return f"{sig(100 * float(fraction), digits)}%" if finite(fraction) else DASH
 
 
+def percent2(fraction) -> str:
+    """A share to two significant digits: 0.1405 -> '14%', 0.0168 -> '1.7%'."""
+    return percent(fraction, 2)
+
+
 def ms(value) -> str:
     return sig(value, 3) if finite(value) else DASH
 
@@ -143,6 +148,6 @@ def join(parts, last: str = "and") -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + f" {last} " + parts[-1]
 
 
-FILTERS = {"sig": sig, "fixed": fixed, "times": times, "percent": percent, "ms": ms, "seconds": seconds,
+FILTERS = {"sig": sig, "fixed": fixed, "times": times, "percent": percent, "percent2": percent2, "ms": ms, "seconds": seconds,
            "count": count, "steps": steps, "epochs": epochs, "iv": interval, "span": span, "word": word, "listing": join,
            "method": method}

@@ -3,7 +3,7 @@
     python -m compile_study rebuild reference/<name>
     # the same as: snakemake --cores 1 --directory reference/<name> --forcerun summarize
     python -m compile_study rebuild --all
-    # every golden file: each stored study under reference/, then the project README's results block
+    # every golden file: reference/host-effect.json, each stored study under reference/, the README's blocks
 
 A stored study is a directory laid out as compile_study/core/layout.py says (config.yaml, facts.json, runs/, and
 whatever parity/, peak.json, claims/mlp.json and checks/ the study produced); nothing is rerun. After an
@@ -41,12 +41,15 @@ def stored_studies(project: Path = PROJECT) -> list[Path]:
 
 
 def rebuild_all(project: Path = PROJECT) -> list[Path]:
-    """Every golden file: each stored study rebuilt, then the README's results block -> the files rewritten."""
-    from compile_study.report import readme
+    """Every golden file: the host-effect estimate the reproduction reports read (and its README block), each
+    stored study rebuilt, then the README's results block -> the files rewritten."""
+    from compile_study.core.layout import host_effect_path
+    from compile_study.report import host_effect, readme
 
+    host_effect.main(["--project", str(project), "--readme", str(project / "README.md")])
     papers = [rebuild(study) for study in stored_studies(project)]
     readme.main([str(project / "README.md")])
-    return papers + [project / "README.md"]
+    return [host_effect_path(project)] + papers + [project / "README.md"]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -86,19 +86,49 @@ def protocol_settings(result: cmp.Comparison) -> list[str]:
 def rule_text() -> str:
     t, n, level = numbers.times(cmp.TOLERANCE), cmp.MIN_N, f"{cmp.LEVEL:.0%}"
     return (f"Per configuration, the ratio is the study's geometric-mean speedup over the stored study's (each "
-            f"speedup: eager step / subject step in one process, per process), with the {level} Welch t interval "
-            "of the difference of their mean log speedups; the margin is the larger of the two cells' A/A bands, "
-            f"and at least {numbers.times(cmp.MIN_MARGIN)}. "
-            f"**Inconclusive** when either side has fewer than {n} processes or neither cell has an A/A control; "
+            f"speedup: eager step / subject step in one process, per process), with the {level} t interval of the "
+            "difference of their mean log speedups; its variance is that of both means (Welch) plus twice the host "
+            "effect of the configuration's class (each study ran on a host of its own; how much hosts of one kind "
+            "differ, estimated from the stored studies: `compile_study/aggregate/hosts.py`), its degrees of freedom "
+            "Welch-Satterthwaite's with the host effect's own. The margin is the larger of the two cells' A/A "
+            f"bands, and at least {numbers.times(cmp.MIN_MARGIN)}. "
+            f"**Inconclusive** when either side has fewer than {n} processes (the stored side: *{cmp.STORED_UNCERTAIN} "
+            f"(n < {n})*) or neither cell has an A/A control; "
             "**differs** (faster: the study's speedup is larger; slower: smaller) when the interval excludes 1 and "
             f"the ratio lies beyond the margin; **reproduced** when the interval lies within [1/T, T], T = the "
-            f"larger of {t} and the margin; **inconclusive (interval too wide)** otherwise "
+            f"larger of {t} and the margin; otherwise **inconclusive**, saying why: *{cmp.STORED_UNCERTAIN}* (its "
+            "own interval reaches past [1/T, T]: no rerun could show it reproduced), *" + cmp.HOST_UNCERTAIN
+            + "* (the host effect is the largest part of the interval's variance) or *" + cmp.TOO_WIDE + "* "
             "(`compile_study/aggregate/compare.py`). Before any of these, what the two studies measured is "
             "compared (`compile_study/aggregate/measured.py`): where their data differ (source, input sha256, "
             "vocabulary, rows available or used) every configuration is **not comparable**, and so is a "
             "configuration whose protocol differs (timed steps, steps per block, warm-up, epoch cap, recompile "
             "limit, fp32 matmul precision, TF32); versions and hosts are listed, not judged. Absolute step times "
             "depend on the host; the verdict is on speedups only.")
+
+
+def host_words(result: cmp.Comparison) -> str:
+    """The host effect the intervals carry (aggregate/hosts.py), with its n, in a few words."""
+    known = [v for v in (result.host_effect or {}).values() if numbers.finite(v.get("sd"))]
+    if not known:
+        return (f"no host effect is estimated between {result.host_kind or 'these'} hosts (fewer than two stored "
+                "studies of that kind), so the intervals carry none")
+    sds = numbers.span([v["sd_ratio"] - 1 for v in known], "percent2")
+    return (f"the host effect between {result.host_kind} hosts (one SD of a speedup, {sds} by class of "
+            f"configuration, from {max(v['studies'] for v in known)} stored studies; each configuration's in the "
+            "table)")
+
+
+def advice(result: cmp.Comparison, names: tuple[str, str]) -> str:
+    """What a reviewer does with a "differs", and the host effect every interval already carries: one sentence."""
+    known = any(numbers.finite(v.get("sd")) for v in (result.host_effect or {}).values())
+    beyond = (f"both sides' processes and {host_words(result)} explain" if known
+              else f"both sides' processes explain ({host_words(result)})")
+    return (f"A **differs** is more than {beyond}: rerun that configuration alone on the same host (its records as "
+            "Snakemake targets), and if it differs again set the two studies' processes side by side with "
+            f"`python -m compile_study spread {names[0]} {names[1]} --configuration <regime> <precision> <batch> "
+            "<mode> <scope>` (fastest and median steps, GPU clocks and utilisation, Inductor's kernels, the "
+            "profiler's busy time).")
 
 
 def config_label(row: pd.Series) -> str:
@@ -126,13 +156,15 @@ def _verdict(row: pd.Series) -> str:
 def table_lines(result: cmp.Comparison) -> list[str]:
     if result.table.empty:
         return ["The two studies share no configuration."]
-    lines = ["| configuration | stored [interval] (method) | this study [interval] (method) | ratio [95% Welch] "
-             "| margin | verdict | step ms: stored, this study (ratio) |", "|---|---|---|---|---:|---|---|"]
+    lines = ["| configuration | stored [interval] (method) | this study [interval] (method) | ratio [95%: Welch + "
+             "hosts] | host effect (SD) | margin | verdict | step ms: stored, this study (ratio) |",
+             "|---|---|---|---|---|---:|---|---|"]
     for _, r in result.table.iterrows():
         steps = f"{numbers.ms(r.stored_step_ms)}, {numbers.ms(r.study_step_ms)} ({numbers.times(r.step_ratio)})"
         margin = f"±{numbers.percent(r.margin - 1, 2)}" if numbers.finite(r.margin) else numbers.DASH
+        host = f"±{numbers.percent(r.host_sd_ratio - 1, 2)} ({r.host_class})" if "host_class" in r else numbers.DASH
         lines.append(f"| {config_label(r)} | {_speedup(r, 'stored')} | {_speedup(r, 'study')} | {_ratio(r)} "
-                     f"| {margin} | {_verdict(r)} | {steps} |")
+                     f"| {host} | {margin} | {_verdict(r)} | {steps} |")
     return lines
 
 
@@ -189,6 +221,8 @@ def markdown(result: cmp.Comparison, names: tuple[str, str]) -> str:
         "",
         f"**{headline(result)}.**",
         "",
+        advice(result, names),
+        "",
         rule_text(),
         "",
         "## What each side has that the other lacks",
@@ -221,15 +255,16 @@ def write(result: cmp.Comparison, names: tuple[str, str], out: dict) -> None:
 
 
 def write_records(stored: dict, study: dict, names: tuple[str, str], out: dict,
-                  allow_different_data: bool = False) -> cmp.Comparison:
-    """Rule reproduction: each study's record paths ("records") and facts.json ("facts", absent: unknown) ->
-    out["md"] and out["csv"]."""
+                  allow_different_data: bool = False, host_effect: str | None = None) -> cmp.Comparison:
+    """Rule reproduction: each study's record paths ("records") and facts.json ("facts", absent: unknown), and
+    the host-effect estimate's path (None: the project's) -> out["md"] and out["csv"]."""
+    from compile_study.aggregate import hosts
     from compile_study.core import record
     from compile_study.core.data import read_facts
 
     sides = [cmp.Study(record.table(s["records"]), read_facts(s["facts"]) if s.get("facts") else None)
              for s in (stored, study)]
-    result = cmp.compare(*sides, names, allow_different_data)
+    result = cmp.compare(*sides, names, allow_different_data, hosts.load(host_effect))
     write(result, names, out)
     return result
 
@@ -243,7 +278,7 @@ def readme_block(result: cmp.Comparison, names: tuple[str, str]) -> str:
     trained = (f"Both trained on {data.stored}." if not result.data_differences
                else f"Trained on: stored {data.stored}; this study {data.study}.")
     lines = [f"`{names[1]}` against `{names[0]}` (`python -m compile_study compare {names[0]} {names[1]}`): "
-             f"**{headline(result)}**. {trained} Absolute step times: {hosts(result)}."
+             f"**{headline(result)}**. {advice(result, names)} {trained} Absolute step times: {hosts(result)}."
              + (f" Other differences: {'; '.join(differing)}." if differing else ""), "", *table_lines(result)]
     return "\n".join(lines)
 

@@ -1,13 +1,15 @@
 rule reproduction:
     """This study's speedups against those of its yardstick (config `yardstick`), configuration by configuration,
     by the rule in compile_study/aggregate/compare.py: reproduced, differs, or inconclusive, once the two are
-    known to have measured the same data and protocol (else "not comparable").
+    known to have measured the same data and protocol (else "not comparable"); each interval carries how much
+    hosts of one kind differ (reference/host-effect.json, made by `python -m compile_study host-effect`).
     """
     input:
         yardstick=P.yardstick_records,
         yardstick_facts=P.yardstick_facts,
         records=P.run_records,
         facts=L.facts,
+        host_effect=L.host_effect,
     output:
         md=L.reproduction("md"),
         csv=L.reproduction("csv"),

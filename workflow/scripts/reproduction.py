@@ -7,5 +7,5 @@ redirect_output(snakemake.log[0])
 stored = {"records": snakemake.input.yardstick, "facts": snakemake.input.yardstick_facts}
 study = {"records": snakemake.input.records, "facts": snakemake.input.facts}
 result = write_records(stored, study, tuple(snakemake.params.names), dict(snakemake.output.items()),
-                       snakemake.params.allow_different_data)
+                       snakemake.params.allow_different_data, snakemake.input.host_effect)
 print(result.table.to_string())

@@ -2,12 +2,13 @@
 configuration, estimated from stored studies made on different hosts of that kind (torch-free).
 
     from compile_study.aggregate import hosts
-    effect = hosts.estimate({"reference/a": records_a, "reference/b": records_b, ...})   # one device kind
+    effect = hosts.estimate({"reference/<one>": records, "reference/<another>": records, ...})  # one device kind
     effect.loc["large batch, waits on the host", "sd"]  # the host effect (SD, log units), with df, n and method
     hosts.effect_for(hosts.load(), "NVIDIA H200")       # what aggregate/compare.py adds to a verdict's interval
 
-Two H200 hosts of one kind gave eager at batch 256 11.05 and 7.90 ms; a speedup over a step the host's CPU
-sets moves with that CPU, and a study's processes all share one host. So a study's mean log speedup of a
+H200 hosts of one kind differ in their CPUs, and a speedup over a step the host's CPU sets moves with that CPU
+(the stored kick-the-tires studies' eager step at batch 32 against the yardstick's); a study's processes all
+share one host. So a study's mean log speedup of a
 configuration c carries an effect of its own beside its processes' scatter:
 
     log speedup of process p of study s = mu_c + h_sc + e_scp,   h_sc ~ N(0, tau_k^2),   e_scp ~ N(0, sigma_sc^2)
@@ -19,8 +20,8 @@ processes' scatter alone would make of it); pooled over the class's configuratio
 of freedom (studies - 1), and truncated at zero. A study's host cannot be told from its time and commit: the
 component is "between studies on different hosts of one kind", whatever else differed between them.
 
-Classes, decided from what sets the pace of the two steps a speedup divides (DESIGN.md: eager at batch 32 and 256
-is host-bound on an H200, at 512 device-bound; CUDA graphs replay a whole step with one launch):
+Classes, decided from what sets the pace of the two steps a speedup divides (the stored H200 studies' profiles:
+eager at batch 32 is host-bound, at 512 device-bound; CUDA graphs replay a whole step with one launch):
   small batch                    batch < LARGE_BATCH: eager's step waits on the host, so every speedup over it
                                  moves with the host's CPU
   large batch, eager             eager against eager (the A/A control) at a device-bound batch
@@ -47,7 +48,7 @@ from compile_study.core.intervals import LEVEL, MIN_N
 from compile_study.core.io import write_text_atomic
 from compile_study.core.layout import host_effect_path
 
-LARGE_BATCH = 512  # the smallest batch at which eager's step is device-bound on an H200 (DESIGN.md)
+LARGE_BATCH = 512  # the smallest batch at which eager's step is device-bound on an H200 (the stored studies' profiles)
 DEVICE_BOUND = 1.05  # median step / GPU busy time per step at or below which the GPU's work sets the step
 CLASSES = ("small batch", "large batch, eager", "large batch, device-bound", "large batch, waits on the host")
 KEY = ("shape_regime", "precision", "batch_size", "compile_mode", "compile_scope")  # compare.KEY

@@ -47,9 +47,3 @@ def concurrency():
 
 
 METHOD_CHECKS = {"timer_check": timer_check, "reference_drift": reference_drift, "concurrency": concurrency}
-
-# The timer check's (compile mode, batch size) cases per device: a host-bound and a device-bound batch, each
-# compiled mode beside eager at its batch (so that a correction of a speedup has both of its sides timed). Here,
-# torch-free, so that the plan gives the check the warm caches of the grid's configurations of these cases.
-TIMER_CASES = {"cuda": (("eager", 32), ("reduce-overhead", 32), ("eager", 512), ("default", 512)),
-               "cpu": (("eager", 16), ("default", 16))}

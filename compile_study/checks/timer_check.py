@@ -19,7 +19,7 @@ import sys
 import torch
 from torch.utils.benchmark import Timer
 
-from compile_study.checks.targets import TIMER_CASES
+from compile_study.checks.cells import TIMER_CASES
 from compile_study.core.batches import make_batches
 from compile_study.core.data import load_split
 from compile_study.core.io import write_json_atomic

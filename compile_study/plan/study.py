@@ -20,6 +20,7 @@ import sys
 
 from compile_study.aggregate import estimate
 from compile_study.checks import targets as check_targets
+from compile_study.checks.cells import TIMER_CASES
 from compile_study.core import config_check, damaged, data_check, grid, study_lock, vocab
 from compile_study.core.layout import (
     CHECKS,
@@ -304,9 +305,9 @@ class Plan:
         return base if cell not in self.runs else base | {"cell": self.layout.record(self.last_repeat(cell))}
 
     def timer_cells(self) -> list[RunKey]:
-        """The grid's compiled configurations the timer check times again (checks/targets.py TIMER_CASES)."""
+        """The grid's compiled configurations the timer check times again (checks/cells.py TIMER_CASES)."""
         cells = [RunKey(mode, "module", batch, "static", "bf16" if self.device == "cuda" else "fp32", 0)
-                 for mode, batch in check_targets.TIMER_CASES[self.device] if mode != "eager"]
+                 for mode, batch in TIMER_CASES[self.device] if mode != "eager"]
         return [cell for cell in cells if cell in self.compiles]
 
     def concurrency_cell(self) -> RunKey:

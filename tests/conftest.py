@@ -24,7 +24,7 @@ GPU_REFERENCE = _gpu_reference()  # the committed GPU reference study (config `y
 
 
 UNGROUPED = pytest.StashKey[set]()  # node ids of grouped tests pytest-xdist did not group
-TIERS = ("unit", "compile", "dag", "golden", "gpu", "slurm")  # pyproject.toml says what each is
+TIERS = ("unit", "property", "compile", "dag", "golden", "gpu", "slurm")  # pyproject.toml says what each is
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-xdist's worker has named each test's group in its node id

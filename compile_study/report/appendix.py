@@ -78,9 +78,9 @@ def scopes_table(ctx: Context) -> Table | None:
                          n.ms(r["steady_step_ms"]) if ok else _failed(r), n.row_interval(r) if c else n.DASH,
                          _verdict(r["verdict"]) if c else n.DASH, n.count(r["graphs_compiled"]) if c else n.DASH,
                          n.count(r["graph_breaks"]) if c else n.DASH, phases if c else n.DASH,
-                         n.seconds(r["cold_compile_s"]) if c else n.DASH])
+                         n.seconds(r["cold_start_s"]) if c else n.DASH])
     cols = _cols("precision|batch:r|what is compiled|step (ms):r|speedup [interval] (method):r|verdict|"
-                 "graphs:r|graph breaks:r|phase speedups fwd / bwd / opt (one process)|cold compile:r")
+                 "graphs:r|graph breaks:r|phase speedups fwd / bwd / opt (one process)|cold start:r")
     scopes = sorted(set(s.compile_scope), key=vocab.COMPILE_SCOPES.index)
     return Table("scopes", Text("appendix", "scopes_caption", {"scopes": scopes}), cols, rows)
 
@@ -184,16 +184,27 @@ def kernel_table(ctx: Context) -> Table | None:
     return Table("kernels", Text("appendix", "kernels_caption", {"sizes": sizes, "gpu": ctx.gpu}), cols, rows) if rows else None
 
 
+def _accuracy(r) -> str:
+    """A parity row's accuracy verdict as summary.py judge_parity decided it (a table made before it: by the check's
+    own flag)."""
+    code = getattr(r, "accuracy_verdict", None)
+    code = code if isinstance(code, str) else "pass" if r.accuracy_ok else "fail"
+    return {"pass": "pass", "fail": "FAIL", "at-chance": f"at chance ({n.percent(getattr(r, 'chance_accuracy', None))})"}[code]
+
+
 def parity_table(parity: pd.DataFrame) -> Table | None:
     if parity is None or parity.empty:
         return None
     rows = [[r.compile_mode, r.precision, str(int(r.batch_size)), f"{r.max_rel_loss_diff:.1e}", f"{r.loss_rtol:.0e}",
              "pass" if r.loss_ok else "FAIL", n.percent(r.eager_accuracy), n.percent(r.compiled_accuracy),
-             n.fixed(r.accuracy_delta_points, 1), "pass" if r.accuracy_ok else "FAIL"]
+             n.fixed(r.accuracy_delta_points, 1), _accuracy(r)]
             for r in parity.sort_values(["precision", "compile_mode"]).itertuples()]
     cols = _cols("mode|precision|batch:r|max rel. loss diff:r|tolerance:r|loss|eager acc.:r|compiled acc.:r|"
                  "Δ (points):r|accuracy")
-    return Table("parity", Text("appendix", "parity_caption"), cols, rows)
+    chance = parity.chance_accuracy.dropna() if "chance_accuracy" in parity else pd.Series(dtype=float)
+    at_chance = int((parity.get("accuracy_verdict", pd.Series(dtype=object)) == "at-chance").sum())
+    return Table("parity", Text("appendix", "parity_caption", {
+        "chance": float(chance.iloc[0]) if len(chance) else None, "at_chance": at_chance, "checks": len(parity)}), cols, rows)
 
 
 def check_tables(checks: dict) -> list[Table]:
@@ -269,8 +280,10 @@ def timer_para(ctx: Context) -> Para | None:
         return None
     return Para(Text("appendix", "timer", {"found": [
         {"c": ctx.named(f["config"]) | {"verdict": f["verdict"]}, "ratio": f["ratio"], "eager_ratio": f["eager_ratio"],
-         "factor": f["factor"], "moved": n.decided_interval(f["moved"]), "verdict": f["verdict"],
-         "moved_verdict": f["moved_verdict"]} for f in found]}))
+         "corrected": f["corrected"], "factor": f.get("factor"), "verdict": f["verdict"],
+         "moved": n.decided_interval(f["moved"]) if f.get("moved") else None, "moved_verdict": f.get("moved_verdict"),
+         "rounds": f["rounds"], "spread": f["spread"], "eager_spread": f["eager_spread"], "harness_ms": f["harness_ms"],
+         "step": n.decided_interval(f["step"]), "step_code": f["step_code"]} for f in found]}))
 
 
 def missing_runs(summary: pd.DataFrame, grids: list[dict]) -> list[list[str]]:

@@ -34,10 +34,6 @@ def failed_cell(r) -> str:
     return f"{vocab.failure_label(r['status'])} at batch {int(r['batch_size'])}"
 
 
-# a compiled configuration with no cold run of its own: its repeat 0 began from another mode's GEMM search
-SHARED_SEARCH_CELL = "none (GEMM search shared)"
-
-
 # --- main-text tables ---------------------------------------------------------------------------------------
 def modes_table(ctx: Context) -> Table:
     """Static shapes, the module compiled: step, speedup with its interval, verdict, MFU (cold compile and
@@ -79,12 +75,13 @@ def shapes_table(ctx: Context) -> Table | None:
                      gain_cell(r) if ok else n.DASH,
                      n.count(r["graphs_compiled"]) if comp and ok else n.DASH, limit,
                      n.percent(r["padding_fraction"]) if ok else n.DASH,
-                     n.seconds(r["cold_compile_s"]) if comp and ok else n.DASH])
+                     n.seconds(r["cold_start_s"]) if comp and ok else n.DASH])
     cols = [Column("batch", "r"), Column("mode"), Column("shapes"),
             Column("real tokens/s", "r"), Column("gain [interval] (method)", "r"),
             Column("graphs", "r"), Column("recompile limit"), Column("padding", "r"),
-            Column("cold compile", "r")]
-    return Table("shapes", Text("shapes", "table_caption", {"precision": ctx.precision}), cols, rows)
+            Column("cold start", "r")]
+    return Table("shapes", Text("shapes", "table_caption", {"precision": ctx.precision,
+                                                          "payback": findings.payback(ctx) is not None}), cols, rows)
 
 
 def best_step_table(ctx: Context) -> Table | None:
@@ -135,7 +132,8 @@ def modes_section(ctx: Context) -> Section:
     scopes = bool((ctx.summary.compile_scope != "module").any())  # appendix.scopes_table exists
     blocks = [_para("modes", "results", {"batches": findings.per_batch(ctx), "precision": ctx.precision,
                                          "beststep": best_step_table(ctx) is not None, "scopes": scopes,
-                                         "figure": figs["speedup"]}),
+                                         "figure": figs["speedup"], "trend": findings.batch_trend(ctx),
+                                         "precisions": len(set(ctx.head.precision))}),
               _para("modes", "verdicts", {"v": findings.verdicts(ctx)})]
     timer, launcher = appendix.timer_para(ctx), appendix.decided_launcher(ctx)
     if timer or (launcher and launcher["verdict"] not in ("within-noise", None)):
@@ -167,23 +165,30 @@ def shapes_section(ctx: Context) -> Section:
         *_fig(ctx, "regimes", "shapes"), *_fig(ctx, "timeline", "shapes")])
 
 
+def _steps(iv) -> str:
+    """Break-even steps with their interval where they have one ('never' where no step is saved)."""
+    if n.finite(iv.low) and n.finite(iv.point):
+        return f"{n.steps(iv.point)} [{n.steps(iv.low)}, {n.steps(iv.high)}]"
+    return n.steps(iv.point)
+
+
 def payback_table(ctx: Context, p: dict) -> Table:
-    """Per compiled configuration (main precision, static shapes, the scopes one trains with): verdict, cold compile
-    with its interval, warm-cache load, break-even with its interval, when it pays."""
+    """Per compiled configuration (static shapes, the scopes one trains with, every precision): per way of reaching
+    its compiled step (columns.WAYS: from an empty cache, from a filled one) the seconds it costs and its break-even,
+    the cold way's epochs, and when it pays."""
     rows = []
     for c in p["rows"]:
-        warm = f"{n.seconds(c['warm_s'])} ({int(c['warm_n'])})" if n.finite(c["warm_s"]) else n.DASH
+        cold, warm = c["ways"]["cold"], c["ways"]["warm"]
         epochs = (f"{n.sig(c['epochs'], 2)} [{n.sig(c['epochs_low'], 2)}, {n.epochs(c['epochs_high'])}]"
                   if n.finite(c["steps_low"]) else n.epochs(c["epochs"]))
-        steps = (f"{n.steps(c['steps'])} [{n.steps(c['steps_low'])}, {n.steps(c['steps_high'])}]"
-                 if n.finite(c["steps_low"]) else n.steps(c["steps"]))
         rows.append([c["precision"], str(c["batch"]), term("mode", c=c, code=False),
-                     n.interval(c["cold"], fmt=n.seconds) if c["code"] != "no-cold-compile" else SHARED_SEARCH_CELL,
-                     warm, steps, epochs, words(Text("payback", "when", {"code": c["code"], "recommended": c["recommended"]}))])
+                     n.interval(cold["cost"], fmt=n.seconds), _steps(cold["steps"]), epochs,
+                     n.interval(warm["cost"], fmt=n.seconds), _steps(warm["steps"]),
+                     words(Text("payback", "when", {"code": c["code"], "recommended": c["recommended"]}))])
     cols = [Column("precision"), Column("batch", "r"), Column("what runs"),
-            Column("cold compile [interval] (method)", "r"), Column("warm-cache load (warm runs)", "r"),
-            Column("break-even steps [interval]", "r"), Column("epochs [interval]", "r"),
-            Column("when it pays")]
+            Column("cold start [interval] (method)", "r"), Column("break-even steps [interval]", "r"),
+            Column("epochs [interval]", "r"), Column("warm-cache load [interval] (method)", "r"),
+            Column("break-even from a filled cache", "r"), Column("when it pays")]
     return Table("payback", Text("payback", "table_caption", {"train_rows": ctx.train_rows}), cols, rows)
 
 
@@ -241,7 +246,7 @@ def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | No
         s.prefix = f"Appendix {chr(ord('A') + i)}"
     numbers: dict[str, int] = {}
     _number(main + extra, numbers)
-    return Report(title="What torch.compile does to training a small transformer text classifier",
+    return Report(title=words(Text("head", "title", {"model": findings.model(ctx)})),
                   byline=conclusions.byline(ctx), notices=conclusions.notices(ctx), abstract=findings.abstract(ctx),
                   main=main, appendix=extra, numbers=numbers)
 

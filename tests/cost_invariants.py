@@ -102,7 +102,7 @@ def break_evens_charged(paper) -> list[str]:
     rule = text(paper.report, "payback", "rule")
     if rule is not None and compiles is not None and len(compiles) and (pd.to_numeric(compiles.at_once) > 1).any():
         said = words(rule)
-        if not re.search(r"divided by what the compile-concurrency check|charged as timed", said):
+        if not re.search(r"divided by what the compile-concurrency check|as timed", said):
             out.append("the payback rule does not say how compiles that ran at once were charged")
     return out
 

@@ -55,7 +55,7 @@ def test_a_break_even_that_leaves_out_its_search_or_charges_contended_compiles_i
 def test_advice_that_a_shorter_run_finishes_sooner_eager_whatever_its_cache_is_caught():
     """"A shorter run finishes sooner eager" ignored the 2-3-s warm-cache start a user with a filled cache pays."""
     p = gen.paper(_study("cuda", [32], ["reduce-overhead"], phase=8))  # every timed run from a filled cache
-    assert "from a filled cache a run pays only the warm-cache load" in p.markdown
+    assert "from a filled cache it pays only the warm-cache load" in p.markdown
     p.markdown = p.markdown.replace(p.markdown.partition("A run from an empty cache shorter")[2].partition("\n")[0],
                                     "")
     p.markdown = p.markdown.replace("A run from an empty cache shorter", "A shorter run finishes sooner eager than "

@@ -208,7 +208,9 @@ def test_the_breakeven_figure_plots_what_pays_back_with_intervals_and_no_floatin
         assert not ax.texts  # no point carries a floating label: panels and the legend say what a point is
         assert (ax.get_xscale(), ax.get_yscale()) == ("log" if meta["log_x"] else "linear", "log" if meta["log_y"] else "linear")
     assert meta["log_x"] and meta["log_y"]  # 1.8 s to 201.6 s, 256 to 41,628 steps: both span more than 10x
-    points = [p for ax in fig.axes for p in _points(ax)]
+    shapes = set(drawing.MARKERS) | set(drawing.SCOPE_MARKERS.values())
+    points = [p for ax in fig.axes for line in ax.get_lines() if line.get_marker() in shapes
+              for p in zip(line.get_xdata(), line.get_ydata())]
     assert len(points) == len(rows) * len(meta["ways"])  # each configuration once per way (empty, filled cache)
     bars = [c for ax in fig.axes for c in ax.containers if isinstance(c, ErrorbarContainer) and c.has_yerr]
     assert len(bars) >= len(rows)  # intervals drawn where the break-even has one

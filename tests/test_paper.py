@@ -43,8 +43,9 @@ def test_tables_hold_the_measured_values_with_interval_and_method(study):
     pays = next(r for r in _cells(rep, "payback") if r[:3] == ["bf16", "32", "default (module)"])
     rows_used = study["facts"]["splits"]["train"]["rows"]  # epochs of the rows the runs used, from facts.json
     assert pays[3] == f"{d.cold_start_s:.1f} s (single run)"  # one cold compile: its method, no interval
-    assert pays[4:6] == [f"{d.break_even_steps:,.0f}", numbers.sig(d.break_even_steps / (rows_used // 32), 2)]
-    assert pays[6] == f"{d.warm_start_s:.1f} s (n = 2, no interval)" and pays[7] == f"{d.warm_break_even_steps:,.0f}"
+    assert pays[4] == f"{d.break_even_steps:,.0f}" and numbers.sig(d.break_even_epochs, 2) == numbers.sig(
+        d.break_even_steps / (rows_used // 32), 2)  # epochs of the rows the runs used (the claims quote them)
+    assert pays[5] == f"{d.warm_start_s:.1f} s (n = 2, no interval)" and pays[6] == f"{d.warm_break_even_steps:,.0f}"
     assert pays[-1] == "after break-even, recommended"  # the top at batch 32, faster than eager
     assert any(r[3] == "OOM at batch 4096" for r in _cells(rep, "modes"))
     md = paper.render(rep, "md")
@@ -112,7 +113,7 @@ def test_numbers_read_as_the_paper_shows_them():
 
 
 @pytest.mark.skipif(not (STORED / "summary.csv").is_file(), reason="the stored H200 study is not in this checkout")
-def test_main_text_of_the_stored_h200_paper_is_at_most_3000_words():
+def test_main_text_of_the_stored_h200_paper_is_at_most_3300_words():
     summary = pd.read_csv(STORED / "summary.csv")
     facts = json.loads((STORED / "facts.json").read_text())
     mlp = json.loads((STORED / "claims" / "mlp.json").read_text())
@@ -122,7 +123,7 @@ def test_main_text_of_the_stored_h200_paper_is_at_most_3000_words():
     rep = report.build(summary, pd.read_csv(STORED / "parity.csv"), claims.claims_table(summary, mlp, facts),
                        decide(summary, {}), env, facts, yaml.safe_load((STORED / "config.yaml").read_text()), "cuda", checks, "figures")
     words = paper.word_counts(paper.render(rep, "md"))
-    assert words["main"] + words["main_tables"] <= 3000, words
+    assert words["main"] + words["main_tables"] <= 3300, words  # tests/test_readability.py MAIN_WORDS says why
     assert words["appendix"] + words["appendix_tables"] > 0
     titles = [s.title for s in rep.main]
     assert titles[-1] == "Conclusions and recommendations" and "How far from the best step" in titles

@@ -1,7 +1,8 @@
 """What a reader meets, measured on the stored papers and on a generated CPU paper: an abstract of at most 200 words
 and 25 numbers that opens with a one-sentence takeaway and defines each term where it first appears; sentences
-(abstract and main text) of median length 25 words at most and none over 40; a main text under 3,000 words; none of
-the phrases that read as data dumps."""
+(abstract and main text) of median length 25 words at most and none over 40; a main text under 3,300 words (3,000 until
+the break-even charged both a cold and a warm start and the trend sentences named their exceptions: issue 51); none
+of the phrases that read as data dumps."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from .conftest import GPU_REFERENCE
 from .paper_study import build, make_study
 
 pytestmark = pytest.mark.unit
+MAIN_WORDS = 3300  # the main text's words, tables included (the docstring says why not 3,000)
 
 STORED = sorted(GPU_REFERENCE.parent.glob("*/paper.md"))  # every stored study's paper
 # phrases a reader cannot finish: a count of nothing, "(1)" as a graph count, "1 times", "2 of 3 repeats" read
@@ -41,7 +43,7 @@ def test_main_text_sentences_are_short_enough_to_finish(tmp_path):
         r = paper.readability(md)
         assert r["median_words"] <= 25 and r["longest_words"] <= 40, (name, r["longest"])
         words = paper.word_counts(md)
-        assert words["main"] + words["main_tables"] <= 3000, (name, words)
+        assert words["main"] + words["main_tables"] <= MAIN_WORDS, (name, words)
 
 
 def test_none_of_the_unreadable_phrases_appear(tmp_path):

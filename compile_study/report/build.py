@@ -175,19 +175,17 @@ def _steps(iv) -> str:
 def payback_table(ctx: Context, p: dict) -> Table:
     """Per compiled configuration (static shapes, the scopes one trains with, every precision): per way of reaching
     its compiled step (columns.WAYS: from an empty cache, from a filled one) the seconds it costs and its break-even,
-    the cold way's epochs, and when it pays."""
+    and when it pays."""
     rows = []
     for c in p["rows"]:
         cold, warm = c["ways"]["cold"], c["ways"]["warm"]
-        epochs = (f"{n.sig(c['epochs'], 2)} [{n.sig(c['epochs_low'], 2)}, {n.epochs(c['epochs_high'])}]"
-                  if n.finite(c["steps_low"]) else n.epochs(c["epochs"]))
         rows.append([c["precision"], str(c["batch"]), term("mode", c=c, code=False),
-                     n.interval(cold["cost"], fmt=n.seconds), _steps(cold["steps"]), epochs,
-                     n.interval(warm["cost"], fmt=n.seconds), _steps(warm["steps"]),
+                     n.interval(cold["cost"], False, n.seconds), _steps(cold["steps"]),
+                     n.interval(warm["cost"], False, n.seconds), _steps(warm["steps"]),
                      words(Text("payback", "when", {"code": c["code"], "recommended": c["recommended"]}))])
     cols = [Column("precision"), Column("batch", "r"), Column("what runs"),
-            Column("cold start [interval] (method)", "r"), Column("break-even steps [interval]", "r"),
-            Column("epochs [interval]", "r"), Column("warm-cache load [interval] (method)", "r"),
+            Column("cold start [interval]", "r"), Column("break-even steps [interval]", "r"),
+            Column("warm-cache load [interval]", "r"),
             Column("break-even from a filled cache", "r"), Column("when it pays")]
     return Table("payback", Text("payback", "table_caption", {"train_rows": ctx.train_rows}), cols, rows)
 

@@ -23,7 +23,7 @@ import pandas as pd
 
 from compile_study.core import vocab
 from compile_study.core.intervals import BREAK_EVEN_SIDE
-from compile_study.report import appendix, conclusions, findings, method
+from compile_study.report import appendix, conclusions, findings, method, method_checks
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Items, Para, Report, Section, Table, Text
 from compile_study.report.findings import Context, config, ordered, regime_rows
@@ -135,7 +135,7 @@ def modes_section(ctx: Context) -> Section:
                                          "figure": figs["speedup"], "trend": findings.batch_trend(ctx),
                                          "precisions": len(set(ctx.head.precision))}),
               _para("modes", "verdicts", {"v": findings.verdicts(ctx)})]
-    timer, launcher = appendix.timer_para(ctx), appendix.decided_launcher(ctx)
+    timer, launcher = method_checks.timer_para(ctx), method_checks.decided_launcher(ctx)
     if timer or (launcher and launcher["verdict"] not in ("within-noise", None)):
         blocks.append(_para("modes", "checks", {"timer": timer.text.data["found"] if timer else [], "launcher": launcher}))
     if len(set(ctx.head.precision)) > 1:

@@ -16,6 +16,9 @@ from compile_study.aggregate.columns import WAYS, break_even_prefix, interval_of
 from compile_study.core import record, vocab
 
 SPAN = 10.0  # values spanning more than this factor go on a log axis
+# each way of reaching the compiled step (columns.WAYS): how its markers are filled, and what the legend calls it
+WAY_FILL = {"cold": "full", "warm": "none"}
+WAY_WORDS = {"cold": "from an empty cache", "warm": "from a filled cache"}
 TRAINING_SCOPES = ("module", "fused-adamw", "step", "step-graph")
 MODE_COLOURS, marker, series_label = drawing.MODE_COLOURS, drawing.marker, drawing.series_label
 
@@ -86,7 +89,7 @@ def breakeven(summary: pd.DataFrame, title: str, stem: Path, meta: dict) -> None
                 x, y = interval_of(r, start_prefix(way)), interval_of(r, break_even_prefix(way))
                 if np.isfinite(x.point) and np.isfinite(y.point):
                     drawing.point(ax, x, y, MODE_COLOURS[r.compile_mode], marker(r.compile_scope, r.shape_regime, regimes),
-                                  hollow=way != "cold")
+                                  fill=WAY_FILL.get(way, "left"))
         ax.set(xscale="log" if meta["log_x"] else "linear", yscale="log" if meta["log_y"] else "linear",
                xlabel="seconds to the first compiled step" + (" (log)" if meta["log_x"] else ""),
                title=f"{p}, batch size {b}")
@@ -98,8 +101,9 @@ def breakeven(summary: pd.DataFrame, title: str, stem: Path, meta: dict) -> None
     legend = [drawing.handle(m, MODE_COLOURS[m], "o", "none") for m in sorted(set(s.compile_mode), key=vocab.COMPILE_MODES.index)]
     legend += [drawing.handle(series_label(sc, rg), "black", marker(sc, rg, regimes), "none")
                for sc, rg in sorted(set(zip(s.compile_scope, s.shape_regime)), key=lambda k: (k[0] != "module", k))]
-    legend += [drawing.handle("filled: from an empty cache", "black", "o", "none"),
-               drawing.handle("hollow: from a filled cache", "black", "o", "none", "white")][:2 if len(meta["ways"]) > 1 else 1]
+    legend += [drawing.handle(f"{WAY_FILL.get(w, 'left').replace('full', 'filled').replace('none', 'hollow')}: "
+                              f"{WAY_WORDS.get(w, w)}", "black", "o", "none", fill=WAY_FILL.get(w, "left"))
+               for w in meta["ways"]]
     drawing.save(fig, title, stem, legend)
 
 

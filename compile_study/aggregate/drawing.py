@@ -120,8 +120,9 @@ def dodges(series: list, step: float = 0.08) -> list[dict]:
     return [{bs: factor[(i, bs)] for bs in g.batch_size.unique()} for i, (_, g) in enumerate(series)]
 
 
-def handle(label: str, colour="black", marker="o", ls="-", face=None) -> Line2D:
-    return Line2D([], [], color=colour, marker=marker, ls=ls, label=label, mfc=face or colour)
+def handle(label: str, colour="black", marker="o", ls="-", face=None, fill: str = "full") -> Line2D:
+    return Line2D([], [], color=colour, marker=marker, ls=ls, label=label, mfc=face or colour, fillstyle=fill,
+                  mfcalt="white")
 
 
 HOLLOW = handle("hollow: n < 3, no interval", "black", "o", "none", "white")
@@ -154,10 +155,12 @@ def interval(ax, x, row, prefix: str, colour, shape, horizontal=False) -> None:
     ax.errorbar(*xy, **kw, fmt=shape, color=colour, mfc=face, capsize=3, ms=6)
 
 
-def point(ax, x: stats.Interval, y: stats.Interval, colour, shape, hollow: bool = False) -> None:
-    """One point at two intervals' points, with each interval drawn where it has one (a bar on each axis)."""
+def point(ax, x: stats.Interval, y: stats.Interval, colour, shape, fill: str = "full") -> None:
+    """One point at two intervals' points, with each interval drawn where it has one (a bar on each axis); `fill`:
+    matplotlib's fillstyle ("none": hollow, a white face)."""
     def err(iv):
         return [[iv.point - iv.low], [iv.high - iv.point]] if np.isfinite(iv.low) and np.isfinite(iv.high) else None
 
     ax.errorbar([x.point], [y.point], xerr=err(x), yerr=err(y), fmt=shape, color=colour,
-                mfc="white" if hollow else colour, capsize=3, ms=7 if shape == "*" else 6, elinewidth=0.8)
+                mfc="white" if fill == "none" else colour, fillstyle="full" if fill == "none" else fill,
+                mfcalt="white", capsize=3, ms=7 if shape == "*" else 6, elinewidth=0.8)

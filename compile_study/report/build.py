@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from compile_study.aggregate.columns import WAYS
 from compile_study.core import vocab
 from compile_study.core.intervals import BREAK_EVEN_SIDE
 from compile_study.report import appendix, conclusions, findings, method, method_checks
@@ -178,15 +179,12 @@ def payback_table(ctx: Context, p: dict) -> Table:
     and when it pays."""
     rows = []
     for c in p["rows"]:
-        cold, warm = c["ways"]["cold"], c["ways"]["warm"]
-        rows.append([c["precision"], str(c["batch"]), term("mode", c=c, code=False),
-                     n.interval(cold["cost"], False, n.seconds), _steps(cold["steps"]),
-                     n.interval(warm["cost"], False, n.seconds), _steps(warm["steps"]),
+        ways = [cell for w in WAYS for cell in (n.interval(c["ways"][w]["cost"], False, n.seconds), _steps(c["ways"][w]["steps"]))]
+        rows.append([c["precision"], str(c["batch"]), term("mode", c=c, code=False), *ways,
                      words(Text("payback", "when", {"code": c["code"], "recommended": c["recommended"]}))])
-    cols = [Column("precision"), Column("batch", "r"), Column("what runs"),
-            Column("cold start [interval]", "r"), Column("break-even steps [interval]", "r"),
-            Column("warm-cache load [interval]", "r"),
-            Column("break-even from a filled cache", "r"), Column("when it pays")]
+    heads = [Column(words(Text("payback", "way_header", {"way": w, "what": what})), "r") for w in WAYS
+             for what in ("cost", "steps")]
+    cols = [Column("precision"), Column("batch", "r"), Column("what runs"), *heads, Column("when it pays")]
     return Table("payback", Text("payback", "table_caption", {"train_rows": ctx.train_rows}), cols, rows)
 
 

@@ -1,7 +1,6 @@
 """Every comparison the paper words, decided once from summary.csv by the rule of core/stats.py: the rankings
-(which configurations are not distinguishable from the best, which pairs among them the rule still orders,
-which lie below, which ran too few processes), the batch trend, the whole-step graph against the module, the
-precisions, and the method checks' verdicts against their cell's A/A band.
+(the group a recommendation may name, which pairs in it the rule still orders, which lie below, which ran too
+few processes), the batch trend per mode, the precisions, and the method checks' verdicts against their band.
 
     decisions = decide(summary, checks)   # rule summarize writes it as decisions.json; the report only reads it
 
@@ -104,9 +103,7 @@ def _row(summary: pd.DataFrame, k: dict) -> pd.Series:
 def comparisons(summary: pd.DataFrame, ranks: list[dict]) -> list[dict]:
     """The comparisons the main text makes beside the rankings, each a stats.compare code of `a` against `b`:
     per precision and compiled mode of the module measured at both the smallest and the largest batch size, its
-    speedup at the one against the other (`batch-trend`: a trend sentence holds only where every one agrees);
-    the whole-step graph at the first batch size where it ran against every module configuration there with
-    MIN_N processes (`whole-step`: "higher" only when it is above each, `against` holding each code); per mode
+    speedup at the one against the other (`batch-trend`: a trend sentence holds only where every one agrees); per mode
     and batch size measured in several precisions, the slower precision's step time against the faster one's
     (`precision`: "higher" means the slow one's step is measurably longer)."""
     out = []
@@ -119,18 +116,6 @@ def comparisons(summary: pd.DataFrame, ranks: list[dict]) -> list[dict]:
             if all(len(e) for e in ends):
                 a, b = key(ends[0].iloc[0]), key(ends[1].iloc[0])
                 out.append({"what": "batch-trend", "by": "speedup", "a": a, "b": b, "code": _code(summary, a, b, "speedup")})
-        graphs = _static(summary, ("step-graph",))
-        for batch in sorted(set(graphs[graphs.precision == p].batch_size)):
-            rivals = [key(r) for _, r in ordered(mine[mine.batch_size == batch]).iterrows()
-                      if interval_of(r).n >= stats.MIN_N]
-            if not rivals:
-                continue
-            a = key(ordered(graphs[(graphs.precision == p) & (graphs.batch_size == batch)]).iloc[0])
-            against = [{"b": b, "code": _code(summary, a, b, "speedup")} for b in rivals]
-            codes = {x["code"] for x in against}
-            code = "higher" if codes == {"higher"} else "few-runs" if "few-runs" in codes else "indistinct"
-            out.append({"what": "whole-step", "by": "speedup", "a": a, "b": rivals[0], "code": code, "against": against})
-            break
     head = _compiled(vocab.usable(vocab.headline(summary)))
     for (mode, b), g in head.groupby(["compile_mode", "batch_size"]):
         if g.precision.nunique() < 2:

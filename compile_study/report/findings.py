@@ -172,15 +172,6 @@ def batch_trend(ctx: Context) -> dict | None:
 
 
 @once
-def whole_step(ctx: Context) -> dict | None:
-    """Where the whole-step CUDA graph ran: is it above every module-scope configuration at that batch size?"""
-    for c in ctx.comparisons("whole-step"):
-        if c["a"]["precision"] == ctx.precision:
-            return {"batch": c["a"]["batch"], "code": c["code"], "c": ctx.named(c["a"])}
-    return None
-
-
-@once
 def verdicts(ctx: Context) -> dict:
     """Counts of verdict codes over the compiled static-shape configurations of the module (every precision)."""
     counts = Counter(compiled(ctx.head).verdict)
@@ -341,7 +332,7 @@ def abstract(ctx: Context) -> list[Text]:
                                       if e.get("code") == "more")}
     batches, shape = _glossed(per_batch(ctx), shapes[-1] if shapes else None, ctx.facts["max_len"])
     facts = {"device": ctx.device_name, "gpu": ctx.gpu, "precision": ctx.precision, "verdicts": verdicts(ctx),
-             "trend": batch_trend(ctx), "whole": whole_step(ctx), "model": model(ctx), "data": data_facts(ctx),
+             "trend": batch_trend(ctx), "model": model(ctx), "data": data_facts(ctx),
              "configs": len(ctx.summary), "runs": ctx.env.get("n_records"), "batches": batches,
              "shape": shape, "short": short, "claims": claim_counts(ctx), "level": LEVEL}
     return [Text("abstract", "takeaway", facts), Text("abstract", "body", facts)]

@@ -14,8 +14,11 @@ import re
 
 from compile_study.core import stats
 from compile_study.report import numbers
-from compile_study.report.document import Figure, Items, Para, Table, Text
 from compile_study.report.paper import sentences
+
+from . import cost_invariants as costs
+from . import judgement_invariants as judged
+from .paper_reading import tables, texts
 
 # words that compare measured configurations (with eager or with each other)
 COMPARATIVE = re.compile(r"faster than|slower than|fastest|the most\b|more than any|not distinguishable|measurably|"
@@ -23,26 +26,14 @@ COMPARATIVE = re.compile(r"faster than|slower than|fastest|the most\b|more than 
 FEWER = re.compile(r"\(single run\)|n = [12], no interval")  # an interval's method where it has fewer than MIN_N
 GPU_WORDS = ("TF32", "CUDA", "Triton", "GPU wait", "gpu wait", "driver")  # never in a CPU study's paper
 BUILT_IN_WORDS = ("masked mean pooling", "d_model", "-layer transformer", "feed-forward 1024",
-                  "transformer encoder classifier")
+                  "transformer encoder classifier", "small transformer", "transformer text classifier",
+                  "matmul FLOPs", "matmul TFLOP/s")
+TRANSFORMER = re.compile(r"\btransformer\b(?!s)")  # the built-in model's kind: a plugged model's paper never says it
 KEY_HEADERS = {"precision", "batch", "mode", "shapes", "what runs", "what is compiled", "sub-grid", "claim", "#",
                "scope", "kernel", "operator"}
 MEASURED = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)(?=(?:×| ?%| s\b| ms\b| steps\b| epochs\b| TFLOP/s))")
 THRESHOLD = re.compile(r"`([\w-]+)` \(([\w-]+)\) at batch (\d+)(?: in \w+)? pays after ([\d,]+) steps")
 NAMED = re.compile(r"`([\w-]+)` \(([\w-]+)\)(?: on ([\w-]+) batches)? at batch (\d+)")
-
-
-def texts(report) -> list[Text]:
-    """Every sentence of the report model: abstract, paragraphs, list items and captions."""
-    out = list(report.abstract)
-    for section in report.main + report.appendix:
-        for b in section.blocks:
-            out += ([b.text] if isinstance(b, Para) else list(b.items) if isinstance(b, Items) else
-                    [b.caption] if isinstance(b, Table | Figure) else [])
-    return out
-
-
-def tables(report) -> list[Table]:
-    return [b for s in report.main + report.appendix for b in s.blocks if isinstance(b, Table)]
 
 
 def _rankings(value, prefix=None):
@@ -80,12 +71,11 @@ def comparative_words(paper) -> list[str]:
             ranked = r["top"] + r["below"]
             if any(c[q].n < stats.MIN_N for c in ranked) or any(c[q].n >= stats.MIN_N for c in r["few"]):
                 out.append(f"{where}: a configuration of fewer than {stats.MIN_N} processes is ranked")
-            if r["top"]:
-                best = r["top"][0]
-                out += [f"{where}: {c['mode']} ({c['scope']}) is in the top but the rule separates it from the best"
-                        for c in r["top"][1:] if stats.compare(best[q], c[q]) != "indistinct"]
-                out += [f"{where}: {c['mode']} ({c['scope']}) is called below the best but overlaps it"
-                        for c in r["below"] if stats.compare(best[q], c[q]) != "higher"]
+            if r["top"]:  # the group: one chain of overlapping intervals, each configuration below under all of it
+                if not judged.one_chain([c[q] for c in r["top"]]):
+                    out.append(f"{where}: the top is not one chain of overlapping intervals")
+                out += [f"{where}: {b['mode']} ({b['scope']}) is called below {c['mode']} ({c['scope']}) but overlaps it"
+                        for c in r["top"] for b in r["below"] if stats.compare(c[q], b[q]) != "higher"]
             for a in r.get("apart", []):
                 out += [f"{where}: {h['mode']} is called above {a['lower']['mode']} without separate intervals"
                         for h in a["above"] if stats.compare(h[q], a["lower"][q]) != "higher"]
@@ -113,6 +103,8 @@ def recommendations(paper) -> list[str]:
     for sentence in sentences(paper.markdown):
         if re.search(r"sooner eager", sentence) and "with that configuration" not in sentence:
             out.append(f"a shorter-run advice not tied to its configuration: {sentence[:120]}")
+        if re.search(r"sooner eager", sentence) and not re.search(r"filled cache", sentence):
+            out.append(f"a shorter-run advice that forgets a filled cache's warm-cache load: {sentence[:120]}")
         if re.search(r"longest break-even|shortest break-even", sentence):
             out.append(f"advice from an extreme over configurations: {sentence[:120]}")
     return out
@@ -164,6 +156,7 @@ def device_and_model(paper) -> list[str]:
         out += [f"a CPU paper says {w!r}" for w in GPU_WORDS if w in md]
     if paper.spec.plug:
         out += [f"a plugged model's paper says {w!r}" for w in BUILT_IN_WORDS if w in md]
+        out += ["a plugged model's paper says 'transformer'" for _ in TRANSFORMER.findall(md)[:1]]
         params = paper.summary.model_params.dropna()
         if len(params) and f"{int(params.iloc[0]):,} parameters" not in md:
             out.append("a plugged model's paper does not state its parameters")
@@ -175,7 +168,7 @@ def device_and_model(paper) -> list[str]:
 
 INVARIANTS = {"comparative words": comparative_words, "recommendations": recommendations,
               "numbers traced": numbers_traced, "tables and names": tables_and_names,
-              "device and model": device_and_model}
+              "device and model": device_and_model} | judged.INVARIANTS | costs.INVARIANTS
 
 
 def check(paper) -> dict[str, list[str]]:

@@ -22,7 +22,7 @@ def row(mode, bs, speedup, *, low=np.nan, high=np.nan, n=1, regime="static", sco
                 inference_speedup=np.nan, inference_low=np.nan, inference_high=np.nan, inference_n=0,
                 forward_speedup=np.nan, backward_speedup=np.nan, break_even_steps=np.nan, reference_step_ms=10.0,
                 graphs_compiled=1, distinct_shapes=1, recompile_limit_hit=False, steady_step_ms=10.0,
-                cold_compile_s=np.nan, cold_n=1)
+                cold_compile_s=np.nan, cold_start_s=np.nan, cold_n=1)
     return base | kw
 
 
@@ -76,15 +76,19 @@ def test_mlp_claim_is_judged_on_the_interval_of_its_alternating_rounds_at_batch_
     assert claims.mlp_claim({"rows": []})[0] == "not-measured"
 
 
-def test_dynamic_claim_needs_three_processes_and_quotes_graphs_for_shapes():
+def test_dynamic_claim_is_judged_by_the_rule_on_the_interval_and_quotes_graphs_for_shapes():
+    """"Dynamic shapes erase the gain" once read "does not hold" for 1.10x [1.01, 1.21] against eager on the same
+    batches, not distinguishable from eager, because 3 graphs served 6 shapes: the gain is judged by the rule."""
     few = table(row("default", 256, 1.0, n=2, regime="dynamic", graphs_compiled=3, distinct_shapes=6,
-                    cold_compile_s=42.2))
+                    cold_start_s=42.2))
     verdict, ev = claims.dynamic_claim(few)
     assert verdict == "not-enough-evidence" and (ev[0]["graphs"], ev[0]["shapes"]) == (3, 6)
-    every = three("default", 256, 0.95, 0.9, 1.0, regime="dynamic-false", graphs_compiled=8, distinct_shapes=8)
-    assert claims.dynamic_claim(table(every))[0] == "holds"  # one graph per shape and no gain left
-    fewer_graphs = three("default", 256, 0.95, 0.9, 1.0, regime="dynamic", graphs_compiled=3, distinct_shapes=6)
-    assert claims.dynamic_claim(table(fewer_graphs))[0] == "does-not-hold"  # 3 graphs for 6 shapes: not every one
+    erased = three("default", 256, 1.10, 1.01, 1.21, regime="dynamic", graphs_compiled=3, distinct_shapes=6,
+                   verdict="indistinct", cold_start_s=60.1)
+    verdict, ev = claims.dynamic_claim(table(erased))
+    assert verdict == "holds" and ev[0]["code"] == "holds" and ev[0]["cold_start_s"] == 60.1  # no gain by the rule
+    kept = three("default", 256, 1.5, 1.4, 1.6, regime="dynamic-false", graphs_compiled=8, distinct_shapes=8)
+    assert claims.dynamic_claim(table(kept))[0] == "does-not-hold"  # a graph per shape, and still faster
 
 
 def test_forward_only_claim_rests_on_one_process_and_quotes_the_scopes_beside_it():
@@ -98,7 +102,7 @@ def test_forward_only_claim_rests_on_one_process_and_quotes_the_scopes_beside_it
 
 def _paying(steps, low, high, **kw):
     """A configuration at batch 32 (213 steps an epoch) whose break-even interval summary.csv gives."""
-    return three("reduce-overhead", 32, 3.0, 2.5, 3.6, cold_compile_s=13.5, payback="pays-after", break_even_steps=steps,
+    return three("reduce-overhead", 32, 3.0, 2.5, 3.6, cold_start_s=13.5, payback="pays-after", break_even_steps=steps,
                  break_even_low=low, break_even_high=high, break_even_method="Bonferroni", break_even_n=3, **kw)
 
 
@@ -113,7 +117,7 @@ def test_short_runs_claim_reads_the_break_even_interval_against_one_epoch_of_the
     verdict, ev = claims.short_runs_claim(table(one), FACTS)
     assert verdict == "not-enough-evidence" and ev[0]["code"] == "few-runs"
     # a step not faster than eager's never pays back: compiling costs more on any run
-    never = three("default", 32, 0.99, 0.9, 1.08, cold_compile_s=13.5, payback="never", break_even_steps=math.inf)
+    never = three("default", 32, 0.99, 0.9, 1.08, cold_start_s=13.5, payback="never", break_even_steps=math.inf)
     verdict, ev = claims.short_runs_claim(table(never), FACTS)
     assert verdict == "holds" and ev[0]["never"] and ev[0]["code"] == "more"
 

@@ -1,18 +1,15 @@
-"""The figures: one colour per compile mode in every figure, intervals on speedup figures (on a log axis), no
-line across a batch size a series did not run, legends off the axes, every series a caption names drawn (real
-tokens, the whole step as one CUDA graph), row labels that say what a row is, point labels that overlap
-nothing, and only figures with data made (the paper cites exactly those: tests/test_latex.py)."""
+"""The figures: one colour per compile mode in every figure, intervals on speedup and break-even figures (on a log
+axis where values span more than 10x), no line across a batch size a series did not run, legends off the axes,
+every series a caption names drawn (real tokens, the whole step as one CUDA graph), row labels that say what a row
+is, no floating point labels, and only figures with data made (the paper cites exactly those: tests/test_latex.py)."""
 
 from __future__ import annotations
-
-import itertools
 
 import matplotlib.colors as mcolors
 import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.container import ErrorbarContainer
-from matplotlib.text import Text
 
 from compile_study.aggregate import drawing, figures
 from compile_study.core import record, vocab
@@ -139,7 +136,7 @@ def test_the_roofline_draws_real_tokens_and_the_whole_step_graph_where_the_recor
         assert np.allclose(stars, sorted(panel[panel.compile_scope == "step-graph"].achieved_tflops))
     assert len(rows[rows.compile_scope == "step-graph"]) == 2  # the stored study profiled it at batch 32 and 512
     labels = [h.get_label() for h in legend]
-    assert "hollow, dashed: real tokens only" in labels and "scope step-graph (static)" in labels
+    assert "hollow, dashed: real tokens only" in labels and "scope step-graph, static shapes" in labels
 
 
 def test_kernels_include_the_whole_step_graph_where_it_was_profiled(drawn, stored):
@@ -195,36 +192,28 @@ def test_speedups_sit_on_a_log_axis_that_keeps_the_batch_512_cluster_apart(drawn
     assert all(ax.get_xscale() == "log" for ax in regimes.axes)
 
 
-def _label_boxes(ax) -> list:
-    """Each label's text, in display units (an annotation's own extent would take in its leader line)."""
-    renderer = ax.figure.canvas.get_renderer()
-    for t in ax.texts:
-        t.update_positions(renderer)
-    return [Text.get_window_extent(t, renderer) for t in ax.texts]
-
-
-def test_no_two_breakeven_labels_overlap_and_each_stays_inside_the_axes(drawn, stored):
-    fig, _ = drawn["breakeven"]
-    ax = fig.axes[0]
-    boxes = _label_boxes(ax)
-    assert len(boxes) == len(figures._breakeven_rows(stored[0])) > 1  # a label per configuration with a break-even
-    for a, b in itertools.combinations(boxes, 2):
-        assert not a.overlaps(b), (a, b)
-    inside = ax.get_window_extent()
-    assert all(inside.contains(b.x0, b.y0) and inside.contains(b.x1, b.y1) for b in boxes)
-
-
-def test_labels_of_a_tight_cluster_are_placed_apart():
-    """Eight points within a few pixels of each other: each label finds a free place (the old fixed offset put
-    all eight on top of one another)."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 4))
-    xy = [(10 + 0.1 * i, 100 * (1.01 ** i)) for i in range(8)]
-    ax.plot(*zip(*xy), "o")
-    ax.set(xlim=(0, 20), ylim=(50, 200), yscale="log")
-    fig.tight_layout()
-    drawing.place_labels(ax, [(p, f"512 bf16 config {i}") for i, p in enumerate(xy)])
-    boxes = _label_boxes(ax)
-    assert len(boxes) == 8 and not any(a.overlaps(b) for a, b in itertools.combinations(boxes, 2))
-    plt.close(fig)
+def test_the_breakeven_figure_plots_what_pays_back_with_intervals_and_no_floating_labels(drawn, stored):
+    """It once plotted the dynamic configuration that is not shown faster than eager, on a linear axis crushed by
+    the 172.6-s point, with labels ("512 fp32") beside the wrong points and no intervals, and left out the
+    recommended step-graph configurations."""
+    summary, _ = stored
+    fig, legend = drawn["breakeven"]
+    rows = figures.cost_figures.breakeven_rows(summary)
+    assert set(rows.payback) == {"pays-after"} and "dynamic" not in set(rows.shape_regime)
+    assert len(rows[rows.compile_scope == "step-graph"]) == 2  # the whole step in one CUDA graph, at 32 and 512
+    meta = figures.drawable(summary, stored[1])["breakeven"]
+    panels = {ax.get_title() for ax in fig.axes}
+    assert panels == {f"{p}, batch size {b}" for p, b in zip(rows.precision, rows.batch_size)}
+    for ax in fig.axes:
+        assert not ax.texts  # no point carries a floating label: panels and the legend say what a point is
+        assert (ax.get_xscale(), ax.get_yscale()) == ("log" if meta["log_x"] else "linear", "log" if meta["log_y"] else "linear")
+    assert meta["log_x"] and meta["log_y"]  # 1.8 s to 201.6 s, 256 to 41,628 steps: both span more than 10x
+    shapes = set(drawing.MARKERS) | set(drawing.SCOPE_MARKERS.values())
+    points = [p for ax in fig.axes for line in ax.get_lines() if line.get_marker() in shapes
+              for p in zip(line.get_xdata(), line.get_ydata())]
+    assert len(points) == len(rows) * len(meta["ways"])  # each configuration once per way (empty, filled cache)
+    bars = [c for ax in fig.axes for c in ax.containers if isinstance(c, ErrorbarContainer) and c.has_yerr]
+    assert len(bars) >= len(rows)  # intervals drawn where the break-even has one
+    stars = [p for ax in fig.axes for p in _points(ax, "*")]
+    assert len(stars) == 2 * len(meta["ways"])
+    assert "scope step-graph, static shapes" in [h.get_label() for h in legend]

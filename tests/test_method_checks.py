@@ -16,7 +16,7 @@ from compile_study.aggregate import decide
 from compile_study.checks import concurrency, launcher, timer_check
 from compile_study.core import config_check
 from compile_study.core.layout import CHECKS
-from compile_study.report import appendix, paper
+from compile_study.report import method_checks, paper
 
 from .conftest import REPO, TINY_MODEL
 
@@ -97,11 +97,11 @@ def test_the_appendix_reads_the_launcher_check_against_its_cells_band():
     row = {"compile_mode": "default", "compile_scope": "module", "shape_regime": "static", "precision": "fp32",
            "batch_size": 8, "aa_low": 0.9, "aa_high": 1.11, "aa_n": 3}
     decided = decide.checks_decided({"launcher": check}, pd.DataFrame([row]))["launcher"]
-    para = appendix.launcher_para(check, decided)
+    para = method_checks.launcher_para(check, decided)
     data = para.text.data
     assert data["iv"].n == 3 and data["iv"].low < 1.01 < data["iv"].high and data["verdict"] == "within-noise"
     assert (data["warm_s"], data["fresh_s"], data["rounds"]) == (0.4, 3.5, 3)
     text = paper.words(para.text)
     assert "0.40 s" in text and "3.50 s" in text and "[0.90, 1.11]" in text and "1.01×" in text
-    assert appendix.launcher_para({"applicable": False}, None) is None
+    assert method_checks.launcher_para({"applicable": False}, None) is None
     assert decide.checks_decided({"launcher": {"applicable": False}}, pd.DataFrame([row])) == {}

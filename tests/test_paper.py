@@ -42,9 +42,11 @@ def test_tables_hold_the_measured_values_with_interval_and_method(study):
     assert row[5] == "faster"  # a verdict word
     pays = next(r for r in _cells(rep, "payback") if r[:3] == ["bf16", "32", "default (module)"])
     rows_used = study["facts"]["splits"]["train"]["rows"]  # epochs of the rows the runs used, from facts.json
-    assert pays[3] == f"{d.cold_compile_s:.1f} s (single run)"  # one cold compile: its method, no interval
-    assert pays[5:] == [f"{d.break_even_steps:,.0f}", numbers.sig(d.break_even_steps / (rows_used // 32), 2),
-                        "after break-even, recommended"]  # the top at batch 32, faster than eager
+    assert pays[3] == f"{d.cold_start_s:.1f} s (single run)"  # one cold compile: its method, no interval
+    assert pays[4] == f"{d.break_even_steps:,.0f}" and numbers.sig(d.break_even_epochs, 2) == numbers.sig(
+        d.break_even_steps / (rows_used // 32), 2)  # epochs of the rows the runs used (the claims quote them)
+    assert pays[5] == f"{d.warm_start_s:.1f} s (n = 2, no interval)" and pays[6] == f"{d.warm_break_even_steps:,.0f}"
+    assert pays[-1] == "after break-even, recommended"  # the top at batch 32, faster than eager
     assert any(r[3] == "OOM at batch 4096" for r in _cells(rep, "modes"))
     md = paper.render(rep, "md")
     escaped = interval.replace("[", "\\[").replace("]", "\\]").replace("%", "\\%")
@@ -111,7 +113,7 @@ def test_numbers_read_as_the_paper_shows_them():
 
 
 @pytest.mark.skipif(not (STORED / "summary.csv").is_file(), reason="the stored H200 study is not in this checkout")
-def test_main_text_of_the_stored_h200_paper_is_at_most_3000_words():
+def test_main_text_of_the_stored_h200_paper_is_at_most_3300_words():
     summary = pd.read_csv(STORED / "summary.csv")
     facts = json.loads((STORED / "facts.json").read_text())
     mlp = json.loads((STORED / "claims" / "mlp.json").read_text())
@@ -121,7 +123,7 @@ def test_main_text_of_the_stored_h200_paper_is_at_most_3000_words():
     rep = report.build(summary, pd.read_csv(STORED / "parity.csv"), claims.claims_table(summary, mlp, facts),
                        decide(summary, {}), env, facts, yaml.safe_load((STORED / "config.yaml").read_text()), "cuda", checks, "figures")
     words = paper.word_counts(paper.render(rep, "md"))
-    assert words["main"] + words["main_tables"] <= 3000, words
+    assert words["main"] + words["main_tables"] <= 3300, words  # tests/test_readability.py MAIN_WORDS says why
     assert words["appendix"] + words["appendix_tables"] > 0
     titles = [s.title for s in rep.main]
     assert titles[-1] == "Conclusions and recommendations" and "How far from the best step" in titles
@@ -174,15 +176,17 @@ def test_comparative_words_come_from_the_rule_on_the_stored_studys_intervals():
     name = [(c["mode"], c["scope"]) for c in batches[32]["top"]]
     assert name == [("default", "step-graph")]  # its interval clears every other with three processes
     # at 512 the step graph's interval is narrow and highest (1.77-1.78): reduce-overhead (1.73-1.75) and
-    # max-autotune (1.69-1.71) lie wholly below it, while default (1.26-1.96) and max-autotune-no-cudagraphs
-    # (1.20-1.94) reach it: the rule cannot tell those three apart, and ranks the two below
+    # max-autotune (1.69-1.71) lie wholly below it, but inside default's (1.26-1.96) and max-autotune-no-cudagraphs'
+    # (1.20-1.94), which reach it. The paper once recommended those three and not reduce-overhead: one group of
+    # five, any of which the rule can recommend, with the pairs inside it that it does order
     assert [(c["mode"], c["scope"]) for c in batches[512]["top"]] == [
-        ("default", "step-graph"), ("default", "module"), ("max-autotune-no-cudagraphs", "module")]
-    assert [(c["mode"], c["scope"]) for c in batches[512]["below"]] == [
-        ("reduce-overhead", "module"), ("max-autotune", "module")]
-    assert batches[512]["apart"] == [] and batches[32]["apart"] == []
-    # at 32 the step graph's interval (6.40-17.0) clears the three below it: the best overlaps none of them
-    assert len(batches[32]["below"]) == 3 and batches[32]["top"][0]["overlaps"] == []
+        ("default", "step-graph"), ("reduce-overhead", "module"), ("max-autotune", "module"), ("default", "module"),
+        ("max-autotune-no-cudagraphs", "module")]
+    assert batches[512]["below"] == [] and batches[32]["apart"] == []
+    assert [(a["lower"]["mode"], [h["mode"] for h in a["above"]]) for a in batches[512]["apart"]] == [
+        ("reduce-overhead", ["default"]), ("max-autotune", ["default", "reduce-overhead"])]
+    # at 32 the step graph's interval (6.40-17.0) clears the three below it: a group of one
+    assert len(batches[32]["below"]) == 3 and len(batches[32]["top"]) == 1
     assert batches[32]["few"][0]["speedup"].n == 1  # the whole step compiled ran once: named, never ranked
     shapes = {f["batch"]: f for f in findings.shape_findings(ctx)}
     # packed batches gain most, and bucketed's interval does not reach packed's: the rule names packed alone

@@ -11,9 +11,23 @@ import math
 
 from compile_study.core.intervals import LEVEL, Interval
 
+# how a user reaches a configuration's compiled step (aggregate/payback.py): each way has a cost in seconds
+# (`<way>_start`) and a break-even in steps (`<way>_break_even`; the cold way's is `break_even`, the paper's first)
+WAYS = ("cold", "warm")
+
+
+def start_prefix(way: str) -> str:
+    return f"{way}_start"
+
+
+def break_even_prefix(way: str) -> str:
+    return "break_even" if way == "cold" else f"{way}_break_even"
+
+
 # an interval's point column per prefix: every point shown beside an interval is that interval's centre
 POINT = {"speedup": "speedup", "gain": "gain_over_eager_static", "inference": "inference_speedup", "step": "step_ms",
-         "cold": "cold_compile_s", "break_even": "break_even_steps"}
+         "cold": "cold_compile_s"} | {start_prefix(w): f"{start_prefix(w)}_s" for w in WAYS} | {
+         break_even_prefix(w): f"{break_even_prefix(w)}_steps" for w in WAYS}
 
 
 def _finite(v) -> bool:

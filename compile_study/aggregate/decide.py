@@ -1,7 +1,6 @@
 """Every comparison the paper words, decided once from summary.csv by the rule of core/stats.py: the rankings
-(which configurations are not distinguishable from the best, which pairs among them the rule still orders,
-which lie below, which ran too few processes), the batch trend, the whole-step graph against the module, the
-precisions, and the method checks' verdicts against their cell's A/A band.
+(the group a recommendation may name, which pairs in it the rule still orders, which lie below, which ran too
+few processes), the batch trend per mode, the precisions, and the method checks' verdicts against their band.
 
     decisions = decide(summary, checks)   # rule summarize writes it as decisions.json; the report only reads it
 
@@ -21,6 +20,7 @@ import pandas as pd
 
 from compile_study.aggregate.columns import interval_of
 from compile_study.core import digits, stats, vocab
+from compile_study.core.intervals import NAN
 
 RULES = {"level": stats.LEVEL, "min_n": stats.MIN_N, "band_sds": stats.BAND_SDS}
 # what each ranking orders: the quantity (summary.csv's interval prefix) and the configurations it takes, per
@@ -55,20 +55,17 @@ def _compiled(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def ranking(rows: pd.DataFrame, prefix: str) -> dict:
-    """The comparison rule over some configurations (in the order given): `top` (not distinguishable from the
-    best, best first), `overlaps` (per member of top, those of `below` the rule cannot rank it above), `apart`
-    (within top, each one that some others of top are measurably above, with those: two of the top need not
-    overlap each other, though each overlaps the best), `below` (measurably below the best) and `few` (fewer
-    than MIN_N processes: named, not ranked)."""
+    """The comparison rule over some configurations (in the order given): `top` (the group stats.top picks, best
+    first: what a recommendation may name, "any of these" where it holds several), `apart` (within top, each one
+    that some others of top are measurably above, with those), `below` (each measurably below every member of
+    top) and `few` (fewer than MIN_N processes: named, not ranked)."""
     ivs = [(key(r), interval_of(r, prefix)) for _, r in rows.iterrows()]
     by = {tuple(k.values()): (k, iv) for k, iv in ivs}
     first, below = stats.top({tuple(k.values()): iv for k, iv in ivs})
     top, under = [by[k] for k in first], [by[k] for k in below]
     apart = [{"lower": k, "above": [h for h, hiv in top if stats.compare(hiv, iv) == "higher"]} for k, iv in top]
     return {"top": [k for k, _ in top], "below": [k for k, _ in under],
-            "few": [k for k, iv in ivs if iv.n < stats.MIN_N],
-            "overlaps": [[b for b, biv in under if stats.compare(iv, biv) == "indistinct"] for _, iv in top],
-            "apart": [a for a in apart if a["above"]]}
+            "few": [k for k, iv in ivs if iv.n < stats.MIN_N], "apart": [a for a in apart if a["above"]]}
 
 
 def _static(summary: pd.DataFrame, scopes) -> pd.DataFrame:
@@ -105,24 +102,20 @@ def _row(summary: pd.DataFrame, k: dict) -> pd.Series:
 
 def comparisons(summary: pd.DataFrame, ranks: list[dict]) -> list[dict]:
     """The comparisons the main text makes beside the rankings, each a stats.compare code of `a` against `b`:
-    per precision, the best module configuration at the smallest against the largest batch size (`batch-trend`)
-    and the whole-step graph against the best module configuration at the first batch size both ran
-    (`whole-step`); per mode and batch size measured in several precisions, the slower precision's step time
-    against the faster one's (`precision`: "higher" means the slow one's step is measurably longer)."""
+    per precision and compiled mode of the module measured at both the smallest and the largest batch size, its
+    speedup at the one against the other (`batch-trend`: a trend sentence holds only where every one agrees); per mode
+    and batch size measured in several precisions, the slower precision's step time against the faster one's
+    (`precision`: "higher" means the slow one's step is measurably longer)."""
     out = []
+    module = _static(summary, ("module",))
     for p in sorted(set(r["precision"] for r in ranks)):
-        module = [r for r in find(ranks, "speedup-module", p) if r["top"]]
-        if len(module) >= 2:
-            a, b = module[0]["top"][0], module[-1]["top"][0]
-            out.append({"what": "batch-trend", "by": "speedup", "a": a, "b": b, "code": _code(summary, a, b, "speedup")})
-        graphs = _static(summary, ("step-graph",))
-        for r in module:
-            graph = graphs[(graphs.precision == p) & (graphs.batch_size == r["batch"])]
-            if len(graph):
-                a, b = key(ordered(graph).iloc[0]), r["top"][0]
-                out.append({"what": "whole-step", "by": "speedup", "a": a, "b": b,
-                            "code": _code(summary, a, b, "speedup")})
-                break
+        mine = module[module.precision == p]
+        sizes = sorted(set(mine.batch_size))
+        for mode in sorted(set(mine.compile_mode), key=MODE_ORDER.get) if len(sizes) >= 2 else []:
+            ends = [mine[(mine.compile_mode == mode) & (mine.batch_size == b)] for b in (sizes[0], sizes[-1])]
+            if all(len(e) for e in ends):
+                a, b = key(ends[0].iloc[0]), key(ends[1].iloc[0])
+                out.append({"what": "batch-trend", "by": "speedup", "a": a, "b": b, "code": _code(summary, a, b, "speedup")})
     head = _compiled(vocab.usable(vocab.headline(summary)))
     for (mode, b), g in head.groupby(["compile_mode", "batch_size"]):
         if g.precision.nunique() < 2:
@@ -177,12 +170,20 @@ def check_verdict(check: dict, summary: pd.DataFrame, mode: str) -> dict | None:
             "verdict": check_code(iv, band) if band else None}
 
 
+def _round_ratios(r: dict) -> list[float]:
+    """A timer check row's harness / Timer ratio in each of its rounds."""
+    return [h / t for h, t in zip(r.get("harness_rounds_ms") or [], r.get("timer_rounds_ms") or []) if h and t]
+
+
 def timer_disagreements(rows: list[dict], summary: pd.DataFrame) -> list[dict]:
     """The timer check's compiled rows outside its 3% target, each with what it means for the configuration's
-    speedup: the harness reads the compiled step `ratio` of Timer's and eager's `eager_ratio` (1 where the check
-    has no eager row), so the speedup may read eager_ratio / ratio too high; the speedup interval divided by that
-    factor, and its verdict against the cell's band then ("holds" where it is the verdict measured)."""
-    eager = {(r["batch_size"], r["precision"]): r["harness_vs_timer"] for r in rows if r["compile_mode"] == "eager"}
+    speedup. The harness reads the compiled step `ratio` of Timer's and eager's `eager_ratio`, so the speedup may
+    read eager_ratio / ratio too high: a correction only where the check timed eager at the same batch size and
+    precision (`corrected`; elsewhere none is made). With it: the speedup interval divided by that factor and its
+    verdict against the cell's band; each side's per-round ratios (`spread`: min, max), and the check's harness
+    step against the configuration's step interval across the study's processes (`step`, `step_code`: inside or
+    outside), since the check times one batch in a process of its own."""
+    eager = {(r["batch_size"], r["precision"]): r for r in rows if r["compile_mode"] == "eager"}
     out = []
     for r in rows:
         if r["compile_mode"] == "eager" or r.get("within_3pct", True):
@@ -192,12 +193,24 @@ def timer_disagreements(rows: list[dict], summary: pd.DataFrame) -> list[dict]:
         band, match = _band(summary, r["compile_mode"], cell), _rows_of(summary, cell)
         if band is None or match.empty:
             continue
-        iv, factor = interval_of(match.iloc[0]), eager.get((r["batch_size"], r["precision"]), 1.0) / r["harness_vs_timer"]
-        moved = stats.Interval(iv.point / factor, iv.low / factor, iv.high / factor, iv.method, iv.n, iv.level)
-        out.append({"config": key(match.iloc[0]), "ratio": r["harness_vs_timer"], "eager_ratio": eager.get(
-            (r["batch_size"], r["precision"])), "factor": factor, "verdict": match.iloc[0].verdict,
-            "moved": interval_json(moved), "moved_verdict": stats.verdict(moved, band)})
+        row, e = match.iloc[0], eager.get((r["batch_size"], r["precision"]))
+        step = interval_of(row, "step")
+        found = {"config": key(row), "ratio": r["harness_vs_timer"], "eager_ratio": e["harness_vs_timer"] if e else None,
+                 "rounds": r.get("rounds"), "spread": _span(_round_ratios(r)),
+                 "eager_spread": _span(_round_ratios(e)) if e else None, "verdict": row.verdict,
+                 "harness_ms": r.get("harness_median_ms"), "step": interval_json(step),
+                 "step_code": ("inside" if step.low <= r.get("harness_median_ms", NAN) <= step.high else "outside")
+                 if math.isfinite(step.low) else "few-runs", "corrected": e is not None}
+        if e is not None:
+            iv, factor = interval_of(row), e["harness_vs_timer"] / r["harness_vs_timer"]
+            moved = stats.Interval(iv.point / factor, iv.low / factor, iv.high / factor, iv.method, iv.n, iv.level)
+            found |= {"factor": factor, "moved": interval_json(moved), "moved_verdict": stats.verdict(moved, band)}
+        out.append(found)
     return out
+
+
+def _span(values: list[float]) -> list[float] | None:
+    return [min(values), max(values)] if values else None
 
 
 def _rows_of(summary: pd.DataFrame, cell: dict) -> pd.DataFrame:
@@ -232,8 +245,9 @@ def checks_decided(checks: dict, summary: pd.DataFrame) -> dict:
 
 def compile_concurrency(check: dict) -> dict | None:
     """The compile-concurrency check: a cold compile among k at once (c cores each) over the same compile alone,
-    one ratio per round, as an interval read against 1 (no A/A band exists for compile times): "faster" here means
-    the compile took longer among the others, "slower" that it took less, "indistinct" an interval that holds 1;
+    one ratio per round, as an interval read against 1 (no A/A band exists for compile times: the band is [1, 1])
+    by the rule of every method check (check_code): "faster" here means the compile took longer among the others,
+    "slower" that it took less, "underpowered" an interval that holds 1 (wider than the band on both sides);
     fewer than MIN_N rounds, "few-runs". None where the check did not apply (a host too small for two at once)."""
     if not check.get("applicable"):
         return None
@@ -244,8 +258,8 @@ def compile_concurrency(check: dict) -> dict | None:
         among = [statistics.median(r["batch_s"]) for r in check["results"]]
         alone = [r["alone_s"] for r in check["results"]]
         iv, rounds = stats.speedup_interval(r["ratio"] for r in check["results"]), len(check["results"])
-    return {"interval": interval_json(iv), "rounds": rounds, "band": None,
-            "verdict": stats.verdict(iv, stats.Band(1.0, 1.0, 0.0, 0.0, 0)), "k": check["k"],
+    return {"interval": interval_json(iv), "rounds": rounds, "band": [1.0, 1.0],
+            "verdict": check_code(iv, stats.Band(1.0, 1.0, 0.0, 0.0, 0)), "k": check["k"],
             "cores_per_compile": check["cores_per_compile"], "host_cores": check["host_cores"],
             "alone_s": statistics.median(alone), "batch_s": statistics.median(among)}
 

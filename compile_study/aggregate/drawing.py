@@ -1,6 +1,7 @@
-"""The pieces every figure is drawn with (aggregate/figures.py): saving without dates, a log axis for ratios, a
-log2 axis of batch sizes, series set side by side, lines that never cross a batch size a series did not run,
-points with their intervals, and point labels placed where they overlap nothing.
+"""The pieces every figure is drawn with (aggregate/figures.py, cost_figures.py): one colour per compile mode and
+one marker per scope or shape regime, saving without dates, a log axis for ratios, a log2 axis of batch sizes,
+series set side by side, lines that never cross a batch size a series did not run, and points with their
+intervals (no point carries a floating label: panels, axes and the legend say what a point is).
 """
 
 from __future__ import annotations
@@ -17,17 +18,32 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import (  # noqa: E402
     FixedLocator,
     FuncFormatter,
+    LogLocator,
     MaxNLocator,
     NullFormatter,
     NullLocator,
     ScalarFormatter,
 )
-from matplotlib.transforms import Bbox  # noqa: E402
 
 from compile_study.aggregate.columns import POINT  # noqa: E402
-from compile_study.core import stats  # noqa: E402
+from compile_study.core import stats, vocab  # noqa: E402
 
 matplotlib.rcParams["svg.hashsalt"] = "compile-study"  # deterministic ids
+MODE_COLOURS = dict(zip(vocab.COMPILE_MODES, ("tab:grey", "tab:blue", "tab:orange", "tab:green", "tab:red")))
+MARKERS = "os^v<>pD"  # the module compiled, by shape regime, in the vocabulary's order
+# one marker per scope wherever a figure draws it (none among MARKERS but the module's, so that a scope never
+# reads as a regime); the whole step in one CUDA graph is a star
+SCOPE_MARKERS = {"module": "o", "fused-adamw": "P", "forward": "X", "backward": "h", "aot-eager": "d", "step": "8",
+                 "step-graph": "*", "graph-break": "H", "regional": "2"}
+
+
+def marker(scope: str, regime: str, regimes: list[str]) -> str:
+    """A series' marker: the module compiled by its regime (of `regimes`, static first), any other scope by its scope."""
+    return MARKERS[regimes.index(regime) % len(MARKERS)] if scope == "module" else SCOPE_MARKERS[scope]
+
+
+def series_label(scope: str, regime: str) -> str:
+    return f"module, {regime} shapes" if scope == "module" else f"scope {scope}, {regime} shapes"
 RATIO_TICKS = (0.125, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
 
@@ -69,6 +85,15 @@ def ratio_axis(ax, axis: str = "y") -> None:
     target.set_minor_locator(NullLocator())
 
 
+def log_values(axis) -> None:
+    """A log axis of values (seconds, steps, TFLOP/s): ticks at 1, 2 and 5 of each decade, one plain label each and
+    none on the minor ticks, so that no two labels collide however narrow the span."""
+    axis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    axis.set_minor_locator(NullLocator())
+    axis.set_minor_formatter(NullFormatter())
+
+
 def log2_batches(ax, sizes) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xlim(min(sizes) / 1.6, max(sizes) * 1.6)  # room for series set side by side, even at one batch size
@@ -79,8 +104,9 @@ def log2_batches(ax, sizes) -> None:
     ax.grid(alpha=0.3)
 
 
-def panels(n: int, height: float = 4.0, rows: int = 1, sharey: bool = False):
-    return plt.subplots(rows, max(1, n), figsize=(max(6.0, 4.8 * n), height * rows), squeeze=False, sharey=sharey)
+def panels(n: int, height: float = 4.0, rows: int = 1, sharey: bool = False, sharex: bool = False):
+    return plt.subplots(rows, max(1, n), figsize=(max(6.0, 4.8 * n), height * rows), squeeze=False, sharey=sharey,
+                        sharex=sharex)
 
 
 def dodges(series: list, step: float = 0.08) -> list[dict]:
@@ -94,8 +120,9 @@ def dodges(series: list, step: float = 0.08) -> list[dict]:
     return [{bs: factor[(i, bs)] for bs in g.batch_size.unique()} for i, (_, g) in enumerate(series)]
 
 
-def handle(label: str, colour="black", marker="o", ls="-", face=None) -> Line2D:
-    return Line2D([], [], color=colour, marker=marker, ls=ls, label=label, mfc=face or colour)
+def handle(label: str, colour="black", marker="o", ls="-", face=None, fill: str = "full") -> Line2D:
+    return Line2D([], [], color=colour, marker=marker, ls=ls, label=label, mfc=face or colour, fillstyle=fill,
+                  mfcalt="white")
 
 
 HOLLOW = handle("hollow: n < 3, no interval", "black", "o", "none", "white")
@@ -116,7 +143,7 @@ def line(ax, sizes: list, x, y, dodge: float | dict = 1.0, **kw) -> None:
             ax.plot([x0 * shift[x0], x1 * shift[x1]], [y0, y1], color=kw.get("color"), ls=ls, lw=1.2)
 
 
-def interval(ax, x, row, prefix: str, colour, marker, horizontal=False) -> None:
+def interval(ax, x, row, prefix: str, colour, shape, horizontal=False) -> None:
     """One point with its interval (MIN_N processes or more) or a hollow marker (fewer: no interval)."""
     point = row[POINT[prefix]]
     n, lo, hi = row.get(f"{prefix}_n", 0), row[f"{prefix}_low"], row[f"{prefix}_high"]
@@ -125,33 +152,15 @@ def interval(ax, x, row, prefix: str, colour, marker, horizontal=False) -> None:
     face = colour if has else "white"
     kw = dict(xerr=err) if horizontal else dict(yerr=err)
     xy = (point, x) if horizontal else (x, point)
-    ax.errorbar(*xy, **kw, fmt=marker, color=colour, mfc=face, capsize=3, ms=6)
+    ax.errorbar(*xy, **kw, fmt=shape, color=colour, mfc=face, capsize=3, ms=6)
 
 
-# where a point's label may go, nearest first: (dx, dy) in points and the alignment that keeps it off the point
-_AROUND = [((1, 0), "left", "center"), ((1, 1), "left", "bottom"), ((1, -1), "left", "top"), ((0, 1), "center", "bottom"),
-           ((0, -1), "center", "top"), ((-1, 0), "right", "center"), ((-1, 1), "right", "bottom"),
-           ((-1, -1), "right", "top")]
-LABEL_PLACES = [((d * x, d * y), ha, va) for d in (5, 10, 16, 24, 34, 46) for (x, y), ha, va in _AROUND]
+def point(ax, x: stats.Interval, y: stats.Interval, colour, shape, fill: str = "full") -> None:
+    """One point at two intervals' points, with each interval drawn where it has one (a bar on each axis); `fill`:
+    matplotlib's fillstyle ("none": hollow, a white face)."""
+    def err(iv):
+        return [[iv.point - iv.low], [iv.high - iv.point]] if np.isfinite(iv.low) and np.isfinite(iv.high) else None
 
-
-def place_labels(ax, points: list[tuple[tuple[float, float], str]], fontsize: float = 6) -> None:
-    """Each point's label at the nearest of LABEL_PLACES where it stays inside the axes and overlaps no other
-    label and no point (a thin leader line where it had to move away); run after the figure's layout."""
-    renderer = ax.figure.canvas.get_renderer()
-    inside = ax.get_window_extent(renderer)
-    radius = 3.5 * ax.figure.dpi / 72  # a marker of 6 points, and a little air
-    centres = [ax.transData.transform(xy) for xy, _ in points]
-    taken = [Bbox.from_extents(x - radius, y - radius, x + radius, y + radius) for x, y in centres]
-    for xy, text in points:
-        for i, ((dx, dy), ha, va) in enumerate(LABEL_PLACES):
-            kw = dict(xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, ha=ha, va=va)
-            label = ax.annotate(text, xy, **kw)
-            box = label.get_window_extent(renderer)
-            label.remove()
-            free = inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1)
-            if free and not any(box.overlaps(t) for t in taken) or i == len(LABEL_PLACES) - 1:
-                taken.append(box)  # the last place is kept even if crowded: tests/test_figures.py says so
-                far = max(abs(dx), abs(dy)) > 5  # a label moved away points at its point
-                ax.annotate(text, xy, **kw, arrowprops=dict(arrowstyle="-", color="grey", lw=0.5) if far else None)
-                break
+    ax.errorbar([x.point], [y.point], xerr=err(x), yerr=err(y), fmt=shape, color=colour,
+                mfc="white" if fill == "none" else colour, fillstyle="full" if fill == "none" else fill,
+                mfcalt="white", capsize=3, ms=7 if shape == "*" else 6, elinewidth=0.8)

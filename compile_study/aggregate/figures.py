@@ -4,11 +4,13 @@
 
 Only a figure with data is made: `drawable` decides which, `draw_all` draws those as PNG and as a PDF without a
 creation date (byte-identical on a rebuild) and writes `index.json`, the list the paper cites (read_index).
-Every figure: one colour per compile mode (MODE_COLOURS), one marker per training scope (SCOPE_MARKERS: the
-whole step in one CUDA graph is a star wherever it is drawn), intervals wherever a speedup or gain is drawn (95%
-t, three or more processes; fewer: a hollow marker and no bar) on a log axis (0.5x and 2x equally far from 1x),
-lines only between batch sizes next to each other in the panel (never across one where the series did not
-run), point labels that overlap nothing, and the legend below the axes.
+Every figure: one colour per compile mode (MODE_COLOURS), one marker per scope (SCOPE_MARKERS: the whole step in
+one CUDA graph is a star wherever it is drawn) or, for the module, per shape regime, intervals wherever a speedup,
+gain, cost or break-even is drawn (95%, three or more processes; fewer: no bar) on a log axis where values span
+more than 10x (a ratio always: 0.5x and 2x equally far from 1x), lines only between batch sizes next to each other
+in the panel (never across one where the series did not run), no floating point labels, and the legend below
+the axes. The figures of what compiling costs are in cost_figures.py; each figure's entry in index.json says
+what it drew.
 """
 
 from __future__ import annotations
@@ -16,19 +18,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from compile_study.aggregate import drawing
+from compile_study.aggregate import cost_figures, drawing
 from compile_study.core import record, vocab
 
 FIGURES = ("overhead", "speedup", "roofline", "regimes", "timeline", "breakeven", "kernels", "buckets")
 INDEX = "index.json"
-MODE_COLOURS = dict(zip(vocab.COMPILE_MODES, ("tab:grey", "tab:blue", "tab:orange", "tab:green", "tab:red")))
-MARKERS = "osD^v<>p"  # by regime, in the vocabulary's order
-SCOPE_MARKERS = {"module": "o", "fused-adamw": "s", "regional": "P", "step": "D", "step-graph": "*"}
+MODE_COLOURS, MARKERS, SCOPE_MARKERS = drawing.MODE_COLOURS, drawing.MARKERS, drawing.SCOPE_MARKERS
+TRAINING_SCOPES = cost_figures.TRAINING_SCOPES
 STEP_GRAPH = "step-graph"  # the whole step captured as one CUDA graph: drawn beside the module wherever it ran
 
 
@@ -68,13 +67,14 @@ def speedup(summary: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
 
 
 def _roofline_rows(summary: pd.DataFrame) -> pd.DataFrame:
-    s = summary[summary.compile_scope.isin(("module", STEP_GRAPH))]
-    return vocab.usable(s).dropna(subset=["achieved_tflops"])
+    """Every usable configuration with achieved TFLOP/s, every scope and shape regime: the ones the paper's model
+    FLOP utilisation ranges over (report/findings.py mfu)."""
+    return vocab.usable(summary).dropna(subset=["achieved_tflops"])
 
 
 def roofline(summary: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
-    """Achieved TFLOP/s vs batch size per mode and regime (the module compiled; the whole step as one CUDA graph
-    where it ran), each point's real tokens only hollow at the foot of a dashed stem; the measured peak."""
+    """Achieved TFLOP/s (the model FLOPs torch.utils.flop_counter counts) vs batch size per mode, scope and regime,
+    each point's real tokens only hollow at the foot of a dashed stem; the measured peak."""
     s = _roofline_rows(summary)
     precisions = sorted(s.precision.unique())
     regimes = sorted(set(s.shape_regime), key=lambda r: (r != "static", r))
@@ -83,10 +83,10 @@ def roofline(summary: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
         panel = s[s.precision == p]
         sizes = sorted(panel.batch_size.unique())
         series = sorted(panel.groupby(["compile_scope", "shape_regime", "compile_mode"]),
-                        key=lambda k: (k[0][0] == STEP_GRAPH, regimes.index(k[0][1]), vocab.COMPILE_MODES.index(k[0][2])))
+                        key=lambda k: (vocab.COMPILE_SCOPES.index(k[0][0]), regimes.index(k[0][1]),
+                                       vocab.COMPILE_MODES.index(k[0][2])))
         for ((scope, regime, mode), g), dodge in zip(series, drawing.dodges(series, 0.07)):
-            marker = SCOPE_MARKERS[STEP_GRAPH] if scope == STEP_GRAPH else MARKERS[regimes.index(regime) % len(MARKERS)]
-            kw = dict(color=MODE_COLOURS[mode], marker=marker)
+            kw = dict(color=MODE_COLOURS[mode], marker=drawing.marker(scope, regime, regimes))
             drawing.line(ax, sizes, g.batch_size, g.achieved_tflops, dodge=dodge, **kw)
             real = g.dropna(subset=["real_tflops"])
             drawing.line(ax, sizes, real.batch_size, real.real_tflops, dodge=dodge, ls="--", mfc="white", ms=5, **kw)
@@ -99,12 +99,13 @@ def roofline(summary: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
             ax.annotate(f"measured {p} peak {peak.iloc[0]:.3g} TFLOP/s", (0.02, peak.iloc[0]), fontsize=7, va="top",
                         xycoords=("axes fraction", "data"), xytext=(0, -3), textcoords="offset points")
         ax.set_yscale("log")
+        drawing.log_values(ax.yaxis)
         drawing.log2_batches(ax, sizes)
-        ax.set(ylabel="achieved matmul TFLOP/s", title=p)
+        ax.set(ylabel="achieved TFLOP/s (model FLOPs)", title=p)
     legend = [drawing.handle(m, MODE_COLOURS[m]) for m in _modes(s)]
-    legend += [drawing.handle(r, "black", MARKERS[i % len(MARKERS)], "none") for i, r in enumerate(regimes)]
-    if (s.compile_scope == STEP_GRAPH).any():
-        legend.append(drawing.handle("scope step-graph (static)", "black", SCOPE_MARKERS[STEP_GRAPH], "none"))
+    kinds = sorted(set(zip(s.compile_scope, s.shape_regime)), key=lambda k: (vocab.COMPILE_SCOPES.index(k[0]), k[1]))
+    legend += [drawing.handle(drawing.series_label(sc, rg), "black", drawing.marker(sc, rg, regimes), "none")
+               for sc, rg in kinds]
     drawing.save(fig, title, stem, legend + [drawing.handle("hollow, dashed: real tokens only", "black", "o", "--", "white")])
 
 
@@ -142,35 +143,6 @@ def regimes(summary: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
     drawing.save(fig, title, stem, legend + [drawing.HOLLOW])
 
 
-def _config_label(r) -> str:
-    return f"{int(r.batch_size)} {r.precision}" + ("" if r.shape_regime == "static" else f" {r.shape_regime}")
-
-
-def breakeven(summary: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
-    """Cold compile time vs break-even steps (the module compiled), labelled with batch size and precision."""
-    s = _breakeven_rows(summary)
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    points = []
-    for mode in _modes(s):
-        g = s[s.compile_mode == mode]
-        ax.plot(g.cold_compile_s, g.break_even_steps, "o", color=MODE_COLOURS[mode])
-        points += [((r.cold_compile_s, r.break_even_steps), _config_label(r)) for r in g.itertuples()]
-    ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.margins(0.12)  # room for the labels of the outermost points
-    ax.set(xlabel="cold compile (s)", ylabel="break-even (training steps, log)")
-    ax.grid(alpha=0.3)
-    drawing.save(fig, title, stem, [drawing.handle(m, MODE_COLOURS[m], "o", "none") for m in _modes(s)],
-          place=lambda: drawing.place_labels(ax, points))
-
-
-def _breakeven_rows(summary: pd.DataFrame) -> pd.DataFrame:
-    s = vocab.usable(summary[(summary.compile_mode != "eager") & (summary.compile_scope == "module")])
-    return s[np.isfinite(s.break_even_steps.astype(float)) & s.cold_compile_s.notna()]
-
-
 def _profiled(summary: pd.DataFrame) -> pd.DataFrame:
     """Static shapes, the module compiled and the whole step as one CUDA graph, where profiled."""
     s = summary[(summary.shape_regime == "static") & summary.compile_scope.isin(("module", STEP_GRAPH))]
@@ -205,21 +177,6 @@ def kernels(summary: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
     drawing.save(fig, title, stem, legend)
 
 
-def overhead(records: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
-    """Where the study's time went: each part of the runs' wall time summed over every record."""
-    cuda = (records.device_type == "cuda").any()
-    parts = [k for k in record.OVERHEAD if k != "total_s" and f"overhead_{k}" in records
-             and records[f"overhead_{k}"].notna().any()]  # a part newer than the records is not drawn
-    names = {k: ("CUDA init" if cuda else "device init") if k == "cuda_init_s" else k.removesuffix("_s").replace("_", " ")
-             for k in parts}
-    totals = pd.Series({names[k]: pd.to_numeric(records[f"overhead_{k}"]).sum() for k in parts}) / 60
-    fig, ax = plt.subplots(figsize=(6.5, 3.2))
-    totals.sort_values().plot.barh(ax=ax, color="tab:blue")
-    ax.set(xlabel=f"minutes, summed over {len(records)} runs", ylabel="")
-    ax.grid(alpha=0.3, axis="x")
-    drawing.save(fig, title, stem)
-
-
 def _bucket_groups(summary: pd.DataFrame) -> pd.DataFrame:
     s = vocab.usable(summary[summary.shape_regime.map(lambda x: vocab.Regime.parse(x).kind == "bucketed")
                                 & (summary.compile_scope == "module")])
@@ -228,77 +185,54 @@ def _bucket_groups(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def buckets(summary: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
-    """Bucket sets at one batch size per panel: padding waste vs real tokens/s, each labelled with its graphs."""
+    """Bucket sets at one batch size per panel: padding waste vs real tokens/s, one marker per bucket set (the
+    legend names its edges; no floating labels), one colour per mode."""
     s = _bucket_groups(summary)
-    sizes = sorted(s.batch_size.unique())
+    sizes, sets = sorted(s.batch_size.unique()), sorted(set(s.shape_regime))
     fig, axes = drawing.panels(len(sizes), 4.2)
     for ax, bs in zip(axes[0], sizes):
-        for mode, g in s[s.batch_size == bs].groupby("compile_mode"):
-            ax.plot(100 * g.padding_fraction, g.real_tokens_per_s, "o", color=MODE_COLOURS[mode])
-            for r in g.itertuples():
-                edges = "/".join(map(str, vocab.Regime.parse(r.shape_regime).edges))
-                note = edges + ("" if mode == "eager" else f" ({int(r.graphs_compiled)} graphs)")
-                ax.annotate(note, (100 * r.padding_fraction, r.real_tokens_per_s), fontsize=6, xytext=(3, 3),
-                            textcoords="offset points")
+        for r in s[s.batch_size == bs].itertuples():
+            ax.plot(100 * r.padding_fraction, r.real_tokens_per_s, MARKERS[sets.index(r.shape_regime) % len(MARKERS)],
+                    color=MODE_COLOURS[r.compile_mode])
         ax.set(xlabel="padding (% of computed token positions)", ylabel="real tokens / s", title=f"batch size {bs}")
         ax.grid(alpha=0.3)
-    drawing.save(fig, title, stem, [drawing.handle(m, MODE_COLOURS[m], "o", "none") for m in _modes(s)])
-
-
-def _timeline_runs(records: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """Repeat 0's epoch-1 series of the (mode, batch size) with the most shape regimes (two at least)."""
-    r = vocab.usable(records[(records.repeat == 0) & (records.compile_mode != "eager")
-                             & (records.compile_scope == "module")])
-    r = r[pd.Series([isinstance(v, list) and len(v) > 0 for v in r.epoch1_step_ms], index=r.index, dtype=bool)]
-    counts = r.groupby(["compile_mode", "batch_size"]).shape_regime.nunique()
-    counts = counts[counts >= 2]
-    if counts.empty:
-        return r.iloc[0:0], {}
-    mode, bs = max(counts.index, key=lambda k: (counts[k], k[1]))
-    return r[(r.compile_mode == mode) & (r.batch_size == bs)], {"mode": mode, "batch": int(bs)}
-
-
-def timeline(records: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
-    """Epoch-1 step times of repeat 0 for one mode and batch size, one line style per regime, new graphs marked."""
-    r, _ = _timeline_runs(records)
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    colour, legend = MODE_COLOURS[meta["mode"]], []
-    for i, (_, row) in enumerate(r.sort_values("shape_regime").iterrows()):
-        ms, ls = np.asarray(row.epoch1_step_ms), ("-", "--", ":", "-.")[i % 4]
-        ax.plot(np.arange(len(ms)), ms, lw=0.9, color=colour, ls=ls)
-        marks = [s for s in (row.graph_steps or []) if s < len(ms)]
-        ax.plot(marks, ms[marks], "x", color="black", ms=7)
-        legend.append(drawing.handle(row.shape_regime, colour, "none", ls))
-    ax.set_yscale("log")
-    ax.set(xlabel="step in epoch 1", ylabel="step time (ms, log)",
-           title=f"{meta['mode']}, batch size {meta['batch']}; × = a new graph existed after this step")
-    ax.grid(alpha=0.3)
+    legend = [drawing.handle(m, MODE_COLOURS[m], "o", "none") for m in _modes(s)]
+    legend += [drawing.handle("buckets " + "/".join(map(str, vocab.Regime.parse(b).edges)), "black",
+                              MARKERS[i % len(MARKERS)], "none") for i, b in enumerate(sets)]
     drawing.save(fig, title, stem, legend)
 
 
-DRAW = {"overhead": overhead, "speedup": speedup, "roofline": roofline, "regimes": regimes, "timeline": timeline,
-        "breakeven": breakeven, "kernels": kernels, "buckets": buckets}
+DRAW = {"overhead": cost_figures.overhead, "speedup": speedup, "roofline": roofline, "regimes": regimes,
+        "timeline": cost_figures.timeline, "breakeven": cost_figures.breakeven, "kernels": kernels, "buckets": buckets}
 
 
 def drawable(summary: pd.DataFrame, records: pd.DataFrame) -> dict[str, dict]:
-    """The figures this study has data for, in FIGURES' order, each with what its caption names."""
+    """The figures this study has data for, in FIGURES' order, each with what it draws (its caption names it, and
+    the paper's invariants check it against the text: tests/paper_invariants.py)."""
     over = [f"overhead_{k}" for k in record.OVERHEAD if k != "total_s" and f"overhead_{k}" in records]
     has = {
         "overhead": bool(over) and pd.to_numeric(records[over].stack(), errors="coerce").sum() > 0,
         "speedup": not vocab.usable(vocab.headline(summary)).query("compile_mode != 'eager'").speedup.dropna().empty,
         "roofline": not _roofline_rows(summary).empty,
         "regimes": vocab.usable(summary[summary.shape_regime != "static"]).gain_over_eager_static.notna().any(),
-        "breakeven": not _breakeven_rows(summary).empty,
+        "breakeven": not cost_figures.breakeven_rows(summary).empty,
         "kernels": not _profiled(summary).empty,
         "buckets": not _bucket_groups(summary).empty,
     }
-    runs, meta = _timeline_runs(records)
+    runs, meta = cost_figures.timeline_runs(records)
     out = {name: {} for name in FIGURES if has.get(name)}
     if not runs.empty:
         out["timeline"] = meta
-    for name, rows in (("roofline", _roofline_rows(summary)), ("kernels", _profiled(summary))):
-        if name in out:  # its caption says what the stars are only where there are some
-            out[name] = {"step_graph": bool((rows.compile_scope == STEP_GRAPH).any())}
+    if "overhead" in out:
+        out["overhead"] = {"parts": list(cost_figures.overhead_parts(records).values())}
+    if "breakeven" in out:
+        out["breakeven"] = cost_figures.breakeven_meta(summary)
+    if "roofline" in out:  # its caption says what the stars are only where there are some
+        rows = _roofline_rows(summary)
+        out["roofline"] = {"step_graph": bool((rows.compile_scope == STEP_GRAPH).any()),
+                           "configs": cost_figures.keys(rows)}
+    if "kernels" in out:
+        out["kernels"] = {"step_graph": bool((_profiled(summary).compile_scope == STEP_GRAPH).any())}
     return {name: out[name] for name in FIGURES if name in out}
 
 

@@ -17,10 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from compile_study.aggregate import variance
+from compile_study.aggregate import payback, variance
 from compile_study.aggregate.columns import columns
 from compile_study.core import compile_record, digits, record, stats, vocab
-from compile_study.core.data import steps_per_epoch
 from compile_study.core.io import write_text_atomic
 
 # A cell: a configuration apart from compile mode and scope; regimes that differ only in how they are
@@ -35,6 +34,9 @@ PARITY_COLUMNS = [
     "compile_mode", "precision", "batch_size", "loss_steps", "train_steps", "max_rel_loss_diff", "loss_rtol",
     "loss_ok", "eager_accuracy", "compiled_accuracy", "accuracy_delta_points", "accuracy_ok",
 ]
+# beside each check's own columns: chance (the eval split's most frequent class), the eval rows, whether both
+# accuracies are measurably above chance (stats.above_chance), and the accuracy's verdict (parity_table)
+CHANCE_COLUMNS = ["chance_accuracy", "eval_rows", "above_chance", "accuracy_verdict"]
 
 
 def _status(g: pd.DataFrame) -> tuple[str, str | None]:
@@ -49,9 +51,8 @@ def _interval_columns(prefix: str, values) -> dict:
     return columns(prefix, stats.speedup_interval(pd.to_numeric(pd.Series(values), errors="coerce").dropna()))
 
 
-def _config_row(key: tuple, g: pd.DataFrame, medians: dict, cold: list[float] | None = None) -> dict:
-    """Medians over the configuration's successful repeats, plus status, spread and compile overheads; `cold`:
-    its cold compiles (cold_compiles), counted as cold_n."""
+def _config_row(key: tuple, g: pd.DataFrame, medians: dict) -> dict:
+    """Medians over the configuration's successful repeats, plus status, spread and compile overheads."""
     ok = g[g.status == "ok"]
     status, error = _status(g)
     row = dict(zip(CONFIG, key)) | {"reference_regime": g.reference_regime.iloc[0], "n": len(g), "n_ok": len(ok),
@@ -70,7 +71,7 @@ def _config_row(key: tuple, g: pd.DataFrame, medians: dict, cold: list[float] | 
         row[f"{phase}_speedup"] = row[f"reference_{phase}_ms"] / row[f"{phase}_ms"]
     for state in ("cold", "warm"):  # as each run found its Inductor cache directory (the record's env)
         sel = ok[ok.inductor_cache == state]
-        if state == "warm":  # the cold compiles are counted with their interval (cold_n: cold_compiles)
+        if state == "warm":  # the cold compiles are counted with their interval (cold_n: payback.cold_compiles)
             row["warm_n"] = len(sel)
         row[f"{state}_epoch1_s"] = sel.epoch1_s.median() if len(sel) else np.nan
         # epoch 1 - epoch 2: compilation, recompilations, CUDA-graph recording
@@ -106,24 +107,25 @@ def _gains(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
         pd.DataFrame(rows, index=summary.index)) if rows else summary
 
 
-def summarize(records: pd.DataFrame, train_rows: int, compiles: pd.DataFrame | None = None) -> pd.DataFrame:
+def summarize(records: pd.DataFrame, train_rows: int, compiles: pd.DataFrame | None = None,
+              checks: dict | None = None) -> pd.DataFrame:
     """Per configuration: repeats, status, medians, speedup interval and verdict, compile cost, memory.
 
     train_rows: the training rows the runs used (facts.json's splits.train.rows): epochs are counted in them.
     compiles: the compile phase's cold compiles (core/compile_record.py table); a configuration's cold compile
-    comes from them where it has any, else (a study made before the compile phase) from its cold runs."""
+    comes from them where it has any, else (a study made before the compile phase) from its cold runs.
+    checks: the method checks by name; the compile-concurrency check's factor is divided out of compiles that
+    ran k at once (aggregate/payback.py)."""
     records = compact(records.astype({m: float for m in NUMERIC if records[m].dtype == object}))
     ok = records[records.status == "ok"]
     medians = {k: v for k, v in ok.groupby(CONFIG)[NUMERIC].median().to_dict("index").items()}
-    colds = cold_compiles(records, compiles)
-    summary = pd.DataFrame([_config_row(key, g, medians, colds.get(key)) for key, g in
-                            records.groupby(CONFIG, sort=True)])
+    summary = pd.DataFrame([_config_row(key, g, medians) for key, g in records.groupby(CONFIG, sort=True)])
     summary = _gains(summary, records)
     speedups = stats.speedup_table(records, CONFIG, CELL).rename(
         columns={"aa_band_low": "aa_low", "aa_band_high": "aa_high"})
     summary = summary.merge(speedups, on=CONFIG, how="left")
     summary = withhold_disturbed(summary, records)
-    return compact(add_host_ratio(_against_eager(summary, records, train_rows, colds)))
+    return compact(add_host_ratio(_against_eager(summary, records, train_rows, compiles, checks)))
 
 
 def compact(df: pd.DataFrame) -> pd.DataFrame:
@@ -150,94 +152,31 @@ def withhold_disturbed(summary: pd.DataFrame, records: pd.DataFrame) -> pd.DataF
     return summary
 
 
-def _eager_of_cell(records: pd.DataFrame) -> dict:
-    """The eager `module` runs (AdamW foreach) of each cell: every comparison's baseline."""
-    eager = records[(records.compile_mode == "eager") & (records.compile_scope == "module") & (records.status == "ok")]
-    return {k: g for k, g in eager.groupby(CELL)}
-
-
-def cold_compiles(records: pd.DataFrame, compiles: pd.DataFrame | None = None,
-                  start: str = "cold") -> dict[tuple, list[float]]:
-    """Each compiled configuration's cold compiles in seconds, keyed by its CONFIG values: the one source of
-    cold-compile times; the interval, the break-even, the claims and the paper all read this list.
-
-    A cold compile is epoch 1 minus epoch 2 (compilation, recompilations, CUDA-graph recording) of a process that
-    found its Inductor cache empty, less the same for eager in the cell (the median over its eager runs: the
-    first epoch's costs that are not compilation). Such processes are the compile phase's (`compiles`: the
-    compile records' table, rule cold_compile); a study made before the compile phase has them as its runs whose
-    record says "cold" (repeat 0). A configuration in a cell without eager runs, or with no cold process (one that
-    started from another mode's GEMM search, before the compile phase), has none.
-
-    start="portable": the portable starts instead (rule portable_start: an empty cache fed the first cold
-    compile's artifacts), each its artifacts' load plus the same epoch difference less eager's."""
-    eager = {k: (g.epoch1_s - g.epoch2_s).median() for k, g in _eager_of_cell(records).items()}
-    phase = None if compiles is None or compiles.empty else compiles[
-        (compiles.status == "ok") & (compiles.compile_mode != "eager") & (compiles.start == start)].assign(
-        reference_regime=lambda d: [vocab.Regime.parse(r).reference for r in d.shape_regime])
-    runs = records[(records.status == "ok") & (records.compile_mode != "eager") & (records.inductor_cache == "cold")]
-    out = {}
-    for source in ((runs, phase) if start == "cold" else (phase,)):  # the phase's replace the cold runs'
-        if source is None:
-            continue
-        for key, g in source.groupby(CONFIG):
-            cell = tuple(g[c].iloc[0] for c in CELL)
-            load = pd.to_numeric(g.artifacts_load_s).fillna(0.0) if "artifacts_load_s" in g else 0.0
-            if cell in eager:
-                out[key] = [float(v) for v in pd.to_numeric(g.epoch1_s - g.epoch2_s) + load - eager[cell]]
-    return out
-
-
-# what the paper advises for each compiled configuration (`payback`), by its verdict against eager
-PAYBACK = {"faster": "pays-after", "slower": "never", "within-noise": "never", "indistinct": "not-shown-faster",
-           "few-runs": "few-runs", "no-control": "no-control"}
-
-
-def payback(row, cold_n: int) -> str | None:
-    """When compiling pays, for one configuration: after its break-even ("pays-after", the verdict is faster),
-    "never" (slower, within noise, or a speedup not above 1), "not-shown-faster" (not distinguishable from
-    eager), "few-runs" or "no-control" (no verdict), "no-cold-compile"; None for eager."""
-    if row.compile_mode == "eager":
-        return None
-    if cold_n == 0:
-        return "no-cold-compile"
-    code = PAYBACK.get(row.verdict, "few-runs")
-    return "never" if code != "few-runs" and not row.speedup > 1 else code
-
-
-def _against_eager(summary: pd.DataFrame, records: pd.DataFrame, train_rows: int,
-                   colds: dict[tuple, list[float]]) -> pd.DataFrame:
-    """Cross-process speedup, cold compile (with its interval) and warm-cache load net of eager's warm-up,
-    break-even (with its interval) and what it advises, memory ratio."""
-    eager = _eager_of_cell(records)
+def _against_eager(summary: pd.DataFrame, records: pd.DataFrame, train_rows: int, compiles: pd.DataFrame | None,
+                   checks: dict | None) -> pd.DataFrame:
+    """Cross-process speedup, memory ratio, the cold compiles as timed (with their interval) and the warm-cache
+    load's median net of eager's warm-up; per way of reaching the compiled step its cost and break-even, and what
+    it advises (aggregate/payback.py)."""
+    eager = payback.eager_of_cell(records)
     ok = records[records.status == "ok"]
     speedups = {k: g.in_process_speedup for k, g in ok.groupby(CONFIG)}
+    colds, costs = payback.cold_compiles(records, compiles), payback.starts(records, compiles, checks)
     out = []
     for _, row in summary.iterrows():
         config, e = tuple(row[c] for c in CONFIG), eager.get(tuple(row[c] for c in CELL))
         if e is None:
             out.append({})
             continue
-        compiled = row.compile_mode != "eager"
-        cold = colds.get(config, [])
-        steps = stats.break_even(cold, speedups.get(config, []), row.reference_step_ms) if compiled else None
-        code = payback(row, len(cold))
-        if code == "never":  # the compiled step is not faster: it never pays back, whatever the arithmetic says
-            steps = stats.Interval(np.inf, np.nan, np.nan, steps.method, steps.n, steps.level)
-        epoch = steps_per_epoch(row.batch_size, train_rows)
         cells = {"eager_step_ms": e.steady_step_ms.median(), "aa_ratio": e.in_process_speedup.median(),
                  "cross_process_speedup": e.steady_step_ms.median() / row.steady_step_ms,
-                 "memory_ratio": e.peak_memory_bytes.median() / row.peak_memory_bytes, "payback": code}
-        if compiled:
-            eager_overhead = (e.epoch1_s - e.epoch2_s).median()
-            cells |= columns("cold", stats.speedup_interval(cold, of="seconds")) | columns("break_even", steps) | {
-                "warm_compile_s": row.warm_epoch1_overhead_s - eager_overhead, "full_epoch_steps": epoch,
-                "break_even_epochs": steps.point / epoch, "break_even_epochs_low": steps.low / epoch,
-                "break_even_epochs_high": steps.high / epoch}
+                 "memory_ratio": e.peak_memory_bytes.median() / row.peak_memory_bytes}
+        if row.compile_mode != "eager":
+            cells |= columns("cold", stats.speedup_interval(colds.get(config, []), of="seconds")) | {
+                "warm_compile_s": row.warm_epoch1_overhead_s - (e.epoch1_s - e.epoch2_s).median()}
+            cells |= payback.payback_cells(row, costs, speedups.get(config, []), train_rows)
         out.append(cells)
-    # a study without a compiled configuration still has the compiled columns (empty): every reader selects them
     none = stats.Interval(np.nan, np.nan, np.nan, "", 0, np.nan)
-    compiled = [*columns("cold", none), *columns("break_even", none), "warm_compile_s", "full_epoch_steps",
-                "break_even_epochs", "break_even_epochs_low", "break_even_epochs_high"]
+    compiled = [*columns("cold", none), "warm_compile_s", *payback.empty_columns()]
     return summary.join(pd.DataFrame(out, index=summary.index)).reindex(
         columns=[*summary.columns, *dict.fromkeys([*(c for d in out for c in d), *compiled])])
 
@@ -364,10 +303,25 @@ def provenance(records: pd.DataFrame) -> dict:
             "float32_matmul_precision": {p: v for p, v in matmul.items() if v}}
 
 
-def parity_table(parity_paths: Iterable[str | Path]) -> pd.DataFrame:
-    """One row per parity check; an eager-only study has none (the table keeps its header)."""
+def parity_table(parity_paths: Iterable[str | Path], facts: dict | None = None) -> pd.DataFrame:
+    """One row per parity check; an eager-only study has none (the table keeps its header). Its accuracy verdict
+    is judged against chance too: "pass" only where both accuracies are measurably above the eval split's most
+    frequent class and within the check's points of each other, "fail" where they differ by more, "at-chance"
+    where one is not above chance (both models at chance agree by construction: nothing is shown)."""
     rows = [json.loads(Path(p).read_text()) for p in parity_paths]
-    return pd.DataFrame([{k: r[k] for k in PARITY_COLUMNS} for r in rows], columns=PARITY_COLUMNS)
+    return judge_parity(pd.DataFrame([{k: r[k] for k in PARITY_COLUMNS} for r in rows], columns=PARITY_COLUMNS), facts)
+
+
+def judge_parity(parity: pd.DataFrame, facts: dict | None) -> pd.DataFrame:
+    """parity_table's chance columns on its check columns (facts: facts.json, its eval split's class counts)."""
+    split = ((facts or {}).get("splits") or {}).get("eval") or {}
+    counts = list((split.get("class_counts") or {}).values())
+    chance, rows = (max(counts) / sum(counts) if counts else np.nan), int(split.get("rows") or 0)
+    above = [stats.above_chance(e, rows, chance) and stats.above_chance(c, rows, chance)
+             for e, c in zip(parity.eager_accuracy, parity.compiled_accuracy)]
+    verdict = ["fail" if not ok else "pass" if a else "at-chance" for ok, a in zip(parity.accuracy_ok.astype(bool), above)]
+    return parity.assign(chance_accuracy=chance, eval_rows=rows, above_chance=above, accuracy_verdict=verdict)[
+        PARITY_COLUMNS + CHANCE_COLUMNS]
 
 
 def _json_or(path, default):
@@ -388,12 +342,12 @@ def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp
     compiles = compile_record.table(compile_paths)
     peaks = _json_or(peak_path, {"peaks": {}})["peaks"]
     facts = json.loads(Path(facts_path).read_text())
-    summary = add_mfu(summarize(records, facts["splits"]["train"]["rows"], compiles), peaks)
+    checks = {name: _json_or(path, {}) for name, path in (check_paths or {}).items()}
+    summary = add_mfu(summarize(records, facts["splits"]["train"]["rows"], compiles, checks), peaks)
     write_text_atomic(out["summary"], digits.csv_text(summary))
-    write_text_atomic(out["parity"], digits.csv_text(parity_table(parity_paths)))
+    write_text_atomic(out["parity"], digits.csv_text(parity_table(parity_paths, facts)))
     claims = claims_table(summary, _json_or(mlp_path, None), facts)
     write_text_atomic(out["claims"], digits.csv_text(claims))
-    checks = {name: _json_or(path, {}) for name, path in (check_paths or {}).items()}
     write_text_atomic(out["decisions"], to_json(decide(summary, checks)))
     write_text_atomic(out["environment"], digits.dumps(environment(records) | {
         "peak_tflops": {p: v["tflops"] for p, v in peaks.items()}, "compile_phase": compile_phase(compiles, records)},

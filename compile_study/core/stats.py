@@ -40,14 +40,15 @@ codes into words.
 
 A gain (`ratio_interval`) compares two sets of processes, a configuration's and eager's on static batches:
 the ratio of their geometric means, with Welch's t interval on the difference of mean logs (both sides' variance
-carried), given only where both sides have MIN_N processes. A break-even (`break_even`) is cold compile seconds
-over the seconds a step saves; its interval is made from each side's 97.5% interval (Bonferroni: it holds
-whenever both do, with 95% or more); a cold compile measured fewer than MIN_N times gives it none.
+carried), given only where both sides have MIN_N processes. A break-even (`break_even`) is a Cost's seconds (what a
+user pays before the first compiled step: own measurements, a slowdown divided out, a search added) over the
+seconds a step saves; its interval takes every part's and the speedup's at 1 - 5% / sides (Bonferroni: it holds
+whenever all do); a part measured fewer than MIN_N times gives it none.
 
-Comparison rule (`compare`), the one rule behind every comparative word of the paper ("faster than",
-"fastest", "most"): two configurations' intervals (speedups over eager, gains, or step times read as their
-inverse) are ordered only when both rest on at least MIN_N processes and the intervals do not overlap;
-otherwise they are "indistinct" (or "few-runs"). Different configurations ran in different processes, so
+Comparison rule (`compare`), the one rule behind every comparative word ("faster than", "fastest", "most"): two
+intervals (speedups, gains, or step times read as their inverse) are ordered only when both rest on at least
+MIN_N processes and do not overlap; otherwise "indistinct" (or "few-runs"). `top` picks the group a
+recommendation may name: every key below it is under every member. Configurations ran in different processes, so
 no paired test applies between them; the one comparison made inside a process, against eager, is `verdict`.
 """
 
@@ -55,6 +56,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -62,8 +64,9 @@ from scipy import stats
 
 from compile_study.core.intervals import BAND_SDS, BREAK_EVEN_SIDE, LEVEL, MIN_N, NAN, Band, Interval
 
-__all__ = ["BAND_SDS", "LEVEL", "MIN_N", "NAN", "VERDICTS", "Band", "Interval", "aa_band", "break_even", "compare",
-           "ratio_interval", "speedup_interval", "speedup_table", "top", "verdict"]
+__all__ = ["BAND_SDS", "LEVEL", "MIN_N", "NAN", "VERDICTS", "Band", "Cost", "Interval", "aa_band", "above_chance",
+           "break_even", "compare", "cost_interval", "ratio_interval", "speedup_interval", "speedup_table", "top",
+           "verdict"]
 # verdict codes (the templates word them): against the A/A band, or why there is none
 VERDICTS = ("faster", "slower", "within-noise", "indistinct", "few-runs", "no-control", "aa", "no-run", "disturbed")
 
@@ -114,28 +117,99 @@ def ratio_interval(subject: Iterable, yardstick: Iterable, level: float = LEVEL)
     return Interval(point, float(point * np.exp(-half)), float(point * np.exp(half)), method, n, level)
 
 
-def break_even(cold: Iterable, speedups: Iterable, eager_step_ms: float, level: float = LEVEL) -> Interval:
-    """Steps after which compiling pays: cold compile seconds over the seconds a step saves,
-    eager_step x (1 - 1/speedup). Point: from the two geometric means (inf where the speedup is not above 1).
-    Interval (both sides with MIN_N processes or more): from each side's (1 + level) / 2 interval, the shortest
-    compile over the largest saving to the longest over the smallest (inf where that speedup is not above 1),
-    so that it holds whenever both do: with `level` or more (Bonferroni), whatever their dependence."""
-    c, s = speedup_interval(cold, of="seconds"), speedup_interval(speedups)
+@dataclass(frozen=True)
+class Cost:
+    """Seconds a user pays before the first compiled step: the geometric mean of `own` (one value per process: a
+    cold compile, a warm-cache load) over that of `divisor` (per-round ratios of a slowdown the user does not pay:
+    compiles timed k at once; empty: none), plus that of each of `added` (paid once more: a shared GEMM search).
+    `what` names one value of each kind, as the intervals' methods say them."""
+
+    own: tuple = ()
+    divisor: tuple = ()
+    added: tuple = ()  # one tuple of values per part
+    what: tuple = ("cold compile", "concurrency round", "GEMM search")
+
+    @classmethod
+    def of(cls, cost) -> Cost:
+        return cost if isinstance(cost, Cost) else cls(tuple(cost))
+
+    def parts(self) -> list[tuple[str, str, tuple]]:
+        """(role, name, values) of every measured part: own, then the divisor where there is one, then each added."""
+        out = [("own", self.what[0], tuple(self.own))]
+        out += [("divisor", self.what[1], tuple(self.divisor))] if len(self.divisor) else []
+        return out + [("added", self.what[2], tuple(a)) for a in self.added]
+
+
+def _cost_at(cost: Cost, level: float | None) -> tuple[float, float, float]:
+    """(point, low, high) of a cost, each part's interval at `level` (None: points only)."""
+    ivs = [(role, speedup_interval(v, level or LEVEL, of="seconds")) for role, _, v in cost.parts()]
+    div = next((iv for role, iv in ivs if role == "divisor"), None)
+    own, added = ivs[0][1], [iv for role, iv in ivs if role == "added"]
+    point = own.point / (div.point if div else 1.0) + sum(a.point for a in added)
+    if level is None:
+        return point, NAN, NAN
+    low = own.low / (div.high if div else 1.0) + sum(a.low for a in added)
+    high = own.high / (div.low if div else 1.0) + sum(a.high for a in added)
+    return point, low, high
+
+
+def _missing(cost: Cost) -> str | None:
+    """Why a cost has no interval (a part measured fewer than MIN_N times), or None."""
+    for _, name, values in cost.parts():
+        n = len(_finite_positive(values))
+        if n < MIN_N:
+            return f"no {name}" if n == 0 else f"{n} {name}{'s' if n > 1 else ''}, no interval"
+    return None
+
+
+def cost_interval(cost, level: float = LEVEL) -> Interval:
+    """A cost's seconds (Cost; a plain list: its own values alone) with an interval that holds whenever every
+    part's does, each part's taken at 1 - (1 - level) / parts (Bonferroni); none where a part has fewer than MIN_N
+    values. A cost of one part is that part's t interval."""
+    cost = Cost.of(cost)
+    parts = cost.parts()
+    if len(parts) == 1:
+        return speedup_interval(cost.own, level, of="seconds")
+    n = min(len(_finite_positive(v)) for _, _, v in parts)
+    point = _cost_at(cost, None)[0] if n else NAN
+    why = _missing(cost)
+    if why:
+        return Interval(point, NAN, NAN, why, n, NAN)
+    each = 1 - (1 - level) / len(parts)
+    _, low, high = _cost_at(cost, each)
+    return Interval(point, low, high, f"Bonferroni, {each:.1%} t on each of {len(parts)} parts, n = {n}", n, level)
+
+
+def break_even(cost, speedups: Iterable, eager_step_ms: float, level: float = LEVEL) -> Interval:
+    """Steps after which compiling pays: a cost's seconds (Cost, or a plain list of cold compiles) over the
+    seconds a step saves, eager_step x (1 - 1/speedup). Point: from the geometric means (inf where the speedup is
+    not above 1). Interval (every part and the speedup with MIN_N values or more): each part's and the speedup's
+    interval at 1 - (1 - level) / sides, the cheapest cost over the largest saving to the dearest over the smallest
+    (inf where that speedup is not above 1), so that it holds whenever all do: with `level` or more (Bonferroni),
+    whatever their dependence."""
+    cost = Cost.of(cost)
+    s = speedup_interval(speedups)
 
     def steps(seconds, speedup):
         saved = eager_step_ms * (1 - 1 / speedup) / 1e3
         return float("inf") if not saved > 0 else max(seconds, 0.0) / saved
 
-    point = steps(c.point, s.point) if np.isfinite(c.point) and np.isfinite(s.point) else NAN
-    if c.n < MIN_N:
-        why = "no cold compile" if c.n == 0 else f"{c.n} cold compile{'s' if c.n > 1 else ''}, no interval"
-        return Interval(point, NAN, NAN, why, c.n, NAN)
+    n_cost = min(len(_finite_positive(v)) for _, _, v in cost.parts())
+    point = steps(_cost_at(cost, None)[0], s.point) if n_cost and np.isfinite(s.point) else NAN
+    why = _missing(cost)
+    if why:
+        return Interval(point, NAN, NAN, why, n_cost, NAN)
     if s.n < MIN_N:
         return Interval(point, NAN, NAN, f"speedup n = {s.n}, no interval", s.n, NAN)
-    each = BREAK_EVEN_SIDE if level == LEVEL else 1 - (1 - level) / 2
-    c2, s2 = speedup_interval(cold, each, of="seconds"), speedup_interval(speedups, each)
-    return Interval(point, steps(c2.low, s2.high), steps(c2.high, s2.low),
-                    f"Bonferroni, {each:.1%} t on each side, n = {c.n} and {s.n}", min(c.n, s.n), level)
+    sides = len(cost.parts()) + 1
+    each = BREAK_EVEN_SIDE if sides == 2 and level == LEVEL else 1 - (1 - level) / sides
+    _, low, high = _cost_at(cost, each)
+    s2 = speedup_interval(speedups, each)
+    ns = [len(_finite_positive(v)) for _, _, v in cost.parts()] + [s.n]
+    counts = " and ".join(map(str, ns)) if len(ns) == 2 else ", ".join(map(str, ns[:-1])) + f" and {ns[-1]}"
+    label = "on each side" if sides == 2 else f"on each of {sides} sides"
+    return Interval(point, steps(low, s2.high), steps(high, s2.low), f"Bonferroni, {each:.1%} t {label}, n = {counts}",
+                    min(ns), level)
 
 
 def chunk_log_ratios(subject_ms: Sequence[float], reference_ms: Sequence[float], chunk: int) -> np.ndarray:
@@ -205,16 +279,34 @@ def compare(a: Interval, b: Interval) -> str:
 
 
 def top(intervals: dict) -> tuple[list, list]:
-    """Among {key: Interval} with MIN_N or more processes: the keys not distinguishable from the highest point
-    (its own and every interval overlapping it), best first, and the keys measurably below it. A single key
-    in the first list is "the fastest" by the comparison rule; several are "not distinguishable"."""
+    """Among {key: Interval} with MIN_N or more processes: the group of the highest point, best first, and the keys
+    below it. The group: the highest point's key and every key whose interval overlaps a member's (one stretch);
+    each key below lies wholly under that stretch, below every member by the rule. A group of one is "the
+    fastest"; several are "any of these" (two members may still be ordered by `compare`)."""
     ranked = sorted(((k, iv) for k, iv in intervals.items() if iv.n >= MIN_N and np.isfinite(iv.low)),
                     key=lambda kv: -kv[1].point)
     if not ranked:
         return [], []
-    best = ranked[0][1]
-    first = [k for k, iv in ranked if compare(iv, best) == "indistinct"]
-    return first, [k for k, _ in ranked if k not in first]
+    low, high = ranked[0][1].low, ranked[0][1].high
+    group = {ranked[0][0]}
+    grew = True
+    while grew:  # a key joins when its interval overlaps the stretch the group's intervals cover
+        joining = {k for k, iv in ranked if k not in group and iv.high >= low and iv.low <= high}
+        grew = bool(joining)
+        group |= joining
+        low = min([low] + [iv.low for k, iv in ranked if k in joining])
+        high = max([high] + [iv.high for k, iv in ranked if k in joining])
+    return [k for k, _ in ranked if k in group], [k for k, _ in ranked if k not in group]
+
+
+def above_chance(accuracy: float, rows: int, chance: float, level: float = LEVEL) -> bool:
+    """Is an accuracy over `rows` examples measurably above `chance` (the share of the most frequent class)? Its
+    one-sided Clopper-Pearson lower bound at `level` lies above chance. NaN or no rows: False."""
+    if not (np.isfinite(accuracy) and rows and rows > 0):
+        return False
+    k = round(float(accuracy) * rows)
+    low = stats.beta.ppf(1 - level, k, rows - k + 1) if k > 0 else 0.0
+    return bool(low > chance)
 
 
 def _run_chunk_ratios(runs: pd.DataFrame) -> list[np.ndarray]:

@@ -1,5 +1,5 @@
 """The appendix of the report model: per-configuration detail, scopes, noise, shapes, profiler, kernels, parity,
-method checks, runs not made and environment. Rows are formatted cells; captions and sentences are Texts of
+method checks (their tables and sentences: method_checks.py), runs not made and environment. Rows are formatted cells; captions and sentences are Texts of
 appendix.j2; sections with no data are left out, and GPU-only columns are left out of a CPU study's tables.
 """
 
@@ -18,6 +18,13 @@ from compile_study.report.conclusions import step_scope
 from compile_study.report.document import Column, Para, Section, Table, Text, plain
 from compile_study.report.findings import Context, config, ordered, regime_rows, value
 from compile_study.report.method import disturbed_runs, grid_table
+from compile_study.report.method_checks import (
+    check_tables,
+    compile_concurrency_para,
+    concurrency_para,
+    launcher_para,
+    timer_para,
+)
 from compile_study.report.paper import term
 
 
@@ -78,9 +85,9 @@ def scopes_table(ctx: Context) -> Table | None:
                          n.ms(r["steady_step_ms"]) if ok else _failed(r), n.row_interval(r) if c else n.DASH,
                          _verdict(r["verdict"]) if c else n.DASH, n.count(r["graphs_compiled"]) if c else n.DASH,
                          n.count(r["graph_breaks"]) if c else n.DASH, phases if c else n.DASH,
-                         n.seconds(r["cold_compile_s"]) if c else n.DASH])
+                         n.seconds(r["cold_start_s"]) if c else n.DASH])
     cols = _cols("precision|batch:r|what is compiled|step (ms):r|speedup [interval] (method):r|verdict|"
-                 "graphs:r|graph breaks:r|phase speedups fwd / bwd / opt (one process)|cold compile:r")
+                 "graphs:r|graph breaks:r|phase speedups fwd / bwd / opt (one process)|cold start:r")
     scopes = sorted(set(s.compile_scope), key=vocab.COMPILE_SCOPES.index)
     return Table("scopes", Text("appendix", "scopes_caption", {"scopes": scopes}), cols, rows)
 
@@ -190,93 +197,27 @@ def kernel_table(ctx: Context) -> Table | None:
     return Table("kernels", Text("appendix", "kernels_caption", {"sizes": sizes, "gpu": ctx.gpu}), cols, rows) if rows else None
 
 
+def _accuracy(r) -> str:
+    """A parity row's accuracy verdict as summary.py judge_parity decided it (a table made before it: by the check's
+    own flag)."""
+    code = getattr(r, "accuracy_verdict", None)
+    code = code if isinstance(code, str) else "pass" if r.accuracy_ok else "fail"
+    return {"pass": "pass", "fail": "FAIL", "at-chance": f"at chance ({n.percent(getattr(r, 'chance_accuracy', None))})"}[code]
+
+
 def parity_table(parity: pd.DataFrame) -> Table | None:
     if parity is None or parity.empty:
         return None
     rows = [[r.compile_mode, r.precision, str(int(r.batch_size)), f"{r.max_rel_loss_diff:.1e}", f"{r.loss_rtol:.0e}",
              "pass" if r.loss_ok else "FAIL", n.percent(r.eager_accuracy), n.percent(r.compiled_accuracy),
-             n.fixed(r.accuracy_delta_points, 1), "pass" if r.accuracy_ok else "FAIL"]
+             n.fixed(r.accuracy_delta_points, 1), _accuracy(r)]
             for r in parity.sort_values(["precision", "compile_mode"]).itertuples()]
     cols = _cols("mode|precision|batch:r|max rel. loss diff:r|tolerance:r|loss|eager acc.:r|compiled acc.:r|"
                  "Δ (points):r|accuracy")
-    return Table("parity", Text("appendix", "parity_caption"), cols, rows)
-
-
-def check_tables(checks: dict) -> list[Table]:
-    out = []
-    if checks.get("timer"):
-        rows = [[r["compile_mode"], str(r["batch_size"]), r["precision"], n.fixed(r["harness_median_ms"], 3),
-                 n.fixed(r["timer_median_ms"], 3), n.fixed(r.get("do_bench_median_ms"), 3),
-                 n.fixed(r["harness_vs_timer"], 3), "yes" if r["within_3pct"] else "no"] for r in checks["timer"]]
-        out.append(Table("timer", Text("appendix", "timer_caption"), _cols(
-            "mode|batch:r|precision|harness (ms):r|Timer (ms):r|do_bench (ms):r|harness / Timer:r|within 3%"), rows))
-    if checks.get("drift"):
-        rows = [[r["compile_mode"], str(r["batch_size"]), n.fixed(r["before_ms"], 3), n.fixed(r["after_compile_ms"], 3),
-                 n.fixed(r["interleaved_ms"], 3), n.fixed(r["interleaved_compiled_ms"], 3),
-                 n.times(r["in_process_speedup"]), n.times(r["speedup_vs_before"])] for r in checks["drift"]]
-        out.append(Table("drift", Text("appendix", "drift_caption"), _cols(
-            "mode|batch:r|eager before (ms):r|after compile (ms):r|interleaved (ms):r|compiled (ms):r|"
-            "in-process speedup:r|vs eager before:r"), rows))
-    return out
-
-
-def _cell(check: dict) -> dict:
-    """The grid cell a method check ran, as the templates name configurations (module scope)."""
-    return {"mode": check["compile_mode"], "scope": "module", "regime": check["shape_regime"],
-            "precision": check["precision"], "batch": check["batch_size"]}
-
-
-def _decided(decided: dict) -> dict:
-    """A method check's interval, band and verdict as aggregate/decide.py decided them."""
-    band = decided["band"]
-    return {"iv": n.decided_interval(decided["interval"]), "rounds": decided["rounds"], "verdict": decided["verdict"],
-            "band": {"low": band[0], "high": band[1]} if band else None}
-
-
-def concurrency_para(check: dict, decided: dict | None) -> Para | None:
-    """The concurrency check's step-time ratio (two at once over one alone) against its cell's A/A band; the
-    verdict code reads a ratio as a speedup, so the template says "faster" of it as "two at once are slower"."""
-    if not check.get("applicable") or not decided:
-        return None
-    return Para(Text("appendix", "concurrency", _decided(decided) | {
-        "gpu": plain(check["gpus"][0]), "cores": len(check["cores"][0]), "shares": check["shares"], "c": _cell(check),
-        "overlap_low": decided["overlap"][0], "overlap_high": decided["overlap"][1]}))
-
-
-def launcher_para(check: dict, decided: dict | None) -> Para | None:
-    """The launcher check (checks/launcher.py): the same cell by a process the warm launcher forked and by a fresh
-    Python process; the ratio of their in-process speedups against the cell's A/A band (read as a speedup)."""
-    if not check.get("applicable") or not decided:
-        return None
-    return Para(Text("appendix", "launcher", _decided(decided) | {
-        "warm_s": decided["fixed_cost_s"]["warm"], "fresh_s": decided["fixed_cost_s"]["fresh"], "c": _cell(check)}))
-
-
-def compile_concurrency_para(check: dict, decided: dict | None) -> Para | None:
-    """The compile-concurrency check (checks/compile_concurrency.py): a cold compile among k at once on c cores each
-    over the same compile alone with the whole host, read against 1 (aggregate/decide.py compile_concurrency)."""
-    if not check.get("applicable") or not decided:
-        return None
-    return Para(Text("appendix", "compile_concurrency", _decided(decided) | {
-        "k": decided["k"], "cores": decided["cores_per_compile"], "host_cores": decided["host_cores"],
-        "alone_s": decided["alone_s"], "batch_s": decided["batch_s"], "c": _cell(check)}))
-
-
-def decided_launcher(ctx: Context) -> dict | None:
-    """The launcher check's interval, rounds and verdict as decided (None where it did not run or apply)."""
-    decided = (ctx.decisions.get("checks") or {}).get("launcher")
-    return _decided(decided) if decided and (ctx.checks.get("launcher") or {}).get("applicable") else None
-
-
-def timer_para(ctx: Context) -> Para | None:
-    """The timer check's disagreements where they bear on a speedup (aggregate/decide.py timer_disagreements)."""
-    found = (ctx.decisions.get("checks") or {}).get("timer") or []
-    if not found:
-        return None
-    return Para(Text("appendix", "timer", {"found": [
-        {"c": ctx.named(f["config"]) | {"verdict": f["verdict"]}, "ratio": f["ratio"], "eager_ratio": f["eager_ratio"],
-         "factor": f["factor"], "moved": n.decided_interval(f["moved"]), "verdict": f["verdict"],
-         "moved_verdict": f["moved_verdict"]} for f in found]}))
+    chance = parity.chance_accuracy.dropna() if "chance_accuracy" in parity else pd.Series(dtype=float)
+    at_chance = int((parity.get("accuracy_verdict", pd.Series(dtype=object)) == "at-chance").sum())
+    return Table("parity", Text("appendix", "parity_caption", {
+        "chance": float(chance.iloc[0]) if len(chance) else None, "at_chance": at_chance, "checks": len(parity)}), cols, rows)
 
 
 def missing_runs(summary: pd.DataFrame, grids: list[dict]) -> list[list[str]]:

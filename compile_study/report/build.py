@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from compile_study.aggregate.columns import WAYS
 from compile_study.core import vocab
 from compile_study.core.intervals import BREAK_EVEN_SIDE
-from compile_study.report import appendix, conclusions, findings, method
+from compile_study.report import appendix, conclusions, findings, method, method_checks
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Items, Para, Report, Section, Table, Text
 from compile_study.report.findings import Context, config, ordered, regime_rows
@@ -32,10 +33,6 @@ from compile_study.report.paper import term, words
 
 def failed_cell(r) -> str:
     return f"{vocab.failure_label(r['status'])} at batch {int(r['batch_size'])}"
-
-
-# a compiled configuration with no cold run of its own: its repeat 0 began from another mode's GEMM search
-SHARED_SEARCH_CELL = "none (GEMM search shared)"
 
 
 # --- main-text tables ---------------------------------------------------------------------------------------
@@ -79,12 +76,13 @@ def shapes_table(ctx: Context) -> Table | None:
                      gain_cell(r) if ok else n.DASH,
                      n.count(r["graphs_compiled"]) if comp and ok else n.DASH, limit,
                      n.percent(r["padding_fraction"]) if ok else n.DASH,
-                     n.seconds(r["cold_compile_s"]) if comp and ok else n.DASH])
+                     n.seconds(r["cold_start_s"]) if comp and ok else n.DASH])
     cols = [Column("batch", "r"), Column("mode"), Column("shapes"),
             Column("real tokens/s", "r"), Column("gain [interval] (method)", "r"),
             Column("graphs", "r"), Column("recompile limit"), Column("padding", "r"),
-            Column("cold compile", "r")]
-    return Table("shapes", Text("shapes", "table_caption", {"precision": ctx.precision}), cols, rows)
+            Column("cold start", "r")]
+    return Table("shapes", Text("shapes", "table_caption", {"precision": ctx.precision,
+                                                          "payback": findings.payback(ctx) is not None}), cols, rows)
 
 
 def best_step_table(ctx: Context) -> Table | None:
@@ -135,9 +133,10 @@ def modes_section(ctx: Context) -> Section:
     scopes = bool((ctx.summary.compile_scope != "module").any())  # appendix.scopes_table exists
     blocks = [_para("modes", "results", {"batches": findings.per_batch(ctx), "precision": ctx.precision,
                                          "beststep": best_step_table(ctx) is not None, "scopes": scopes,
-                                         "figure": figs["speedup"]}),
+                                         "figure": figs["speedup"], "trend": findings.batch_trend(ctx),
+                                         "precisions": len(set(ctx.head.precision))}),
               _para("modes", "verdicts", {"v": findings.verdicts(ctx)})]
-    timer, launcher = appendix.timer_para(ctx), appendix.decided_launcher(ctx)
+    timer, launcher = method_checks.timer_para(ctx), method_checks.decided_launcher(ctx)
     if timer or (launcher and launcher["verdict"] not in ("within-noise", None)):
         blocks.append(_para("modes", "checks", {"timer": timer.text.data["found"] if timer else [], "launcher": launcher}))
     if len(set(ctx.head.precision)) > 1:
@@ -167,23 +166,25 @@ def shapes_section(ctx: Context) -> Section:
         *_fig(ctx, "regimes", "shapes"), *_fig(ctx, "timeline", "shapes")])
 
 
+def _steps(iv) -> str:
+    """Break-even steps with their interval where they have one ('never' where no step is saved)."""
+    if n.finite(iv.low) and n.finite(iv.point):
+        return f"{n.steps(iv.point)} [{n.steps(iv.low)}, {n.steps(iv.high)}]"
+    return n.steps(iv.point)
+
+
 def payback_table(ctx: Context, p: dict) -> Table:
-    """Per compiled configuration (main precision, static shapes, the scopes one trains with): verdict, cold compile
-    with its interval, warm-cache load, break-even with its interval, when it pays."""
+    """Per compiled configuration (static shapes, the scopes one trains with, every precision): per way of reaching
+    its compiled step (columns.WAYS: from an empty cache, from a filled one) the seconds it costs and its break-even,
+    and when it pays."""
     rows = []
     for c in p["rows"]:
-        warm = f"{n.seconds(c['warm_s'])} ({int(c['warm_n'])})" if n.finite(c["warm_s"]) else n.DASH
-        epochs = (f"{n.sig(c['epochs'], 2)} [{n.sig(c['epochs_low'], 2)}, {n.epochs(c['epochs_high'])}]"
-                  if n.finite(c["steps_low"]) else n.epochs(c["epochs"]))
-        steps = (f"{n.steps(c['steps'])} [{n.steps(c['steps_low'])}, {n.steps(c['steps_high'])}]"
-                 if n.finite(c["steps_low"]) else n.steps(c["steps"]))
-        rows.append([c["precision"], str(c["batch"]), term("mode", c=c, code=False),
-                     n.interval(c["cold"], fmt=n.seconds) if c["code"] != "no-cold-compile" else SHARED_SEARCH_CELL,
-                     warm, steps, epochs, words(Text("payback", "when", {"code": c["code"], "recommended": c["recommended"]}))])
-    cols = [Column("precision"), Column("batch", "r"), Column("what runs"),
-            Column("cold compile [interval] (method)", "r"), Column("warm-cache load (warm runs)", "r"),
-            Column("break-even steps [interval]", "r"), Column("epochs [interval]", "r"),
-            Column("when it pays")]
+        ways = [cell for w in WAYS for cell in (n.interval(c["ways"][w]["cost"], False, n.seconds), _steps(c["ways"][w]["steps"]))]
+        rows.append([c["precision"], str(c["batch"]), term("mode", c=c, code=False), *ways,
+                     words(Text("payback", "when", {"code": c["code"], "recommended": c["recommended"]}))])
+    heads = [Column(words(Text("payback", "way_header", {"way": w, "what": what})), "r") for w in WAYS
+             for what in ("cost", "steps")]
+    cols = [Column("precision"), Column("batch", "r"), Column("what runs"), *heads, Column("when it pays")]
     return Table("payback", Text("payback", "table_caption", {"train_rows": ctx.train_rows}), cols, rows)
 
 
@@ -241,7 +242,7 @@ def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | No
         s.prefix = f"Appendix {chr(ord('A') + i)}"
     numbers: dict[str, int] = {}
     _number(main + extra, numbers)
-    return Report(title="What torch.compile does to training a small transformer text classifier",
+    return Report(title=words(Text("head", "title", {"model": findings.model(ctx)})),
                   byline=conclusions.byline(ctx), notices=conclusions.notices(ctx), abstract=findings.abstract(ctx),
                   main=main, appendix=extra, numbers=numbers)
 

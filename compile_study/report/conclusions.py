@@ -88,10 +88,20 @@ def precision_advice(ctx: Context) -> Text | None:
     return Text("conclusions", "precision", {"p": pairs[-1]}) if pairs else None
 
 
+PADS_LESS = ("bucketed", "packed")  # regimes that pad less than static shapes by design
+
+
 def shapes_advice(ctx: Context) -> Text | None:
     """Per batch size with several regimes: a regime is advised only when it is the single top of the ranking
-    by gain and faster than eager on the same batches."""
-    found = [f for f in shape_findings(ctx) if len(f["top"]) == 1 and f["below"]]
+    by gain. Static shapes on top say "padding to max_len costs nothing" only where the evidence is in the grid:
+    a compiled bucketed or packed configuration, padding less, measurably below them (`pads_less`)."""
+    found = []
+    for f in shape_findings(ctx):
+        if len(f["top"]) == 1 and f["below"] and len({c["regime"] for c in f["top"] + f["below"]}) > 1:
+            top = f["top"][0]
+            less = [c for c in f["below"] if vocab.Regime.parse(c["regime"]).kind in PADS_LESS
+                    and n.finite(c["padding"]) and n.finite(top["padding"]) and c["padding"] < top["padding"]]
+            found.append(f | {"pads_less": less})
     return Text("conclusions", "shapes", {"found": found}) if found else None
 
 

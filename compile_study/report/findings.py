@@ -3,8 +3,9 @@ comparisons as aggregate/decide.py decided them (decisions.json), the counts, th
 sentence templates (paper/templates/sections/*.j2) word them.
 
 Every comparative word the paper uses comes from a code decided there: "fastest" only for a ranking whose top
-is one configuration, "not distinguishable" for a top of several, "faster than" only where the comparison
-says "higher"; cells with fewer than MIN_N processes are named with their n and never ranked.
+is one configuration, "any of these" for a top of several (a chain of overlapping intervals), "faster than"
+only where the comparison says "higher", a trend only where every configuration it speaks of agrees (or the
+exceptions named); cells with fewer than MIN_N processes are named with their n and never ranked.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from compile_study.aggregate.columns import WAYS, break_even_prefix, start_prefix
 from compile_study.aggregate.decide import key, ordered
 from compile_study.aggregate.summary import compact
 from compile_study.core import grid, vocab
@@ -129,16 +131,15 @@ def config(r) -> dict:
             "kind": vocab.Regime.parse(get("shape_regime")).kind, "precision": get("precision"),
             "batch": int(get("batch_size")), "speedup": n.row_iv(r), "gain": n.row_iv(r, "gain"),
             "step": n.row_iv(r, "step"), "step_ms": get("steady_step_ms"), "verdict": get("verdict"),
-            "n": int(get("n_ok")) if n.finite(get("n_ok")) else 0,
+            "n": int(get("n_ok")) if n.finite(get("n_ok")) else 0, "padding": get("padding_fraction"),
             "band": {"low": get("aa_low"), "high": get("aa_high")} if n.finite(get("aa_low")) else None}
 
 
 def ranking(ctx: Context, r: dict) -> dict:
-    """A ranking of decisions.json with its configurations as the templates name them: `top` (each with the
-    `overlaps` among those below), `apart`, `below` and `few`."""
-    top = [ctx.named(k) | {"overlaps": [ctx.named(o) for o in over]} for k, over in zip(r["top"], r["overlaps"])]
-    return {"top": top, "apart": [{"lower": ctx.named(a["lower"]), "above": [ctx.named(k) for k in a["above"]]}
-                                  for a in r["apart"]],
+    """A ranking of decisions.json with its configurations as the templates name them: `top` (the group a
+    recommendation may name), `apart` (pairs within it the rule orders), `below` and `few`."""
+    return {"top": [ctx.named(k) for k in r["top"]],
+            "apart": [{"lower": ctx.named(a["lower"]), "above": [ctx.named(k) for k in a["above"]]} for a in r["apart"]],
             "below": [ctx.named(k) for k in r["below"]], "few": [ctx.named(k) for k in r["few"]]}
 
 
@@ -155,20 +156,19 @@ def per_batch(ctx: Context) -> list[dict]:
 
 @once
 def batch_trend(ctx: Context) -> dict | None:
-    """The best module-scope configuration at the smallest and at the largest batch size, compared by the rule."""
-    for c in ctx.comparisons("batch-trend"):
-        if c["a"]["precision"] == ctx.precision:
-            return {"small": c["a"]["batch"], "large": c["b"]["batch"], "code": c["code"]}
-    return None
-
-
-@once
-def whole_step(ctx: Context) -> dict | None:
-    """Where the whole-step CUDA graph ran: is it above the best module-scope configuration at that batch size?"""
-    for c in ctx.comparisons("whole-step"):
-        if c["a"]["precision"] == ctx.precision:
-            return {"batch": c["a"]["batch"], "code": c["code"]}
-    return None
+    """Each compiled mode of the module at its precision's smallest and largest batch size, compared by the rule
+    (aggregate/decide.py batch-trend): at the main precision, `higher` (its speedup measurably larger at the small
+    batch) and `others` (every other, with its code: the trend's exceptions); `all`, whether the trend holds for
+    every mode of every precision at the same two sizes (the abstract's count spans every precision)."""
+    found = ctx.comparisons("batch-trend")
+    mine = [c for c in found if c["a"]["precision"] == ctx.precision]
+    if not mine:
+        return None
+    small, large = mine[0]["a"]["batch"], mine[0]["b"]["batch"]
+    agree = [c for c in found if c["code"] == "higher" and (c["a"]["batch"], c["b"]["batch"]) == (small, large)]
+    return {"small": small, "large": large, "higher": [ctx.named(c["a"]) for c in mine if c in agree],
+            "others": [ctx.named(c["a"]) | {"code": c["code"]} for c in mine if c not in agree],
+            "all": len(agree) == len(found)}
 
 
 @once
@@ -203,17 +203,25 @@ def shape_findings(ctx: Context) -> list[dict]:
                          key=lambda mr: (MODE_ORDER[mr[0]], mr[1]))
         usable = vocab.usable(every)
         unmeasured = usable[(usable.compile_mode != "eager") & (usable.gain_method == "no eager static runs")]
-        out.append({"batch": r["batch"], "missing": missing, "no_yardstick": [config(x) for _, x in
-                                                                              ordered(unmeasured).iterrows()]}
-                   | ranking(ctx, r))
+        found = {"batch": r["batch"], "missing": missing, "no_yardstick": [config(x) for _, x in
+                                                                          ordered(unmeasured).iterrows()]} | ranking(ctx, r)
+        eager = {x.shape_regime: x for _, x in usable[usable.compile_mode == "eager"].iterrows()}
+        for c in found["top"] + found["below"] + found["few"]:  # eager on the same batches, beside each compiled gain
+            c["eager"] = config(eager[c["regime"]]) if c["regime"] != "static" and c["regime"] in eager else None
+        out.append(found)
     return out
 
 
 def break_even(r) -> dict:
-    """A configuration's payback as the templates name it: cold compile (an interval of seconds), warm-cache load,
-    break-even steps and epochs with their interval and method, and the code of summary.py's `payback`."""
+    """A configuration's payback as the templates name it: per way of reaching its compiled step (columns.WAYS) the
+    seconds it costs and its break-even, as intervals; the cold compiles as timed; how the cold start was charged
+    (aggregate/payback.py HOWS) and the mode whose GEMM search it was charged; the cold way's break-even steps and
+    epochs with their interval and method (`steps`, `epochs`: the paper's first), and summary.py's `payback` code."""
+    ways = {w: {"cost": n.row_iv(r, start_prefix(w)), "steps": n.row_iv(r, break_even_prefix(w)),
+                "method": r.get(f"{break_even_prefix(w)}_method")} for w in WAYS}
     return config(r) | {
-        "cold": n.row_iv(r, "cold"), "warm_s": r.get("warm_compile_s"), "warm_n": r.get("warm_n"),
+        "cold": n.row_iv(r, "cold"), "ways": ways, "how": r.get("cold_start_how"), "search": r.get("cold_search"),
+        "warm_s": r.get("warm_compile_s"), "warm_n": r.get("warm_n"),
         "steps": r.break_even_steps, "steps_low": r.break_even_low, "steps_high": r.break_even_high,
         "method": r.break_even_method, "epochs": r.break_even_epochs, "epochs_low": r.break_even_epochs_low,
         "epochs_high": r.break_even_epochs_high, "epoch_steps": r.get("full_epoch_steps"), "code": r.payback}
@@ -239,8 +247,13 @@ def payback(ctx: Context) -> dict | None:
     chosen = {tuple(c[k] for k in named) for c in recommended(ctx)}
     for c in rows:
         c["recommended"] = tuple(c[k] for k in named) in chosen
+    factor = (ctx.decisions.get("checks") or {}).get("compile_concurrency")
+    hows = Counter(c["how"] for c in rows if isinstance(c["how"], str))
     return {"rows": rows, "recommended": [c for c in rows if c["recommended"]], "train_rows": ctx.train_rows,
-            "precision": ctx.precision, "precisions": len(set(h.precision)) > 1}
+            "precision": ctx.precision, "precisions": len(set(h.precision)) > 1, "hows": dict(hows),
+            "factor": {"iv": n.decided_interval(factor["interval"]), "k": factor["k"], "verdict": factor["verdict"]}
+            if factor else None, "at_once": (ctx.env.get("compile_phase") or {}).get("at_once"),
+            "searched": [c for c in rows if isinstance(c["search"], str)]}
 
 
 @once
@@ -293,16 +306,33 @@ def data_facts(ctx: Context) -> dict:
             "max_len": ctx.facts["max_len"]}
 
 
+def _glossed(batches: list[dict], shape: dict | None, max_len: int) -> tuple[list[dict], dict | None]:
+    """Copies of the abstract's rankings and shape finding whose configurations carry `gloss` at the first mention
+    of a scope other than the module (defined in the method sentence) and `regime_gloss` at the first of a regime."""
+    seen, regimes = {"module"}, {"static"}
+
+    def mark(c: dict) -> dict:
+        c = c | {"gloss": c["scope"] not in seen, "regime_gloss": c["regime"] not in regimes, "max_len": max_len}
+        seen.add(c["scope"])
+        regimes.add(c["regime"])
+        return c
+
+    shown = [batches[0], batches[-1]] if len(batches) > 1 else batches
+    out = [b | {"top": [mark(c) for c in b["top"]] if len(b["top"]) <= 3 else b["top"]} for b in shown]
+    return out, (shape | {"top": [mark(shape["top"][0])]}) if shape else None
+
+
 def abstract(ctx: Context) -> list[Text]:
     """Takeaway first, then what was timed, the headline cells (MIN_N processes or more), shapes, cost, claims."""
-    shapes = [f for f in shape_findings(ctx) if len(f["top"]) == 1 and f["below"]]
+    shapes = [f for f in shape_findings(ctx) if len(f["top"]) == 1 and f["below"]
+              and len({c["regime"] for c in f["top"] + f["below"]}) > 1]  # a regime above another, not a mode
     short = next((c for c in claims(ctx) if c["id"] == "short-runs"), None)
     if short:  # "never": no configuration measured saves time per step, so none earns its compile back
         short = short | {"never": all(not n.finite(e.get("steps_low")) for e in short["evidence"]
                                       if e.get("code") == "more")}
+    batches, shape = _glossed(per_batch(ctx), shapes[-1] if shapes else None, ctx.facts["max_len"])
     facts = {"device": ctx.device_name, "gpu": ctx.gpu, "precision": ctx.precision, "verdicts": verdicts(ctx),
-             "trend": batch_trend(ctx), "whole": whole_step(ctx), "model": model(ctx), "data": data_facts(ctx),
-             "configs": len(ctx.summary), "runs": ctx.env.get("n_records"), "batches": per_batch(ctx),
-             "shape": shapes[-1] if shapes else None, "short": short, "claims": claim_counts(ctx),
-             "level": LEVEL}
+             "trend": batch_trend(ctx), "model": model(ctx), "data": data_facts(ctx),
+             "configs": len(ctx.summary), "runs": ctx.env.get("n_records"), "batches": batches,
+             "shape": shape, "short": short, "claims": claim_counts(ctx), "level": LEVEL}
     return [Text("abstract", "takeaway", facts), Text("abstract", "body", facts)]

@@ -173,7 +173,8 @@ def carries(ctx: Context) -> dict:
     rows = [r for _, r in ordered(s[s.compile_mode != "eager"], "batch_size").iterrows() if int(r.batch_size) in eager]
     bound = [config(r) for r in rows if r.host_bound or eager[int(r.batch_size)]]
     free = [config(r) for r in rows if not (r.host_bound or eager[int(r.batch_size)])]
-    return {"gpu": ctx.gpu, "bound": bound, "free": free, "limit": HOST_BOUND}
+    own = bool(rows) and all(r.host_bound and eager[int(r.batch_size)] for r in rows)  # every step itself host-bound
+    return {"gpu": ctx.gpu, "bound": bound, "free": free, "limit": HOST_BOUND, "own": own}
 
 
 def disturbed_runs(ctx: Context) -> dict:

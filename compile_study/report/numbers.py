@@ -82,9 +82,13 @@ def epochs(value) -> str:
 
 
 def method(iv: Interval) -> str:
-    """How an interval was made, as printed beside it: '95% t, n = 5', 'n = 2, no interval', 'single run'."""
+    """How an interval was made, as printed beside it: '95% t, n = 5', '95%, Bonferroni, n = 3' (a cost or a
+    break-even joined from several parts), 'n = 2, no interval', 'single run', or a cost's own reason for none
+    ('1 cold compile, no interval')."""
     if iv.n >= MIN_N and finite(iv.low):
-        return f"{LEVEL:.0%} t, n = {iv.n}"
+        return f"{LEVEL:.0%}{', Bonferroni' if iv.method.startswith('Bonferroni') else ' t'}, n = {iv.n}"
+    if re.match(r"(\d+|no) [a-zA-Z]", iv.method or "") and not iv.method.startswith("n = "):
+        return iv.method  # a cost's part measured too few times, named: '1 cold compile, no interval'
     return "single run" if iv.n == 1 else f"n = {iv.n}, no interval"
 
 
@@ -150,4 +154,4 @@ def join(parts, last: str = "and") -> str:
 
 FILTERS = {"sig": sig, "fixed": fixed, "times": times, "percent": percent, "percent2": percent2, "ms": ms, "seconds": seconds,
            "count": count, "steps": steps, "epochs": epochs, "iv": interval, "span": span, "word": word, "listing": join,
-           "method": method}
+           "method": method, "ms_iv": lambda iv: interval(iv, True, ms), "seconds_iv": lambda iv: interval(iv, True, seconds)}

@@ -91,6 +91,7 @@ def _prose(text, escape, code, ref) -> str:
 _SENTENCES = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                                 autoescape=False)
 _SENTENCES.filters |= numbers.FILTERS
+_SENTENCES.tests["finite"] = numbers.finite  # `select("finite")`: the measured values of a list
 _SENTENCES.globals |= {"level": LEVEL, "min_n": MIN_N}  # the interval rules, said as the code has them
 _MODULES: dict[str, object] = {}
 _BEFORE = re.compile(r"\s+([,;.:)])")  # a space a template left before punctuation
@@ -197,17 +198,18 @@ def sentences(text: str) -> list[str]:
 
 
 def readability(markdown: str) -> dict:
-    """What a reader meets: the abstract's words, numbers and first sentence; the main text's sentence lengths
-    in words (median, longest). tests/test_readability.py holds them to the paper's limits."""
+    """What a reader meets: the abstract's words, numbers and first sentence; the sentence lengths in words of the
+    abstract and the main text (median, longest). tests/test_readability.py holds them to the paper's limits."""
     head, _, rest = markdown.partition("\n## Abstract\n")
     abstract, _, body = rest.partition("\n## ")
     main = ("## " + body).partition("\n## Appendix")[0]
-    lengths = sorted(len(s.split()) for s in sentences(main))
+    read = sentences(abstract) + sentences(main)
+    lengths = sorted(len(s.split()) for s in read)
     first = sentences(abstract)[:1]
     return {"abstract_words": len(abstract.split()), "abstract_numbers": len(_NUMBER.findall(abstract.replace("\\", ""))),
             "takeaway": first[0] if first else "", "sentences": len(lengths),
             "median_words": lengths[len(lengths) // 2] if lengths else 0, "longest_words": lengths[-1] if lengths else 0,
-            "longest": max(sentences(main), key=lambda s: len(s.split())) if lengths else ""}
+            "longest": max(read, key=lambda s: len(s.split())) if lengths else ""}
 
 
 LATEX_DIR = ".latex"  # latexmk's working files, beside the paper

@@ -25,6 +25,7 @@ from compile_study.aggregate import models, walltime
 from compile_study.core import record
 from compile_study.core.io import write_text_atomic
 from compile_study.report import times
+from compile_study.report.numbers import join
 from compile_study.report.times import study_link
 
 
@@ -61,27 +62,6 @@ def _calls(calls: list[dict], logs: str | Path | None = None) -> list[str]:
     rows += ["", f"{len(calls)} call(s), {total / 60:.1f} min of wall time in all (each call's Snakemake log is "
                  "under `logs/calls/`)."]
     return rows
-
-
-def _time(records: pd.DataFrame, calls: list[dict], logs: str | Path | None, paths: list[str], root) -> list[str]:
-    """Every second of the logged calls by part (walltime.py), the runs' fixed cost, and the runs by mode."""
-    out = []
-    logged, parts = walltime.study_breakdown(calls, logs, paths, root) if logs else ([], {})
-    if logged:
-        wall = sum(c["wall_s"] for c in logged)
-        out += [f"Every second of {len(logged)} logged call(s), {wall / 60:.1f} min: each second goes to the jobs "
-                "running in it (split evenly where several run at once) or, where none runs, to Snakemake itself "
-                "(its start, DAG, bookkeeping between jobs, exit); a run's share is split by its record's parts "
-                "(`overhead_s`).", "", *walltime.table(parts, wall), ""]
-    fixed = records.apply(lambda r: record.fixed_cost_s({k: r[f"overhead_{k}"] for k in record.OVERHEAD}), axis=1)
-    if fixed.notna().any():
-        out += [f"Fixed cost of a run (its wall time less compile, the timed protocol and the evidence passes): "
-                f"median {fixed.median():.2f} s over {int(fixed.notna().sum())} runs.", ""]
-    if records.overhead_total_s.notna().any():
-        by_mode = records.groupby("compile_mode").overhead_total_s.agg(["count", "sum", "mean"])
-        out += ["| compile mode | runs | seconds | per run |", "|---|---:|---:|---:|"]
-        out += [f"| {m} | {int(r['count'])} | {r['sum']:.0f} | {r['mean']:.0f} |" for m, r in by_mode.iterrows()]
-    return out or ["The records predate the per-run breakdown of wall time."]
 
 
 def test_line(t: dict) -> str:
@@ -134,6 +114,24 @@ def _abstract(paper_md: str) -> list[str]:
     return "\n".join(lines[start:end]).strip().splitlines()
 
 
+VERSIONS = (("torch", "torch"), ("triton", "triton"), ("cuda", "CUDA"), ("python", "Python"), ("driver", "driver"))
+
+
+def _known(v) -> str | None:
+    """A value of environment.json as text (several joined), or None where it holds none (None, "", [])."""
+    if v in (None, "None", "", []) or v != v:
+        return None
+    return ", ".join(map(str, v)) if isinstance(v, list) else str(v)
+
+
+def versions(env: dict) -> str:
+    """The versions environment.json records, and what it has none of said in words ('torch 2.13.0+cpu, Python
+    3.11.7; no triton, CUDA or driver'): never an empty list."""
+    have = [f"{name} {_known(env.get(k))}" for k, name in VERSIONS if _known(env.get(k))]
+    absent = [name for k, name in VERSIONS if not _known(env.get(k))]
+    return ", ".join(have) + (f"; no {join(absent, 'or')}" if absent else "")
+
+
 def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], paper_md: str, rebuild: str,
           time_lines: list[str], logs: str | Path | None = None, tests: list[dict] = (),
           reproduction: str | None = None) -> str:
@@ -153,8 +151,7 @@ def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], pape
         f"- {len(records)} run records ({status}) of {cells} configurations under `runs/`, the parity checks under "
         "`parity/`, the peak and method checks, and the summary, claims, figures and paper made from them.",
         f"- Code: {_code(records)}.",
-        f"- Hardware and versions: {gpus}; torch {env.get('torch')}, triton {env.get('triton')}, CUDA "
-        f"{env.get('cuda')}, Python {env.get('python')}, driver {env.get('driver')}; CPU {env.get('cpu_model')}.",
+        f"- Hardware and versions: {gpus}; {versions(env)}; CPU {_known(env.get('cpu_model')) or 'not recorded'}.",
         f"- Data: {facts.get('description', facts.get('source'))}.",
         "",
         "## Headline (the paper's abstract; its tables are in the paper)",
@@ -192,7 +189,7 @@ def write(inputs: dict, rebuild: str, out: str | Path, logs: str | Path | None =
     root = Path(inputs["environment"]).parent
     text = build(records, json.loads(Path(inputs["environment"]).read_text()),
                  json.loads(Path(inputs["facts"]).read_text()), calls, Path(inputs["paper"]).read_text(), rebuild,
-                 _time(records, calls, logs, list(inputs["records"]) + list(inputs.get("compiles", [])), root),
+                 times.study_time(records, calls, logs, list(inputs["records"]) + list(inputs.get("compiles", [])), root),
                  logs, tests,
                  Path(inputs["reproduction"]).read_text() if inputs.get("reproduction") else None)
     write_text_atomic(out, text)

@@ -133,3 +133,25 @@ def block(project: Path) -> str:
         *plans(project),
         END,
     ])
+
+
+def study_time(records, calls: list[dict], logs: str | Path | None, paths: list[str], root) -> list[str]:
+    """A study README's "Where the time went": every second of the logged calls by part (walltime.py), the runs'
+    fixed cost, and the runs by mode (records: record.table)."""
+    out = []
+    logged, parts = walltime.study_breakdown(calls, logs, paths, root) if logs else ([], {})
+    if logged:
+        wall = sum(c["wall_s"] for c in logged)
+        out += [f"Every second of {len(logged)} logged call(s), {wall / 60:.1f} min: each second goes to the jobs "
+                "running in it (split evenly where several run at once) or, where none runs, to Snakemake itself "
+                "(its start, DAG, bookkeeping between jobs, exit); a run's share is split by its record's parts "
+                "(`overhead_s`).", "", *walltime.table(parts, wall), ""]
+    fixed = records.apply(lambda r: record.fixed_cost_s({k: r[f"overhead_{k}"] for k in record.OVERHEAD}), axis=1)
+    if fixed.notna().any():
+        out += [f"Fixed cost of a run (its wall time less compile, the timed protocol and the evidence passes): "
+                f"median {fixed.median():.2f} s over {int(fixed.notna().sum())} runs.", ""]
+    if records.overhead_total_s.notna().any():
+        by_mode = records.groupby("compile_mode").overhead_total_s.agg(["count", "sum", "mean"])
+        out += ["| compile mode | runs | seconds | per run |", "|---|---:|---:|---:|"]
+        out += [f"| {m} | {int(r['count'])} | {r['sum']:.0f} | {r['mean']:.0f} |" for m, r in by_mode.iterrows()]
+    return out or ["The records predate the per-run breakdown of wall time."]

@@ -1,0 +1,185 @@
+"""What a user pays to reach a configuration's compiled step, by way, and after how many steps it pays back.
+
+    costs = starts(records, compiles, checks)        # {way: {CONFIG values: stats.Cost}}
+    cells = payback_cells(row, eager_runs, costs, speedups, train_rows)   # summary.csv's columns of one row
+
+A way is how a user starts (WAYS): "cold", from an empty cache (the compile phase's cold compiles, or a study's
+first runs before it had one), and "warm", from a cache an earlier run filled (the timed runs' warm-cache
+loads). Each way gives every compiled configuration a stats.Cost (its seconds, one per process) and from it a
+cold-start interval and a break-even with its interval (stats.break_even). A new way (portable cache artifacts,
+a regional compile scope) is a name in columns.WAYS and a function here that lists its seconds per configuration.
+
+Every second a user would pay is charged, once, as a user alone pays it:
+  - a compile that started from another mode's GEMM search (vocab.SEARCH_SHARED) is charged that search too: the
+    whole cold compile of the mode that searched (an upper bound of the search alone), added once;
+  - the compile phase ran compiles k at once; where the compile-concurrency check measured what k at once cost
+    (checks/compile_concurrency.py, one ratio per round), a compile that ran k at once is divided by that factor,
+    with its interval (`how`: "divided"); one timed alone is used as timed ("alone"); one that ran among others
+    with no factor measured for them is used as timed, an upper bound ("contended"); a study's first runs
+    before the compile phase, as their records have them ("first-runs").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from compile_study.aggregate.columns import WAYS, break_even_prefix, columns, start_prefix
+from compile_study.core import stats, vocab
+from compile_study.core.data import steps_per_epoch
+
+CELL = ["device_type", "reference_regime", "precision", "batch_size"]
+CONFIG = ["device_type", "shape_regime", "precision", "batch_size", "compile_mode", "compile_scope"]
+HOWS = ("alone", "divided", "contended", "first-runs")  # how a configuration's cold compiles were charged
+# what the paper advises for each compiled configuration (`payback`), by its verdict against eager
+PAYBACK = {"faster": "pays-after", "slower": "never", "within-noise": "never", "indistinct": "not-shown-faster",
+           "few-runs": "few-runs", "no-control": "no-control"}
+
+
+def eager_of_cell(records: pd.DataFrame) -> dict:
+    """The eager `module` runs (AdamW foreach) of each cell: every comparison's baseline."""
+    eager = records[(records.compile_mode == "eager") & (records.compile_scope == "module") & (records.status == "ok")]
+    return {k: g for k, g in eager.groupby(CELL)}
+
+
+def _eager_overhead(records: pd.DataFrame) -> dict:
+    """Per cell, eager's epoch 1 minus epoch 2 (the median over its runs): first-epoch costs that are not compiling."""
+    return {k: (g.epoch1_s - g.epoch2_s).median() for k, g in eager_of_cell(records).items()}
+
+
+def cold_sources(records: pd.DataFrame, compiles: pd.DataFrame | None = None) -> dict[tuple, pd.DataFrame]:
+    """Each compiled configuration's cold compiles, keyed by its CONFIG values: a frame with `seconds` (epoch 1 minus
+    epoch 2 of a process that found its cache empty, or empty but for a shared GEMM search, less eager's in the
+    cell) and how each ran (`at_once`, `alone`, `inductor_cache`, `phase`). The compile phase's records where a
+    configuration has any; else (a study made before the phase) its runs that began from an empty cache. A
+    configuration in a cell without eager runs has none."""
+    eager = _eager_overhead(records)
+    cold = ("cold", vocab.SEARCH_SHARED)
+    phase = None if compiles is None or compiles.empty else compiles[
+        (compiles.status == "ok") & (compiles.compile_mode != "eager")].assign(
+        reference_regime=lambda d: [vocab.Regime.parse(r).reference for r in d.shape_regime], phase=True)
+    runs = records[(records.status == "ok") & (records.compile_mode != "eager") & records.inductor_cache.isin(cold)]
+    runs = runs.assign(at_once=np.nan, alone=False, phase=False)
+    out = {}
+    for source in (runs, phase):  # the compile phase's, where a configuration has any, replace its cold runs'
+        if source is None:
+            continue
+        for key, g in source.groupby(CONFIG):
+            cell = tuple(g[c].iloc[0] for c in CELL)
+            if cell in eager:
+                seconds = pd.to_numeric(g.epoch1_s - g.epoch2_s) - eager[cell]
+                out[key] = pd.DataFrame({"seconds": seconds.astype(float), "at_once": pd.to_numeric(g.at_once),
+                                         "alone": g.alone.astype(bool), "inductor_cache": g.inductor_cache,
+                                         "phase": g.phase.astype(bool)})
+    return out
+
+
+def cold_compiles(records: pd.DataFrame, compiles: pd.DataFrame | None = None) -> dict[tuple, list[float]]:
+    """Each compiled configuration's cold compiles in seconds, as timed (cold_sources)."""
+    return {k: [float(v) for v in g.seconds] for k, g in cold_sources(records, compiles).items()}
+
+
+def _search_provider(key: tuple, sources: dict) -> tuple | None:
+    """The configuration whose GEMM search a shared-search one started from: a max-autotune mode at the same cell
+    and scope whose own compiles were cold (grid.shared_search: the first searching mode of the sub-grid)."""
+    named = dict(zip(CONFIG, key))
+    for mode in vocab.AUTOTUNE_MODES:
+        other = tuple(named[c] if c != "compile_mode" else mode for c in CONFIG)
+        if other != key and other in sources and (sources[other].inductor_cache == "cold").all():
+            return other
+    return None
+
+
+def concurrency_factor(check: dict | None) -> tuple[tuple, int | None]:
+    """The compile-concurrency check's per-round ratios (k at once over alone) and its k; none where it did not run."""
+    if not check or not check.get("applicable"):
+        return (), None
+    return tuple(float(r["ratio"]) for r in check["results"]), int(check["k"])
+
+
+def cold_costs(records: pd.DataFrame, compiles: pd.DataFrame | None, check: dict | None) -> dict[tuple, tuple]:
+    """Per compiled configuration: (stats.Cost of its cold start as a user alone pays it, how it was charged: HOWS,
+    the shared search's configuration or None); see the module docstring."""
+    sources = cold_sources(records, compiles)
+    ratios, k = concurrency_factor(check)
+    out = {}
+    for key, g in sources.items():
+        at_once = g.at_once.fillna(1)
+        if not g.phase.all():
+            how, divisor = "first-runs", ()
+        elif (g.alone | (at_once <= 1)).all():
+            how, divisor = "alone", ()
+        elif ratios and (at_once >= k).all():
+            how, divisor = "divided", ratios
+        else:
+            how, divisor = "contended", ()
+        provider = _search_provider(key, sources) if (g.inductor_cache == vocab.SEARCH_SHARED).any() else None
+        if (g.inductor_cache == vocab.SEARCH_SHARED).any() and provider is None:
+            continue  # the search it relied on has no cold compile: its cold start is unknown
+        added = (tuple(sources[provider].seconds),) if provider else ()
+        out[key] = (stats.Cost(tuple(g.seconds), divisor, added), how, provider)
+    return out
+
+
+def warm_costs(records: pd.DataFrame) -> dict[tuple, stats.Cost]:
+    """Per compiled configuration: its warm-cache loads (epoch 1 minus epoch 2 of a timed run that found its cache
+    filled, less eager's in the cell), one per run."""
+    eager = _eager_overhead(records)
+    runs = records[(records.status == "ok") & (records.compile_mode != "eager") & (records.inductor_cache == "warm")]
+    out = {}
+    for key, g in runs.groupby(CONFIG):
+        cell = tuple(g[c].iloc[0] for c in CELL)
+        if cell in eager:
+            loads = tuple(float(v) for v in pd.to_numeric(g.epoch1_s - g.epoch2_s) - eager[cell])
+            out[key] = stats.Cost(loads, what=("warm-cache load", "concurrency round", "GEMM search"))
+    return out
+
+
+def starts(records: pd.DataFrame, compiles: pd.DataFrame | None = None, checks: dict | None = None) -> dict:
+    """{way: {CONFIG values: stats.Cost}} for every way of WAYS, and {"how": {...}, "search": {...}} for the
+    cold way's charging (cold_costs)."""
+    cold = cold_costs(records, compiles, (checks or {}).get("compile_concurrency"))
+    return {"cold": {k: c for k, (c, _, _) in cold.items()}, "warm": warm_costs(records),
+            "how": {k: h for k, (_, h, _) in cold.items()}, "search": {k: p for k, (_, _, p) in cold.items()}}
+
+
+def payback(row, cold_n: int) -> str | None:
+    """When compiling pays, for one configuration: after its break-even ("pays-after", the verdict is faster),
+    "never" (slower, within noise, or a speedup not above 1), "not-shown-faster" (not distinguishable from
+    eager), "few-runs" or "no-control" (no verdict), "no-cold-compile"; None for eager."""
+    if row.compile_mode == "eager":
+        return None
+    if cold_n == 0:
+        return "no-cold-compile"
+    code = PAYBACK.get(row.verdict, "few-runs")
+    return "never" if code != "few-runs" and not row.speedup > 1 else code
+
+
+def payback_cells(row, costs: dict, speedups, train_rows: int) -> dict:
+    """One compiled configuration's payback columns: per way its cost's interval (`<way>_start`) and break-even
+    (`<way>_break_even`; inf where it never pays back), the cold way's epochs, how its cold start was charged and
+    the search it was charged for, and the `payback` code."""
+    config = tuple(row[c] for c in CONFIG)
+    cold = costs["cold"].get(config)
+    code = payback(row, len(cold.own) if cold else 0)
+    cells = {"payback": code, "cold_start_how": costs["how"].get(config),
+             "cold_search": costs["search"][config][CONFIG.index("compile_mode")] if costs["search"].get(config) else None}
+    for way in WAYS:
+        cost = costs[way].get(config, stats.Cost())
+        steps = stats.break_even(cost, speedups, row.reference_step_ms)
+        if code == "never":  # the compiled step is not faster: it never pays back, whatever the arithmetic says
+            steps = stats.Interval(np.inf, np.nan, np.nan, steps.method, steps.n, steps.level)
+        cells |= columns(start_prefix(way), stats.cost_interval(cost)) | columns(break_even_prefix(way), steps)
+    epoch = steps_per_epoch(row.batch_size, train_rows)
+    return cells | {"full_epoch_steps": epoch, "break_even_epochs": cells["break_even_steps"] / epoch,
+                    "break_even_epochs_low": cells["break_even_low"] / epoch,
+                    "break_even_epochs_high": cells["break_even_high"] / epoch}
+
+
+def empty_columns() -> list[str]:
+    """The payback columns a study without a compiled configuration still has (empty): every reader selects them."""
+    none = stats.Interval(np.nan, np.nan, np.nan, "", 0, np.nan)
+    out = ["payback", "cold_start_how", "cold_search"]
+    for way in WAYS:
+        out += [*columns(start_prefix(way), none), *columns(break_even_prefix(way), none)]
+    return out + ["full_epoch_steps", "break_even_epochs", "break_even_epochs_low", "break_even_epochs_high"]

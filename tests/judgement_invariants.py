@@ -1,0 +1,237 @@
+"""The paper's judgements, round two (issue 51): every sentence true for every configuration it speaks of (what
+compiling costs and the figures: tests/cost_invariants.py). Each checker returns the violations it finds;
+tests/paper_invariants.py registers them in INVARIANTS, and tests/test_invariants.py shows each one failing on a
+hand-made study whose paper breaks it the way an earlier paper did. Each re-derives what it checks from
+summary.csv, the method checks' files and the parity table with core/stats.py and scipy, not from the report's
+own decisions.
+
+A Paper's context (tests/generated_studies.py) holds what these read beyond the summary and the report: `runs`
+(the run records' table), `compiles` (the compile records' table), `checks` (the method checks by name),
+`decisions`, `drawn` (the figures' index), `parity` (parity.csv), `facts` and `readme`.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+from scipy import stats as sstats
+
+from compile_study.aggregate.summary import HOST_BOUND
+from compile_study.core import stats, vocab
+from compile_study.report import numbers
+from compile_study.report.paper import sentences, words
+
+from .paper_reading import abstract_sentences, iv, main_text, row_of, table, text
+
+TRAINING = ("module", "fused-adamw", "step", "step-graph")
+
+
+def one_chain(intervals: list) -> bool:
+    """Do the intervals join into one stretch (each overlapping the union of those below it)?"""
+    ivs = sorted(intervals, key=lambda i: i.low)
+    reach = ivs[0].high
+    for i in ivs[1:]:
+        if i.low > reach:
+            return False
+        reach = max(reach, i.high)
+    return True
+
+
+KEY = ["compile_mode", "compile_scope", "shape_regime", "precision", "batch_size"]
+
+
+def _narrow(df: pd.DataFrame, *prefixes: str, extra=()) -> pd.DataFrame:
+    """The key columns, an interval's columns per prefix and `extra`: itertuples over a wide summary is slow."""
+    cols = KEY + [c for p in prefixes for c in (("speedup" if p == "speedup" else "gain_over_eager_static"),
+                                                f"{p}_low", f"{p}_high", f"{p}_method", f"{p}_n")] + list(extra)
+    return df[list(dict.fromkeys(c for c in cols if c in df))]
+
+
+def _key(r) -> tuple:
+    return (r.compile_mode, r.compile_scope, r.shape_regime, r.precision, int(r.batch_size))
+
+
+def _compiled_static(summary: pd.DataFrame, scopes=TRAINING) -> pd.DataFrame:
+    s = vocab.usable(summary[(summary.shape_regime == "static") & summary.compile_scope.isin(scopes)])
+    return s[s.compile_mode != "eager"]
+
+
+# --- 1. a recommendation only where its interval separates it from the alternatives ---------------------------------
+def recommendations_separated(paper) -> list[str]:
+    """The configurations recommended at a batch size (the payback table's "recommended") are each measurably
+    faster than every other configuration there that is faster than eager and left out; several recommended at
+    one batch size are worded "any of" in the conclusions."""
+    rule = text(paper.report, "payback", "rule")
+    if rule is None:
+        return []
+    out, rows = [], rule.data["p"]["rows"]
+    chosen = {(c["mode"], c["scope"], c["regime"], c["precision"], c["batch"]) for c in rows if c["recommended"]}
+    s = _compiled_static(paper.summary)
+    for r in _narrow(s[(s.verdict == "faster") & (s.speedup_n >= stats.MIN_N)], "speedup").itertuples():
+        if _key(r) in chosen:
+            continue
+        for k in chosen:
+            if k[3:] == (r.precision, int(r.batch_size)):
+                mine = row_of(paper.summary, dict(zip(("mode", "scope", "regime", "precision", "batch"), k)))
+                if stats.compare(iv(mine), iv(r)) != "higher":
+                    out.append(f"{k[0]} ({k[1]}) at batch {k[4]} is recommended over {r.compile_mode} "
+                               f"({r.compile_scope}), whose interval overlaps it")
+    return out
+
+
+# --- 1./3. a trend only where it holds for every configuration it names ------------------------------------------------
+TREND = re.compile(r"by more at batch (\d+) than at batch (\d+)")
+MAIN_TREND = re.compile(r"Against batch (\d+), the speedup at batch (\d+) is (.*)")
+NAME = re.compile(r"`([\w-]+)` \(([\w-]+)\)")
+
+
+def _trend_codes(summary: pd.DataFrame, small: int, large: int, precision: str | None = None) -> dict:
+    """(mode, precision) -> the rule's code of its module speedup at `small` against `large`."""
+    s = _compiled_static(summary, ("module",))
+    out = {}
+    for (mode, p), g in s.groupby(["compile_mode", "precision"]):
+        a, b = g[g.batch_size == small], g[g.batch_size == large]
+        if len(a) and len(b) and precision in (None, p):
+            out[(mode, p)] = stats.compare(iv(a.iloc[0]), iv(b.iloc[0]))
+    return out
+
+
+def trends_hold(paper) -> list[str]:
+    """The abstract's "by more at batch S than at batch L" holds for every compiled mode of the module measured at
+    both (every precision); the main text's trend sentence calls "larger" only modes whose speedup is measurably
+    larger at S, and names every mode measured at both."""
+    out = []
+    first = abstract_sentences(paper.markdown)[:1]
+    m = TREND.search(first[0]) if first else None
+    if m:
+        codes = _trend_codes(paper.summary, int(m[1]), int(m[2]))
+        out += [f"the takeaway's trend does not hold for {mode} ({p}): {code}" for (mode, p), code in codes.items()
+                if code != "higher"]
+    for sentence in sentences(main_text(paper.markdown)):
+        m = MAIN_TREND.match(sentence)
+        if not m:
+            continue
+        precision = _main_precision(paper.summary)
+        codes = _trend_codes(paper.summary, int(m[2]), int(m[1]), precision)
+        larger = m[3].split(";")[0]
+        named = {mode for mode, _ in NAME.findall(m[3])}
+        out += [f"the trend sentence calls {mode} larger: {codes.get((mode, precision))}"
+                for mode, _ in NAME.findall(larger) if larger.startswith("larger") and codes.get((mode, precision)) != "higher"]
+        out += [f"the trend sentence leaves out {mode}" for mode, _ in codes if mode not in named]
+    return out
+
+
+def _main_precision(summary: pd.DataFrame) -> str | None:
+    h = vocab.usable(vocab.headline(summary))
+    return None if h.empty else "bf16" if "bf16" in set(h.precision) else h.precision.value_counts().index[0]
+
+
+# --- 6./8. a sentence whose evidence is absent is not written ---------------------------------------------------------------
+PADDING = re.compile(r"At batch (\d+), padding to max_len costs nothing")
+
+
+def evidence_present(paper) -> list[str]:
+    """"Padding to max_len costs nothing" only where a compiled bucketed or packed configuration (three processes or
+    more) ranks measurably below static shapes in gain at that batch size; "every precision" only where more than
+    one ran; "in every profiled configuration the host sets the pace" only where every profiled compiled step and
+    eager's are above the host bound (the best-step table); capturing the whole step only where step-graph ran."""
+    out, md, s = [], main_text(paper.markdown), paper.summary
+    for m in PADDING.finditer(md):
+        at = vocab.usable(s[(s.batch_size == int(m[1])) & (s.compile_mode != "eager") & (s.compile_scope == "module")])
+        static = at[(at.shape_regime == "static") & (at.gain_n >= stats.MIN_N)]
+        less = at[[vocab.Regime.parse(x).kind in ("bucketed", "packed") for x in at.shape_regime]]
+        if not any(stats.compare(iv(a, "gain"), iv(b, "gain")) == "higher" for a in _narrow(static, "gain").itertuples()
+                   for b in _narrow(less, "gain").itertuples()):
+            out.append(f"at batch {m[1]} 'padding to max_len costs nothing' with no compiled regime that pads less below it")
+    if "in every precision" in md and vocab.usable(vocab.headline(s)).precision.nunique() < 2:
+        out.append("'every precision' with one precision")
+    if "In every profiled configuration the host sets the pace" in md:
+        h = _compiled_static(s[s.precision == _main_precision(s)], ("module", "fused-adamw", "step-graph"))
+        h = h[pd.to_numeric(h.host_ratio, errors="coerce").notna()]
+        out += [f"the host is said to set the pace of {r.compile_mode} ({r.compile_scope}) at batch {r.batch_size}, "
+                f"{r.host_ratio:.2f}x its device-busy time" for r in _narrow(h, extra=["host_ratio"]).itertuples()
+                if not r.host_ratio > HOST_BOUND]
+    if "capturing the whole step in one CUDA graph" in md.lower() and not (s.compile_scope == "step-graph").any():
+        out.append("the whole step in one CUDA graph is spoken of, and no step-graph configuration ran")
+    return out
+
+
+# --- 7. the timer check's correction only where it timed both sides --------------------------------------------------------
+def timer_corrections(paper) -> list[str]:
+    """A speedup is corrected by the timer check only where the check timed eager at the same batch size and
+    precision; the appendix states the spread of each disagreeing row's rounds."""
+    out = []
+    rows = ((paper.context.get("checks") or {}).get("timer_check") or {}).get("results", [])
+    eager = {(r["batch_size"], r["precision"]) for r in rows if r["compile_mode"] == "eager"}
+    found = ((paper.context.get("decisions") or {}).get("checks") or {}).get("timer") or []
+    for f in found:
+        c = f["config"]
+        if f.get("moved") and (c["batch"], c["precision"]) not in eager:
+            out.append(f"{c['mode']} at batch {c['batch']} is corrected by a timer check that did not time eager there")
+    para = text(paper.report, "appendix", "timer")
+    if para is not None and words(para).count("rounds") < len([f for f in found if (f.get("rounds") or 0) >= 2]):
+        out.append("a timer check's disagreement is given without the spread of its rounds")
+    return out
+
+
+# --- 10. the CPU paper: parity against chance, the README's versions, a gain beside eager's ----------------------------------
+def _above_chance(accuracy: float, rows: int, chance: float) -> bool:
+    k = round(accuracy * rows)
+    return bool(sstats.binomtest(k, rows, chance, alternative="greater").pvalue < 1 - stats.LEVEL)
+
+
+def chance_and_words(paper) -> list[str]:
+    """Parity's accuracy "passes" only where both accuracies are measurably above chance (the eval split's most
+    frequent class; a one-sided binomial test); the study's README never prints an empty list or None for a
+    version; a compiled regime's gain is quoted beside eager's on the same batches."""
+    out = []
+    parity, facts = paper.context.get("parity"), paper.context.get("facts") or {}
+    t = table(paper.report, "parity")
+    split = (facts.get("splits") or {}).get("eval") or {}
+    counts = list((split.get("class_counts") or {}).values())
+    if t is not None and parity is not None and counts:
+        chance, rows = max(counts) / sum(counts), int(split["rows"])
+        for r, cells in zip(parity.sort_values(["precision", "compile_mode"]).itertuples(), t.rows):
+            learned = _above_chance(r.eager_accuracy, rows, chance) and _above_chance(r.compiled_accuracy, rows, chance)
+            if cells[-1] == "pass" and not learned:
+                out.append(f"parity of {r.compile_mode} ({r.precision}) passes at {r.compiled_accuracy:.0%}, chance {chance:.0%}")
+    readme = paper.context.get("readme") or ""
+    out += [f"the README prints {bad!r}" for bad in ("[]", " None,", " None;") if bad in readme]
+    found = text(paper.report, "shapes", "findings")
+    s = vocab.usable(paper.summary)
+    for f in found.data["found"] if found else []:
+        for c in f["top"] + f["below"] + f["few"]:
+            e = s[(s.compile_mode == "eager") & (s.compile_scope == "module") & (s.shape_regime == c["regime"])
+                  & (s.precision == c["precision"]) & (s.batch_size == c["batch"])]
+            if c["regime"] != "static" and len(e) and numbers.finite(e.iloc[0].gain_over_eager_static):
+                if numbers.interval(iv(e.iloc[0], "gain"), False) not in words(found):
+                    out.append(f"{c['mode']} on {c['regime']} batches at batch {c['batch']}: its gain without eager's")
+    return out
+
+
+# --- readability: the abstract's length, its sentences, its terms defined where they first appear -----------------------------
+TERMS = [(r"static-shape", r"padded to \d+ tokens"), (r"\(module\)", r"\(module\)[^.]*torch\.compile\(model\)"),
+         (r"\(fused-adamw\)", r"fused AdamW"), (r"\(forward\)", r"forward graph"), (r"\(backward\)", r"backward graph"),
+         (r"\(aot-eager\)", r"without Inductor"), (r"\(step\)", r"compiled as one function"),
+         (r"\(step-graph\)", r"in one CUDA graph"), (r"\(graph-break\)", r"graph break"),
+         (r"packed batches", r"packed into rows"), (r"bucketed[\w-]* batches", r"smallest of a few lengths"),
+         (r"dynamic[\w-]* batches", r"longest row"), (r"real[ (]", r"non-pad"), (r"cold start", r"empty cache"),
+         (r"\bepoch\b", r"a pass over"), (r"\bspeedup\b", r"[Aa] speedup is")]
+
+
+def abstract_readable(paper) -> list[str]:
+    """Every term the abstract uses (a scope, a shape regime, real tokens, a cold start, an epoch, the speedup)
+    defined in or before the sentence it first appears in (the abstract's and the sentences' lengths are held on
+    the stored papers by tests/test_readability.py)."""
+    out, found = [], abstract_sentences(paper.markdown)
+    for use, definition in TERMS:
+        first = next((i for i, x in enumerate(found) if re.search(use, x)), None)
+        if first is not None and not any(re.search(definition, x) for x in found[:first + 1]):
+            out.append(f"the abstract uses {use!r} before defining it: {found[first][:100]}")
+    return out
+
+
+INVARIANTS = {"recommendations separated": recommendations_separated, "trends hold": trends_hold,
+              "evidence present": evidence_present, "timer corrections": timer_corrections,
+              "chance and words": chance_and_words, "abstract readable": abstract_readable}

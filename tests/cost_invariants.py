@@ -40,7 +40,7 @@ def _cold_seconds(paper) -> dict:
                 & runs.inductor_cache.isin(("cold", vocab.SEARCH_SHARED))]
     sources = [(cold.assign(at_once=np.nan, alone=False), False)]
     if compiles is not None and len(compiles):
-        ok = compiles[(compiles.status == "ok") & (compiles.compile_mode != "eager")]
+        ok = compiles[(compiles.status == "ok") & (compiles.compile_mode != "eager") & (compiles.start == "cold")]
         sources.append((ok.assign(reference_regime=[vocab.Regime.parse(r).reference for r in ok.shape_regime]), True))
     for frame, phase in sources:
         for k, g in frame.groupby(["compile_mode", "compile_scope", "shape_regime", "precision", "batch_size"]):
@@ -61,18 +61,40 @@ def expected_cold_start(paper) -> dict:
     divided by the compile-concurrency factor where every one ran k at once in the compile phase, plus the whole
     cold compile of the max-autotune mode whose GEMM search it started from."""
     check = (paper.context.get("checks") or {}).get("compile_concurrency") or {}
-    ratios = [r["ratio"] for r in check.get("results", [])] if check.get("applicable") else []
+    if not check.get("applicable"):
+        factor = None
+    elif "phase" in check:  # today's check: the phase's compiles of its cell over the cell compiled alone
+        factor = _geo([p["cold_compile_s"] for p in check["phase"]]) / _geo([a["cold_compile_s"] for a in check["alone"]])
+    else:  # a stored study's check of rounds
+        factor = _geo([r["ratio"] for r in check["results"]])
     seconds = _cold_seconds(paper)
     out = {}
     for k, (own, at_once, alone, caches, phase) in seconds.items():
         cost = _geo(own)
-        if phase and ratios and not any(alone) and all(a >= check["k"] for a in at_once):
-            cost /= _geo(ratios)
+        if phase and factor and not any(alone) and all(a >= check["k"] for a in at_once):
+            cost /= factor
         if vocab.SEARCH_SHARED in caches:
             searched = [m for m in vocab.AUTOTUNE_MODES if m != k[0] and (m, *k[1:]) in seconds
                         and set(seconds[(m, *k[1:])][3]) == {"cold"}]
             cost = cost + _geo(seconds[(searched[0], *k[1:])][0]) if searched else math.nan
         out[k] = cost
+    return out
+
+
+def expected_portable_start(paper) -> dict:
+    """Per configuration, the seconds a job shipped with the first cold compile's artifacts pays, re-derived: its
+    portable starts' load and epoch 1 minus epoch 2, less eager's in the cell, as timed (they ran among others)."""
+    compiles = paper.context.get("compiles")
+    if compiles is None or not len(compiles):
+        return {}
+    eager = _eager_overhead(paper.context["runs"])
+    ok = compiles[(compiles.status == "ok") & (compiles.start == "portable")]
+    out = {}
+    for k, g in ok.groupby(["compile_mode", "compile_scope", "shape_regime", "precision", "batch_size"]):
+        cell = (vocab.Regime.parse(k[2]).reference, k[3], k[4])
+        if cell in eager:
+            load = pd.to_numeric(g.artifacts_load_s).fillna(0.0)
+            out[k] = _geo([float(v) - eager[cell] for v in load + g.epoch1_s - g.epoch2_s])
     return out
 
 
@@ -82,7 +104,7 @@ def break_evens_charged(paper) -> list[str]:
     compiles that ran at once were charged."""
     if "runs" not in paper.context:
         return []
-    out, expected = [], expected_cold_start(paper)
+    out, expected, shipped = [], expected_cold_start(paper), expected_portable_start(paper)
     s = vocab.usable(paper.summary[paper.summary.compile_mode != "eager"])
     wanted = ["compile_mode", "compile_scope", "shape_regime", "precision", "batch_size", "cold_start_s", "reference_step_ms",
               "speedup", "payback"] + [c for w in WAYS for c in (f"{start_prefix(w)}_s", f"{break_even_prefix(w)}_steps")]
@@ -91,6 +113,10 @@ def break_evens_charged(paper) -> list[str]:
         if math.isfinite(want) != math.isfinite(got) or math.isfinite(want) and not math.isclose(want, got, rel_tol=1e-6):
             out.append(f"{r.compile_mode} ({r.compile_scope}) at batch {r.batch_size}: cold start {got} s, "
                        f"a user alone pays {want} s")
+        want, got = shipped.get(_key(r), math.nan), getattr(r, "portable_start_s", math.nan)
+        if math.isfinite(want) != math.isfinite(got) or math.isfinite(want) and not math.isclose(want, got, rel_tol=1e-6):
+            out.append(f"{r.compile_mode} ({r.compile_scope}) at batch {r.batch_size}: portable start {got} s, "
+                       f"its loads and first epoch {want} s")
         saved = r.reference_step_ms * (1 - 1 / r.speedup) / 1e3
         for way in WAYS:
             cost, steps = getattr(r, f"{start_prefix(way)}_s", math.nan), getattr(r, f"{break_even_prefix(way)}_steps", math.nan)
@@ -151,7 +177,7 @@ def dynamic_by_rule(paper) -> list[str]:
     break-even figure draws only configurations that pay back."""
     out = []
     s = vocab.usable(paper.summary[(paper.summary.compile_mode != "eager") & (paper.summary.compile_scope == "module")])
-    dyn = s[[vocab.Regime.parse(x).is_dynamic for x in s.shape_regime]]
+    dyn = s[pd.Series([vocab.Regime.parse(x).is_dynamic for x in s.shape_regime], index=s.index, dtype=bool)]
     codes = {"holds" if v in ERASED else "fails" for v, n in zip(dyn.verdict, dyn.speedup_n)
              if n >= stats.MIN_N and v in ERASED + ("faster",)}
     want = ("not-measured" if dyn.empty else "depends" if len(codes) == 2 else "holds" if codes == {"holds"} else

@@ -67,6 +67,8 @@ class Spec:
     seed: int = 0
     phase: int = 0  # compiles at once in a compile phase (0: none, the first runs compile cold)
     concurrency: tuple = ()  # the compile-concurrency check's per-round ratios, k at once over alone (none: not run)
+    concurrency_shape: str = "rounds"  # the check as a stored study has it ("rounds"), or today's ("phase" vs alone)
+    portable: int = 0  # portable starts per compiled configuration of a scope one trains with (a compile phase's)
     timer: tuple = ()  # timer check rows: (mode, batch, precision, harness/Timer, eager timed at that batch too)
     accuracy: tuple = ()  # parity checks: (mode, precision, eager accuracy, compiled accuracy)
 
@@ -88,7 +90,9 @@ def studies(draw, device: str | None = None, max_batches: int = 3) -> Spec:
     phase = draw(st.sampled_from([0, k]))
     spec = Spec(device, plug, {(p, b): draw(st.floats(2.0, 300.0)) for p in precisions for b in batches},
                 seed=draw(st.integers(0, 2**16)), phase=phase,
-                concurrency=draw(st.sampled_from([(), (1.3, 1.4, 1.5), (0.9, 1.4, 2.0), (1.2, 1.3)])) if phase else ())
+                concurrency=draw(st.sampled_from([(), (1.3, 1.4, 1.5), (0.9, 1.4, 2.0), (1.2, 1.3)])) if phase else (),
+                concurrency_shape=draw(st.sampled_from(["rounds", "phase"])),
+                portable=draw(st.sampled_from([0, 1, 3])) if phase else 0)
     spec.timer = tuple(draw(st.lists(st.tuples(st.sampled_from(modes), st.sampled_from(batches),
                                                st.sampled_from(precisions), st.sampled_from([0.93, 0.99, 1.06]),
                                                st.booleans()), max_size=2, unique_by=lambda t: t[:3])))
@@ -216,6 +220,15 @@ def compile_records(spec: Spec) -> list[dict]:
                 "threads": 2, "alone": alone, "inductor_cache": vocab.SEARCH_SHARED if search == "shared" else "cold"})
             rec["metrics"] = {"cold_compile_s": seconds, "epoch1_s": 1.0 + seconds, "epoch2_s": 1.0}
             out.append(rec)
+        for i in range(spec.portable if c.scope in vocab.TRAINING_SCOPES else 0):  # the shipped artifacts loaded
+            seconds, load = float(rng.uniform(1.0, 8.0)), float(rng.uniform(0.1, 1.0))
+            cfg = record.RunConfig(c.mode, c.batch, c.regime, c.precision, i, compile_scope=c.scope)
+            rec = compile_record.new(cfg, {}, {"device_type": spec.device}, {
+                "index": i, "at_once": spec.phase, "slots": spec.phase, "cores": [0, 1], "threads": 2, "alone": False,
+                "inductor_cache": "cold", "start": "portable"})
+            rec["metrics"] = {"cold_compile_s": seconds, "epoch1_s": 1.0 + seconds, "epoch2_s": 1.0,
+                              "artifacts_load_s": load, "artifacts_bytes": 11_000_000}
+            out.append(rec)
     return out
 
 
@@ -228,6 +241,12 @@ def checks(spec: Spec) -> dict:
                                       "precision": "bf16", "batch_size": 32,
                                       "results": [{"ratio": r, "alone_s": 13.0, "batch_s": [13.0 * r] * spec.phase}
                                                   for r in spec.concurrency]}
+        if spec.concurrency_shape == "phase":  # today's check: the phase's own compiles of its cell against alone
+            out["compile_concurrency"] |= {"phase": [{"cold_compile_s": 13.0 * r, "at_once": spec.phase}
+                                                     for r in spec.concurrency],
+                                           "alone": [{"cold_compile_s": 13.0 * (1 + 0.02 * i), "first_step_s": 14.0}
+                                                     for i in range(3)]}
+            del out["compile_concurrency"]["results"]
     rows, eager = [], set()
     for mode, batch, precision, ratio, with_eager in spec.timer:
         step = spec.eager_ms[(precision, batch)] / 1.5

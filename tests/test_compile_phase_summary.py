@@ -116,7 +116,7 @@ def test_the_compile_concurrency_check_is_read_against_one(ratios, verdict):
 
 
 @pytest.mark.parametrize("among, alone, verdict", [([24.0, 25.0, 26.0], [20.0, 20.5, 19.5], "faster"),
-                                                   ([19.0, 22.0, 20.5], [20.0, 21.0, 19.5], "indistinct"),
+                                                   ([19.0, 22.0, 20.5], [20.0, 21.0, 19.5], "underpowered"),
                                                    ([24.0, 25.0], [20.0, 20.5, 19.5], "few-runs")])
 def test_the_compile_concurrency_check_reads_the_phases_own_compiles_against_n_alone(among, alone, verdict):
     """Today's check: the compile phase's compiles of its cell (at once with others) over the same configuration

@@ -2,16 +2,19 @@
 rendered by the study's own code, and every invariant of tests/paper_invariants.py asserted on each paper; then
 each invariant shown failing on a hand-made study whose paper breaks it the way an earlier paper did.
 
-    python -m pytest tests/test_invariants.py -m unit      # 2 x 100 generated studies (CPU, GPU)
-    python -m pytest tests/test_invariants.py -m golden    # 1,000 more, and the stored studies' papers
+    python -m pytest -m property                                   # 2 x 100 generated studies (CPU, GPU)
+    COMPILE_STUDY_STUDIES=1000 python -m pytest -m property        # 2 x 1,000 new ones, drawn afresh
+    python -m pytest tests/test_invariants.py -m golden            # the stored studies' papers
 
-The unit profile is derandomized (the same studies every run, so a failure reproduces); the golden one draws new
-ones each time. Hypothesis prints the smallest study it finds that breaks an invariant.
+The generated studies are a tier of their own (`property`: CI runs its 200); by default they are derandomized
+(the same studies every run, so that a failure reproduces), and COMPILE_STUDY_STUDIES=<n> draws n new ones per
+device instead. Hypothesis prints the smallest study it finds that breaks an invariant.
 """
 
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 import pytest
@@ -26,9 +29,9 @@ from . import judgement_invariants as judged
 from . import paper_invariants as inv
 from .conftest import REPO
 
-UNIT = settings(max_examples=100, deadline=None, database=None, derandomize=True, print_blob=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-LARGE = settings(UNIT, max_examples=1000, derandomize=False)
+STUDIES = int(os.environ.get("COMPILE_STUDY_STUDIES", "0"))  # 0: the derandomized 100 per device
+PROPERTY = settings(max_examples=STUDIES or 100, deadline=None, database=None, derandomize=not STUDIES,
+                    print_blob=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 def assert_invariants(spec: gen.Spec) -> None:
@@ -36,24 +39,17 @@ def assert_invariants(spec: gen.Spec) -> None:
     assert found == {}, json.dumps(found, indent=1)
 
 
-@pytest.mark.unit
-@UNIT
-@given(gen.studies(device="cpu", max_batches=2))
+@pytest.mark.property
+@PROPERTY
+@given(gen.studies(device="cpu", max_batches=2 if not STUDIES else 3))
 def test_generated_cpu_studies_keep_every_invariant(spec):
     assert_invariants(spec)
 
 
-@pytest.mark.unit
-@UNIT
-@given(gen.studies(device="cuda", max_batches=2))
+@pytest.mark.property
+@PROPERTY
+@given(gen.studies(device="cuda", max_batches=2 if not STUDIES else 3))
 def test_generated_gpu_studies_keep_every_invariant(spec):
-    assert_invariants(spec)
-
-
-@pytest.mark.golden
-@LARGE
-@given(gen.studies())
-def test_a_thousand_more_generated_studies_keep_every_invariant(spec):
     assert_invariants(spec)
 
 

@@ -42,10 +42,11 @@ def test_tables_hold_the_measured_values_with_interval_and_method(study):
     assert row[5] == "faster"  # a verdict word
     pays = next(r for r in _cells(rep, "payback") if r[:3] == ["bf16", "32", "default (module)"])
     rows_used = study["facts"]["splits"]["train"]["rows"]  # epochs of the rows the runs used, from facts.json
-    assert pays[3] == f"{d.cold_start_s:.1f} s (single run)"  # one cold compile: its method, no interval
-    assert pays[4] == f"{d.break_even_steps:,.0f}" and numbers.sig(d.break_even_epochs, 2) == numbers.sig(
+    assert pays[3] == f"{d.step_ms:.2f} [{d.step_low:.2f}, {d.step_high:.2f}]"  # the step it gives, beside its costs
+    assert pays[4] == f"{d.cold_start_s:.1f} s (single run)"  # one cold compile: its method, no interval
+    assert pays[5] == f"{d.break_even_steps:,.0f}" and numbers.sig(d.break_even_epochs, 2) == numbers.sig(
         d.break_even_steps / (rows_used // 32), 2)  # epochs of the rows the runs used (the claims quote them)
-    assert pays[5] == f"{d.warm_start_s:.1f} s (n = 2, no interval)" and pays[6] == f"{d.warm_break_even_steps:,.0f}"
+    assert pays[6] == f"{d.warm_start_s:.1f} s (n = 2, no interval)" and pays[7] == f"{d.warm_break_even_steps:,.0f}"
     assert pays[-1] == "after break-even, recommended"  # the top at batch 32, faster than eager
     assert any(r[3] == "OOM at batch 4096" for r in _cells(rep, "modes"))
     md = paper.render(rep, "md")

@@ -13,7 +13,7 @@ from compile_study.core.intervals import LEVEL, Interval
 
 # how a user reaches a configuration's compiled step (aggregate/payback.py): each way has a cost in seconds
 # (`<way>_start`) and a break-even in steps (`<way>_break_even`; the cold way's is `break_even`, the paper's first)
-WAYS = ("cold", "warm")
+WAYS = ("cold", "portable", "warm")
 
 
 def start_prefix(way: str) -> str:

@@ -17,8 +17,8 @@ from compile_study.core import record, vocab
 
 SPAN = 10.0  # values spanning more than this factor go on a log axis
 # each way of reaching the compiled step (columns.WAYS): how its markers are filled, and what the legend calls it
-WAY_FILL = {"cold": "full", "warm": "none"}
-WAY_WORDS = {"cold": "from an empty cache", "warm": "from a filled cache"}
+WAY_FILL = {"cold": "full", "portable": "bottom", "warm": "none"}
+WAY_WORDS = {"cold": "from an empty cache", "portable": "from shipped portable artifacts", "warm": "from a filled cache"}
 TRAINING_SCOPES = vocab.TRAINING_SCOPES
 MODE_COLOURS, marker, series_label = drawing.MODE_COLOURS, drawing.marker, drawing.series_label
 

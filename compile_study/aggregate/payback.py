@@ -4,8 +4,9 @@
     cells = payback_cells(row, eager_runs, costs, speedups, train_rows)   # summary.csv's columns of one row
 
 A way is how a user starts (WAYS): "cold", from an empty cache (the compile phase's cold compiles, or a study's
-first runs before it had one), and "warm", from a cache an earlier run filled (the timed runs' warm-cache
-loads). Each way gives every compiled configuration a stats.Cost (its seconds, one per process) and from it a
+first runs before it had one); "portable", from an empty cache fed the portable artifacts a first cold compile
+saved (the compile phase's portable starts); and "warm", from a cache an earlier run filled (the timed runs'
+warm-cache loads). Each way gives every compiled configuration a stats.Cost (its seconds, one per process) and from it a
 cold-start interval and a break-even with its interval (stats.break_even). A new way (portable cache artifacts,
 a regional compile scope) is a name in columns.WAYS and a function here that lists its seconds per configuration.
 
@@ -56,7 +57,7 @@ def cold_sources(records: pd.DataFrame, compiles: pd.DataFrame | None = None) ->
     eager = _eager_overhead(records)
     cold = ("cold", vocab.SEARCH_SHARED)
     phase = None if compiles is None or compiles.empty else compiles[
-        (compiles.status == "ok") & (compiles.compile_mode != "eager")].assign(
+        (compiles.status == "ok") & (compiles.compile_mode != "eager") & (compiles.start == "cold")].assign(
         reference_regime=lambda d: [vocab.Regime.parse(r).reference for r in d.shape_regime], phase=True)
     runs = records[(records.status == "ok") & (records.compile_mode != "eager") & records.inductor_cache.isin(cold)]
     runs = runs.assign(at_once=np.nan, alone=False, phase=False)
@@ -90,10 +91,15 @@ def _search_provider(key: tuple, sources: dict) -> tuple | None:
     return None
 
 
-def concurrency_factor(check: dict | None) -> tuple[tuple, int | None]:
-    """The compile-concurrency check's per-round ratios (k at once over alone) and its k; none where it did not run."""
+def concurrency_factor(check: dict | None) -> tuple[tuple | stats.Ratio, int | None]:
+    """The compile-concurrency check's factor (k at once over alone) and its k; none where it did not run. Today's
+    check: a stats.Ratio of the phase's own compiles of its cell over the cell compiled alone; a stored study's
+    older check: its per-round ratios."""
     if not check or not check.get("applicable"):
         return (), None
+    if "phase" in check:
+        return stats.Ratio(tuple(float(p["cold_compile_s"]) for p in check["phase"]),
+                           tuple(float(a["cold_compile_s"]) for a in check["alone"])), int(check["k"])
     return tuple(float(r["ratio"]) for r in check["results"]), int(check["k"])
 
 
@@ -109,7 +115,7 @@ def cold_costs(records: pd.DataFrame, compiles: pd.DataFrame | None, check: dict
             how, divisor = "first-runs", ()
         elif (g.alone | (at_once <= 1)).all():
             how, divisor = "alone", ()
-        elif ratios and (at_once >= k).all():
+        elif len(ratios) and (at_once >= k).all():
             how, divisor = "divided", ratios
         else:
             how, divisor = "contended", ()
@@ -135,12 +141,34 @@ def warm_costs(records: pd.DataFrame) -> dict[tuple, stats.Cost]:
     return out
 
 
+def portable_costs(records: pd.DataFrame, compiles: pd.DataFrame | None) -> dict[tuple, stats.Cost]:
+    """Per compiled configuration: its portable starts (rule portable_start: an empty cache fed the artifacts its
+    first cold compile saved), each the artifacts' load plus epoch 1 minus epoch 2, less eager's in the cell. They
+    ran among the compile phase's others and are charged as timed: an upper bound of what one alone pays (the
+    compile-concurrency factor was measured on compiles, not on loads)."""
+    if compiles is None or compiles.empty:
+        return {}
+    eager = _eager_overhead(records)
+    ok = compiles[(compiles.status == "ok") & (compiles.start == "portable")].assign(
+        reference_regime=lambda d: [vocab.Regime.parse(r).reference for r in d.shape_regime])
+    out = {}
+    for key, g in ok.groupby(CONFIG):
+        cell = tuple(g[c].iloc[0] for c in CELL)
+        if cell in eager:
+            load = pd.to_numeric(g.artifacts_load_s).fillna(0.0)
+            seconds = load + pd.to_numeric(g.epoch1_s - g.epoch2_s) - eager[cell]
+            out[key] = stats.Cost(tuple(float(v) for v in seconds), what=("portable start", "concurrency round",
+                                                                           "GEMM search"))
+    return out
+
+
 def starts(records: pd.DataFrame, compiles: pd.DataFrame | None = None, checks: dict | None = None) -> dict:
     """{way: {CONFIG values: stats.Cost}} for every way of WAYS, and {"how": {...}, "search": {...}} for the
     cold way's charging (cold_costs)."""
     cold = cold_costs(records, compiles, (checks or {}).get("compile_concurrency"))
-    return {"cold": {k: c for k, (c, _, _) in cold.items()}, "warm": warm_costs(records),
-            "how": {k: h for k, (_, h, _) in cold.items()}, "search": {k: p for k, (_, _, p) in cold.items()}}
+    return {"cold": {k: c for k, (c, _, _) in cold.items()}, "portable": portable_costs(records, compiles),
+            "warm": warm_costs(records), "how": {k: h for k, (_, h, _) in cold.items()},
+            "search": {k: p for k, (_, _, p) in cold.items()}}
 
 
 def payback(row, cold_n: int) -> str | None:

@@ -118,14 +118,39 @@ def ratio_interval(subject: Iterable, yardstick: Iterable, level: float = LEVEL)
 
 
 @dataclass(frozen=True)
+class Ratio:
+    """A ratio measured as two sets of processes (`subject` over `yardstick`, each a tuple of values): its interval
+    is ratio_interval's (Welch t on the log ratio), at whatever level a Cost asks."""
+
+    subject: tuple
+    yardstick: tuple
+
+    def interval(self, level: float = LEVEL) -> Interval:
+        return ratio_interval(self.subject, self.yardstick, level)
+
+    def __len__(self) -> int:  # its processes, as a part of a Cost counts them: the smaller side's
+        return min(len(_finite_positive(self.subject)), len(_finite_positive(self.yardstick)))
+
+
+def _count(values) -> int:
+    return len(values) if isinstance(values, Ratio) else len(_finite_positive(values))
+
+
+def _part_interval(values, level: float) -> Interval:
+    if isinstance(values, Ratio):
+        return values.interval(level)
+    return speedup_interval(values, level, of="seconds")
+
+
+@dataclass(frozen=True)
 class Cost:
     """Seconds a user pays before the first compiled step: the geometric mean of `own` (one value per process: a
-    cold compile, a warm-cache load) over that of `divisor` (per-round ratios of a slowdown the user does not pay:
-    compiles timed k at once; empty: none), plus that of each of `added` (paid once more: a shared GEMM search).
-    `what` names one value of each kind, as the intervals' methods say them."""
+    cold compile, a warm-cache load) over that of `divisor` (a slowdown the user does not pay: compiles timed k at
+    once; per-round ratios, or a Ratio of two sets of compiles; empty: none), plus that of each of `added` (paid
+    once more: a shared GEMM search). `what` names one value of each kind, as the intervals' methods say them."""
 
     own: tuple = ()
-    divisor: tuple = ()
+    divisor: tuple | Ratio = ()
     added: tuple = ()  # one tuple of values per part
     what: tuple = ("cold compile", "concurrency round", "GEMM search")
 
@@ -136,13 +161,14 @@ class Cost:
     def parts(self) -> list[tuple[str, str, tuple]]:
         """(role, name, values) of every measured part: own, then the divisor where there is one, then each added."""
         out = [("own", self.what[0], tuple(self.own))]
-        out += [("divisor", self.what[1], tuple(self.divisor))] if len(self.divisor) else []
+        divisor = self.divisor if isinstance(self.divisor, Ratio) else tuple(self.divisor)
+        out += [("divisor", self.what[1], divisor)] if len(self.divisor) else []
         return out + [("added", self.what[2], tuple(a)) for a in self.added]
 
 
 def _cost_at(cost: Cost, level: float | None) -> tuple[float, float, float]:
     """(point, low, high) of a cost, each part's interval at `level` (None: points only)."""
-    ivs = [(role, speedup_interval(v, level or LEVEL, of="seconds")) for role, _, v in cost.parts()]
+    ivs = [(role, _part_interval(v, level or LEVEL)) for role, _, v in cost.parts()]
     div = next((iv for role, iv in ivs if role == "divisor"), None)
     own, added = ivs[0][1], [iv for role, iv in ivs if role == "added"]
     point = own.point / (div.point if div else 1.0) + sum(a.point for a in added)
@@ -156,7 +182,7 @@ def _cost_at(cost: Cost, level: float | None) -> tuple[float, float, float]:
 def _missing(cost: Cost) -> str | None:
     """Why a cost has no interval (a part measured fewer than MIN_N times), or None."""
     for _, name, values in cost.parts():
-        n = len(_finite_positive(values))
+        n = _count(values)
         if n < MIN_N:
             return f"no {name}" if n == 0 else f"{n} {name}{'s' if n > 1 else ''}, no interval"
     return None
@@ -170,7 +196,7 @@ def cost_interval(cost, level: float = LEVEL) -> Interval:
     parts = cost.parts()
     if len(parts) == 1:
         return speedup_interval(cost.own, level, of="seconds")
-    n = min(len(_finite_positive(v)) for _, _, v in parts)
+    n = min(_count(v) for _, _, v in parts)
     point = _cost_at(cost, None)[0] if n else NAN
     why = _missing(cost)
     if why:
@@ -194,7 +220,7 @@ def break_even(cost, speedups: Iterable, eager_step_ms: float, level: float = LE
         saved = eager_step_ms * (1 - 1 / speedup) / 1e3
         return float("inf") if not saved > 0 else max(seconds, 0.0) / saved
 
-    n_cost = min(len(_finite_positive(v)) for _, _, v in cost.parts())
+    n_cost = min(_count(v) for _, _, v in cost.parts())
     point = steps(_cost_at(cost, None)[0], s.point) if n_cost and np.isfinite(s.point) else NAN
     why = _missing(cost)
     if why:
@@ -205,7 +231,7 @@ def break_even(cost, speedups: Iterable, eager_step_ms: float, level: float = LE
     each = BREAK_EVEN_SIDE if sides == 2 and level == LEVEL else 1 - (1 - level) / sides
     _, low, high = _cost_at(cost, each)
     s2 = speedup_interval(speedups, each)
-    ns = [len(_finite_positive(v)) for _, _, v in cost.parts()] + [s.n]
+    ns = [_count(v) for _, _, v in cost.parts()] + [s.n]
     counts = " and ".join(map(str, ns)) if len(ns) == 2 else ", ".join(map(str, ns[:-1])) + f" and {ns[-1]}"
     label = "on each side" if sides == 2 else f"on each of {sides} sides"
     return Interval(point, steps(low, s2.high), steps(high, s2.low), f"Bonferroni, {each:.1%} t {label}, n = {counts}",

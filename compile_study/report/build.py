@@ -178,14 +178,17 @@ def payback_table(ctx: Context, p: dict) -> Table:
     its compiled step (columns.WAYS: from an empty cache, from a filled one) the seconds it costs and its break-even,
     and when it pays."""
     rows = []
-    for c in p["rows"]:
-        ways = [cell for w in WAYS for cell in (n.interval(c["ways"][w]["cost"], False, n.seconds), _steps(c["ways"][w]["steps"]))]
-        rows.append([c["precision"], str(c["batch"]), term("mode", c=c, code=False), *ways,
-                     words(Text("payback", "when", {"code": c["code"], "recommended": c["recommended"]}))])
-    heads = [Column(words(Text("payback", "way_header", {"way": w, "what": what})), "r") for w in WAYS
+    shown = [w for w in WAYS if w == "cold" or any(n.finite(c["ways"][w]["cost"].point) for c in p["rows"])]
+    for c in p["rows"]:  # module and regional of one cell side by side, each with the step it gives
+        ways = [cell for w in shown for cell in (n.interval(c["ways"][w]["cost"], False, n.seconds), _steps(c["ways"][w]["steps"]))]
+        rows.append([c["precision"], str(c["batch"]), term("mode", c=c, code=False), n.interval(c["step"], False, n.ms),
+                     *ways, words(Text("payback", "when", {"code": c["code"], "recommended": c["recommended"]}))])
+    heads = [Column(words(Text("payback", "way_header", {"way": w, "what": what})), "r") for w in shown
              for what in ("cost", "steps")]
-    cols = [Column("precision"), Column("batch", "r"), Column("what runs"), *heads, Column("when it pays")]
-    return Table("payback", Text("payback", "table_caption", {"train_rows": ctx.train_rows}), cols, rows)
+    cols = [Column("precision"), Column("batch", "r"), Column("what runs"), Column("step (ms) [interval]", "r"), *heads,
+            Column("when it pays")]
+    caption = Text("payback", "table_caption", {"train_rows": ctx.train_rows, "portable": "portable" in shown})
+    return Table("payback", caption, cols, rows)
 
 
 def payback_section(ctx: Context) -> Section | None:

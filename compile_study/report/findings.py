@@ -253,7 +253,8 @@ def payback(ctx: Context) -> dict | None:
             "precision": ctx.precision, "precisions": len(set(h.precision)) > 1, "hows": dict(hows),
             "factor": {"iv": n.decided_interval(factor["interval"]), "k": factor["k"], "verdict": factor["verdict"]}
             if factor else None, "at_once": (ctx.env.get("compile_phase") or {}).get("at_once"),
-            "searched": [c for c in rows if isinstance(c["search"], str)]}
+            "searched": [c for c in rows if isinstance(c["search"], str)],
+            "portable": any(n.finite(c["ways"]["portable"]["cost"].point) for c in rows)}
 
 
 @once

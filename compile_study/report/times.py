@@ -110,8 +110,13 @@ def plans(project: Path) -> list[str]:
             where = "one GPU (16 cores)" if device == "cuda" else "2 CPU cores"
             out.append(f"- {name}: {e['compiles']} cold compiles and {e['total']} runs, about {e['seconds'] / 60:.1f} "
                        f"min on {where} (compile phase {e['compile_s'] / 60:.1f} min, {slots} at once; runs "
-                       f"{e['runs_s'] / 60:.1f} min, {e['measured']} of them from stored records)")
+                       f"{e['runs_s'] / 60:.1f} min{hidden(e)}, {e['measured']} of them from stored records)")
     return out
+
+
+def hidden(e: dict) -> str:
+    """The runs' loads that run beside timed runs (config overlap_loads), where any do."""
+    return f" ({e['hidden_s'] / 60:.1f} min of it loads beside timed runs)" if e.get("hidden_s") else ""
 
 
 def block(project: Path) -> str:

@@ -21,7 +21,7 @@ import sys
 
 COMMANDS = {  # command -> (module, what it does)
     "estimate": ("aggregate.estimate", "a study's wall time, every job of its plan, from earlier records"),
-    "walltime": ("aggregate.walltime", "where every second of a study's logged calls went"),
+    "walltime": ("aggregate.calls", "where every second of a study's logged calls went"),
     "grid": ("core.grid", "the run records of a device's grid (Snakemake targets)"),
     "record": ("core.record", "one line per run record"),
     "session": ("core.session", "run a study's command and log the call in calls.jsonl"),

@@ -65,3 +65,19 @@ def window(name: str, seconds: float) -> dict:
     time.sleep(seconds)
     return {"name": name, "pid": os.getpid(), "start": start, "end": time.time(),
             "cache": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
+
+
+def loads(clock, ready, pid_file: str | None = None) -> dict:
+    """A run's process in short: its load phase on the cores it started on, the handover, its timed part."""
+    if pid_file:
+        with open(pid_file, "w") as f:
+            f.write(str(os.getpid()))
+    before = sorted(os.sched_getaffinity(0))
+    time.sleep(0.05)
+    handed = ready()
+    clock.lap("timed_s")
+    return {"load_cores": before, "timed_cores": sorted(os.sched_getaffinity(0)), "handed": handed}
+
+
+def dies_loading(ready) -> None:
+    os.abort()

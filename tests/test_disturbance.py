@@ -93,7 +93,7 @@ def _answers(monkeypatch, outsides: list[float | None]):
     """launch.run answers one record per attempt, with the given outside load (None: the process died)."""
     calls = []
 
-    def run(target, kwargs, setup, clock, way=None):
+    def run(target, kwargs, setup, clock, way=None, gate=None):
         calls.append(dict(clock.parts))
         outside = outsides[len(calls) - 1]
         if outside is None:
@@ -170,11 +170,11 @@ def test_a_redo_starts_from_the_same_warm_cache_nothing_emptied(tmp_path, monkey
     _answers(monkeypatch, [0.9, 0.0])
     real_run = launch.run
 
-    def run(target, kwargs, setup, clock, way=None):
+    def run(target, kwargs, setup, clock, way=None, gate=None):
         cache = tmp_path / "cache"
         seen.append(sorted(p.name for p in cache.iterdir()))
         (cache / f"graph-{len(seen)}").write_text("compiled")  # what the attempt's compile left behind
-        return real_run(target, kwargs, setup, clock, way)
+        return real_run(target, kwargs, setup, clock, way, gate)
 
     monkeypatch.setattr(launch, "run", run)
     _train_run(tmp_path, repeat=0)

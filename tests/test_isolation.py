@@ -1,9 +1,12 @@
 import os
+import threading
+import time
 
 import pytest
 
 from compile_study.core import vocab
 from compile_study.measure import isolation
+from compile_study.measure.isolation import Host
 
 pytestmark = pytest.mark.unit
 
@@ -38,19 +41,6 @@ def test_a_fresh_cache_starts_from_another_configurations_gemm_search_and_nothin
     assert isolation.prepare_cache(tmp_path / "other", True, tmp_path / "nothing")[1] == "cold"
 
 
-def test_two_timed_jobs_never_share_a_gpu(tmp_path, monkeypatch):
-    monkeypatch.setattr(isolation, "count_gpus", lambda: 2)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    first = isolation.take_gpu(tmp_path)
-    second = isolation.take_gpu(tmp_path)  # gpu0 is held: the next job gets gpu1
-    assert (first[1:], second[1:]) == ((0, 2), (1, 2))
-    first[0].release()
-    third = isolation.take_gpu(tmp_path)  # gpu0 free again
-    assert third[1] == 0 and "CUDA_VISIBLE_DEVICES" not in os.environ  # the child is told, not this process
-    second[0].release()
-    third[0].release()
-
-
 def test_timed_jobs_on_two_gpus_get_disjoint_cores(monkeypatch):
     allowed = set(range(8))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: allowed)
@@ -63,12 +53,27 @@ def test_timed_jobs_on_two_gpus_get_disjoint_cores(monkeypatch):
     assert isolation.job_threads(16, first) == 4 and isolation.job_threads(2, None) == 2
 
 
-def test_single_gpu_or_cpu_hosts_claim_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(isolation, "count_gpus", lambda: 1)
-    assert isolation.take_gpu(tmp_path) is None
+def test_a_host_has_a_lane_per_gpu_and_one_where_it_has_one_gpu_a_cluster_gave_one_or_a_cpu(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(isolation, "count_gpus", lambda: 2)
+    assert isolation.lanes("cuda") == 2 and isolation.lanes("cpu") == 1
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a cluster gave the job its GPU
-    assert isolation.take_gpu(tmp_path) is None
+    assert isolation.lanes("cuda") == 1
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setattr(isolation, "count_gpus", lambda: 0)
+    assert isolation.lanes("cuda") == 1
+
+
+def test_a_runs_load_and_timed_part_get_disjoint_halves_of_its_lanes_cores(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert isolation.lane_cores(0, 1, False) == (None, None)  # one lane, no overlap: every core, unpinned
+    load, timed = isolation.lane_cores(0, 1, True)
+    assert timed == list(range(8)) and load == list(range(8, 16))
+    load, timed = isolation.lane_cores(1, 2, True)  # GPU 1 of 2: cores 8-15, split
+    assert timed == [8, 9, 10, 11] and load == [12, 13, 14, 15]
+    assert isolation.lane_cores(1, 2, False) == (list(range(8, 16)),) * 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert isolation.lane_cores(0, 1, True) == ([1], [0])  # two cores: one each
 
 
 def test_threads_are_bounded_before_torch_starts(monkeypatch):
@@ -76,3 +81,111 @@ def test_threads_are_bounded_before_torch_starts(monkeypatch):
         monkeypatch.setenv(var, "unset")  # restored after the test
     isolation.bound_threads(3)
     assert os.environ["OMP_NUM_THREADS"] == os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "3"
+
+
+class Diary:
+    """Events of threads sharing a Host, in order, with an Event per name to start the next thread on."""
+
+    def __init__(self) -> None:
+        self.lock, self.events, self.seen = threading.Lock(), [], {}
+
+    def note(self, what: str) -> None:
+        with self.lock:
+            self.events.append(what)
+            self.seen.setdefault(what, threading.Event()).set()
+
+    def after(self, what: str) -> None:
+        with self.lock:
+            seen = self.seen.setdefault(what, threading.Event())
+        assert seen.wait(20), what
+
+    def spans(self, kind: str) -> dict[str, tuple[int, int]]:
+        """name -> (index of '<name> <kind>+', of '<name> <kind>-') in the diary."""
+        at = {e: i for i, e in enumerate(self.events)}
+        return {e.split()[0]: (at[e], at[e[:-1] + "-"]) for e in self.events if e.endswith(f" {kind}+")}
+
+
+def overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def run(host: Host, diary: Diary, name: str, lanes: int = 1, hold_s: float = 0.2) -> None:
+    """A timed run whose load may overlap timed work: its load slot, then its lane's timed hold."""
+    with host.run_turn(lanes, overlap=True) as turn:
+        diary.note(f"{name} load+")
+        time.sleep(0.05)
+        diary.note(f"{name} load-")
+        turn.take_timed()
+        diary.note(f"{name} timed+")
+        time.sleep(hold_s)
+        diary.note(f"{name} timed-")
+
+
+def exclusive(host: Host, diary: Diary, name: str, lanes: int = 1, every: bool = False) -> None:
+    with host.timed(lanes, every):
+        diary.note(f"{name} timed+")
+        time.sleep(0.1)
+        diary.note(f"{name} timed-")
+
+
+def started(*jobs) -> list[threading.Thread]:
+    threads = [threading.Thread(target=fn, args=args) for fn, *args in jobs]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def test_a_load_runs_beside_the_lanes_timed_part_one_at_a_time_and_never_beside_a_compile():
+    host, diary = Host(), Diary()
+
+    def compile_job():
+        diary.after("c load+")  # queued while runs load and time
+        with host.compiling(1):
+            diary.note("compile timed+")
+            diary.note("compile timed-")
+
+    first = started((run, host, diary, "a", 1, 0.5))
+    diary.after("a timed+")
+    later = started((run, host, diary, "b"))
+    diary.after("b load+")
+    later += started((run, host, diary, "c"), (compile_job,))
+    for t in first + later:
+        t.join(30)
+    timed, events = diary.spans("timed"), diary.events
+    loads = {k: (v[0], events.index(f"{k} timed+")) for k, v in diary.spans("load").items()}  # slot held till timed
+    assert overlap(loads["b"], timed["a"])  # the next run loaded while the first timed
+    runs = [timed[k] for k in "abc"]
+    assert not any(overlap(x, y) for i, x in enumerate(runs) for y in runs[i + 1:])  # one timed part at a time
+    assert not any(overlap(x, y) for i, x in enumerate(loads.values()) for y in list(loads.values())[i + 1:])
+    assert events.index("c load+") > events.index("b timed+")  # c waited for b's load slot
+    assert not any(overlap(timed["compile"], s) for s in runs + list(loads.values()))
+
+
+def test_exclusive_work_waits_for_the_lanes_load_and_keeps_new_loads_out():
+    host, diary = Host(), Diary()
+    threads = started((run, host, diary, "a", 1, 0.4))
+    diary.after("a timed+")
+    threads += started((run, host, diary, "b"))
+    diary.after("b load+")
+    threads += started((exclusive, host, diary, "check"))
+    time.sleep(0.1)  # the check is queued: a run that comes now loads after it
+    threads += started((run, host, diary, "c"))
+    for t in threads:
+        t.join(30)
+    timed, events = diary.spans("timed"), diary.events
+    for name in "abc":
+        assert not overlap(timed["check"], (events.index(f"{name} load+"), timed[name][1]))
+    assert events.index("c load+") > timed["check"][1]
+
+
+def test_each_gpu_is_a_lane_of_its_own_and_every_lane_waits_for_all(monkeypatch):
+    host, diary = Host(), Diary()
+    threads = started((run, host, diary, "a", 2, 0.3), (run, host, diary, "b", 2, 0.3))
+    diary.after("a timed+")
+    diary.after("b timed+")
+    threads += started((exclusive, host, diary, "all", 2, True))
+    for t in threads:
+        t.join(30)
+    timed = diary.spans("timed")
+    assert overlap(timed["a"], timed["b"])  # two GPUs: two timed parts at once, one on each
+    assert not overlap(timed["all"], timed["a"]) and not overlap(timed["all"], timed["b"])

@@ -105,6 +105,51 @@ print(json.dumps({{"failed": failed, "pid": os.getpid()}}))
     assert "window() missing 2 required positional arguments" in got["failed"]
 
 
+def test_a_job_hands_its_process_over_from_its_load_cores_to_its_timed_cores_in_either_way(tmp_path):
+    """The handover (measure/handover.py): the process loads on the cores it started on, says it is ready and
+    waits; the job's gate (which would wait for the host) names the timed cores; the process moves there. The
+    wait is booked `gpu_wait_s`, the record keeps both sets of cores and the times. A gate that refuses (the call's
+    time limit) ends the process; a process that dies while loading is a crash and its gate is never asked."""
+    got = drive(f"""
+cores = sorted(os.sched_getaffinity(0))
+asked = []
+def gate(said):
+    asked.append(said)
+    import time; time.sleep(0.2)  # the host is busy a while
+    return {{"cores": cores[:1], "threads": 1, "overlap": True, "lane": 0}}
+def setup():
+    return launch.Setup(log=sys.argv[1], threads=1, cores=cores[-1:])
+out = {{"cores": cores}}
+for way in ("warm", "fresh"):
+    o = launch.run(target_of("loads"), {{}}, setup(), Clock(), way, gate)
+    out[way] = {{"value": o.value, "parts": dict(o.clock.parts), "elapsed": o.clock.elapsed()}}
+def refuse(said):
+    raise RuntimeError("not started: past the time limit")
+try:
+    launch.run(target_of("loads"), {{"pid_file": {str(tmp_path / "refused.pid")!r}}}, setup(), Clock(), "warm", refuse)
+except RuntimeError as exc:
+    out["refused"] = str(exc)
+n = len(asked)
+out["crash"] = launch.run(target_of("dies_loading"), {{}}, setup(), Clock(), "warm", gate).crash
+out["asked_after_crash"] = len(asked) - n
+print(json.dumps(out))
+""", tmp_path)
+    cores = got["cores"]
+    for way in ("warm", "fresh"):
+        v, parts = got[way]["value"], got[way]["parts"]
+        assert v["load_cores"] == cores[-1:] and v["timed_cores"] == cores[:1]
+        load, timed = v["handed"]["load_phase"], v["handed"]["timed_part"]
+        assert load["cores"] == cores[-1:] and timed["cores"] == cores[:1] and timed["threads"] == 1
+        assert load["unix"][0] < load["unix"][1] <= timed["start_unix"]
+        assert timed["waited_s"] >= 0.2 and parts["gpu_wait_s"] >= 0.2  # the gate's wait, booked
+        assert load["parts"]["process_start_s"] > 0 and "timed_s" not in load["parts"]  # booked up to the ready
+        assert sum(parts.values()) == pytest.approx(got[way]["elapsed"], rel=0.05)  # every second booked
+    assert got["refused"] == "not started: past the time limit"
+    refused = int((tmp_path / "refused.pid").read_text())
+    assert not _alive(refused)  # ended with the refusal: nothing left running
+    assert "SIGABRT" in got["crash"] and got["asked_after_crash"] == 0
+
+
 def test_a_crash_comes_back_as_an_outcome_and_an_interrupt_as_an_exception(tmp_path):
     got = drive("""
 crash = go("crash")

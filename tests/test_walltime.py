@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from compile_study.aggregate import estimate, walltime
+from compile_study.aggregate import calls, costs, estimate, walltime
 from compile_study.core import compile_record, grid, record
 from compile_study.core.layout import Layout
 from compile_study.core.record import RunConfig, RunKey
@@ -93,9 +93,9 @@ def test_a_record_from_before_the_launcher_is_counted_as_the_launcher_would_run_
     old["metrics"]["overhead_s"]["imports_s"] = 7.0
     booked = sum(v for k, v in old["metrics"]["overhead_s"].items() if k != "total_s")
     unbooked = 20.0 - booked
-    assert estimate.run_cost(old, "cpu") == pytest.approx(20.0 - 0.2 - 7.0 - unbooked + estimate.LAUNCHER_S["cpu"])
-    assert estimate.run_cost(run_record(20.0), "cpu") == 20.0
-    assert estimate.run_cost(run_record(20.0), "cuda") is None  # another device's record says nothing
+    assert costs.run_cost(old, "cpu") == pytest.approx(20.0 - 0.2 - 7.0 - unbooked + costs.LAUNCHER_S["cpu"])
+    assert costs.run_cost(run_record(20.0), "cpu") == 20.0
+    assert costs.run_cost(run_record(20.0), "cuda") is None  # another device's record says nothing
 
 
 def test_the_estimate_counts_every_job_of_the_plan_from_the_stored_records(tmp_path, monkeypatch):
@@ -109,11 +109,11 @@ def test_the_estimate_counts_every_job_of_the_plan_from_the_stored_records(tmp_p
     assert e["compiles"] == sum(c["n"] for c in compiles.values()) == 44  # 14 configurations x 3, two searches x 1
     assert set(e["other_s"]) == {r for r, n in jobs.items() if n} - {"parity"}  # parity: in the compile phase
     assert e["seconds"] == pytest.approx(e["compile_s"] + e["runs_s"] + sum(e["other_s"].values()) + e["snakemake_s"])
-    known = estimate.known_runs(["reference/*/runs/**/r*.json"], "cuda")
+    known = costs.known_runs(["reference/*/runs/**/r*.json"], "cuda")
     one, _ = estimate.run_seconds(RunKey("eager", "module", 32, "static", "bf16", 1), "cuda", known)
     assert 0 < one < 10  # a warm eager repeat, without the imports it paid then
     ro = RunKey("reduce-overhead", "module", 32, "static", "bf16", 0)
-    cold = estimate.known_compiles(estimate.plan_compiles(Layout(str(tmp_path))), "cuda")
+    cold = costs.known_compiles(costs.plan_compiles(Layout(str(tmp_path))), "cuda")
     assert estimate.run_seconds(ro, "cuda", known)[0] < estimate.run_seconds(ro, "cuda", known)[0] + 1  # (finite)
     assert estimate.run_seconds(ro, "cuda", known)[0] < estimate.compile_seconds(ro, "cuda", cold) + 30
     message = estimate.plan_message(runs, Layout(str(tmp_path / "results/cuda")), "cuda", 1, jobs, None, compiles, 8)
@@ -135,10 +135,10 @@ def test_a_run_is_priced_from_its_warm_cache_and_a_cold_compile_as_a_job_of_its_
 
     for name, r in {"r0.json": rec("cold", 30.0, 20.0), "r1.json": rec("warm", 8.0, 2.0, repeat=1)}.items():
         (tmp_path / name).write_text(json.dumps(r))
-    known = estimate.known_runs([str(tmp_path / "r*.json")], "cuda")
+    known = costs.known_runs([str(tmp_path / "r*.json")], "cuda")
     assert estimate.run_seconds(key, "cuda", known) == (30.0 - 20.0 + 2.0, True)  # evidence, warm load
     assert estimate.run_seconds(key.with_repeat(1), "cuda", known) == (8.0, True)
-    cold = estimate.known_compiles([str(tmp_path / "r*.json")], "cuda")
+    cold = costs.known_compiles([str(tmp_path / "r*.json")], "cuda")
     fixed = 30.0 - 20.0 - 3.0  # the run less its work
     assert estimate.compile_seconds(key, "cuda", cold) == pytest.approx(fixed + 20.0 + 2 * 0.5)
     # a search never measured is priced by the prior; one that shares another's is priced as a plain compile
@@ -148,10 +148,10 @@ def test_a_run_is_priced_from_its_warm_cache_and_a_cold_compile_as_a_job_of_its_
 
 
 def test_the_compile_phase_runs_its_slots_at_once_and_its_searches_alone():
-    assert estimate.phase_seconds([10.0] * 8, [], 8) == pytest.approx(10.0 * estimate.AT_ONCE)
-    assert estimate.phase_seconds([10.0] * 16, [200.0], 8) == pytest.approx(20.0 * estimate.AT_ONCE + 200.0)
-    assert estimate.phase_seconds([10.0] * 9, [], 8) == pytest.approx(20.0 * estimate.AT_ONCE)  # one slot twice
-    assert estimate.phase_seconds([60.0, 5.0, 5.0], [], 8) == pytest.approx(60.0 * estimate.AT_ONCE)  # the longest
+    assert estimate.phase_seconds([10.0] * 8, [], 8) == pytest.approx(10.0 * costs.AT_ONCE)
+    assert estimate.phase_seconds([10.0] * 16, [200.0], 8) == pytest.approx(20.0 * costs.AT_ONCE + 200.0)
+    assert estimate.phase_seconds([10.0] * 9, [], 8) == pytest.approx(20.0 * costs.AT_ONCE)  # one slot twice
+    assert estimate.phase_seconds([60.0, 5.0, 5.0], [], 8) == pytest.approx(60.0 * costs.AT_ONCE)  # the longest
     assert estimate.phase_seconds([], [], 8) == 0.0
     assert estimate.phase_seconds([10.0] * 8, [], 8, factor=1.5) == pytest.approx(15.0)  # a measured factor
     assert estimate.phase_seconds([10.0, 10.0], [], 1) == pytest.approx(20.0)  # one slot: none at once
@@ -161,13 +161,13 @@ def test_the_phase_factor_comes_from_the_stored_checks_and_compiles_made_among_o
     """The compile_concurrency checks of the stored studies set how much longer a compile takes among others
     (their median); a compile record made among others is priced as if alone, so the phase does not count the
     slowdown twice; without a check, AT_ONCE."""
-    assert estimate.at_once_factor(str(tmp_path), "cuda") == estimate.AT_ONCE
+    assert costs.at_once_factor(str(tmp_path), "cuda") == costs.AT_ONCE
     for name, ratio, device in [("a", 1.4, "cuda"), ("b", 1.2, "cuda"), ("c", 1.3, "cuda"), ("d", 3.0, "cpu")]:
         (tmp_path / name / "checks").mkdir(parents=True)
         (tmp_path / name / "checks" / "compile_concurrency.json").write_text(json.dumps(
             {"applicable": True, "device": device, "summary": {"ratio": ratio}}))
-    assert estimate.at_once_factor(str(tmp_path), "cuda") == pytest.approx(1.3)
-    assert estimate.at_once_factor(str(tmp_path), "cpu") == pytest.approx(3.0)
+    assert costs.at_once_factor(str(tmp_path), "cuda") == pytest.approx(1.3)
+    assert costs.at_once_factor(str(tmp_path), "cpu") == pytest.approx(3.0)
     key = RunKey("default", "module", 32, "static", "bf16", 0)
     for i, at_once in enumerate([8, 1]):
         r = record.new(RunConfig("default", 32, "static", "bf16", 0, compile_scope="module"), {},
@@ -175,7 +175,7 @@ def test_the_phase_factor_comes_from_the_stored_checks_and_compiles_made_among_o
         r |= {"kind": compile_record.KIND, "status": "ok", "compile": {"at_once": at_once},
               "metrics": {"overhead_s": {"total_s": 26.0}}}
         (tmp_path / f"c{i}.json").write_text(json.dumps(r))
-    cold = estimate.known_compiles([str(tmp_path / "c*.json")], "cuda", factor=1.3)
+    cold = costs.known_compiles([str(tmp_path / "c*.json")], "cuda", factor=1.3)
     assert sorted(cold[(key, ("cold",))]) == pytest.approx([20.0, 26.0])  # 26 s among eight is 20 s alone; alone stays 26 s
 
 
@@ -220,7 +220,7 @@ def test_a_call_no_session_logged_is_adopted_from_its_log_in_time_order(tmp_path
     (logs / "calls").mkdir(parents=True)
     (logs / "calls/1.snakemake.log").write_text("the later call")
     (tmp_path / "cut.snakemake.log").write_text(LOG)
-    line = walltime.adopt(study, tmp_path / "cut.snakemake.log", logs, stopped_by="SIGTERM")
+    line = calls.adopt(study, tmp_path / "cut.snakemake.log", logs, stopped_by="SIGTERM")
     first, second = walltime.read_calls(study / "calls.jsonl")
     assert first == line and (first["call"], second["call"]) == (1, 2) and second["command"] == ["snakemake"]
     assert first["start_utc"] == "2026-12-01T12:00:03+00:00" and first["wall_s"] == 25.0  # Date line to last stamp
@@ -229,7 +229,7 @@ def test_a_call_no_session_logged_is_adopted_from_its_log_in_time_order(tmp_path
     assert (logs / "calls/1.snakemake.log").read_text() == LOG
     assert (logs / "calls/2.snakemake.log").read_text() == "the later call" and second["snakemake_log"] == "calls/2.snakemake.log"
     with pytest.raises(SystemExit, match="none of its runs has a record"):
-        walltime.adopt(tmp_path / "empty", tmp_path / "cut.snakemake.log", logs)
+        calls.adopt(tmp_path / "empty", tmp_path / "cut.snakemake.log", logs)
 
 
 def test_each_calls_estimate_is_set_against_the_wall_time_from_its_start_to_the_studys_end(tmp_path):
@@ -268,11 +268,11 @@ def test_the_newest_study_sets_a_kind_and_an_older_one_adds_only_what_it_lacks_s
 
     study("old", "2026-12-01T10:00:00+00:00", {32: 8.0, 512: 12.0})
     study("new", "2026-12-02T10:00:00+00:00", {32: 4.0})
-    known = estimate.known_runs([str(tmp_path / "*/runs/**/r*.json")], "cuda")
+    known = costs.known_runs([str(tmp_path / "*/runs/**/r*.json")], "cuda")
     bs32, bs512 = (RunKey("eager", "module", b, "static", "bf16", 1) for b in (32, 512))
     assert estimate.run_seconds(bs32, "cuda", known)[0] == pytest.approx(4.0)
     assert estimate.run_seconds(bs512, "cuda", known)[0] == pytest.approx(6.0)
     study("now", None, {32: 2.0})  # the study in progress: newest, and the others scale to it
-    known = estimate.known_runs([str(tmp_path / "*/runs/**/r*.json")], "cuda")
+    known = costs.known_runs([str(tmp_path / "*/runs/**/r*.json")], "cuda")
     assert estimate.run_seconds(bs32, "cuda", known)[0] == pytest.approx(2.0)
     assert estimate.run_seconds(bs512, "cuda", known)[0] == pytest.approx(3.0)

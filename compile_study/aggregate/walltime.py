@@ -6,7 +6,11 @@ call goes to the jobs running in it, split evenly where several run at once (N G
 itself where none runs (its start, DAG and scheduling, each job's bookkeeping, its exit). A run's share is
 split further by its record's parts (record.OVERHEAD), over its own job window where the record has one
 (launcher records: to the millisecond), so the parts of a call sum to its wall time. A cold compile of the
-compile phase is split the same way under "compile phase", or "GEMM search" where it ran alone.
+compile phase is split the same way under "compile phase", or "GEMM search" where it ran alone. A run whose
+load was let run beside timed work (its record's `load_phase`) has two windows: its load (up to its timed
+part's start) gets only the seconds in which nothing but loads runs, booked as "runs: load: <part>" by the
+parts booked before its timed part; its load's seconds beside other jobs' work are counted once, by those
+jobs, and shown apart (OVERLAPPED, not in the sum).
 
 The floor of a study is the part of its wall time that must hold the device alone (FLOOR: the timed blocks,
 the evidence, each timed process's warm-cache load, the method checks, the matmul peak, the MLP claim and the
@@ -20,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +41,7 @@ SNAKEMAKE = "snakemake"  # the part of a call in which no job runs
 FLOOR = ("runs: timed", "runs: compile", "runs: phase split", "runs: profiler", "runs: inference", "runs: accuracy",
          "method checks", "matmul peak", "MLP claim")
 SEARCH = "GEMM search"
+OVERLAPPED = "runs: loads beside other jobs' work (not in the sum)"  # seconds each loading run spent beside them
 # how the table names a rule's time; a rule not here is named by itself
 RULE_PART = {"prepare_data": "data preparation", "study_facts": "data preparation", "study_config": "data preparation",
              "parity": "parity checks", "measure_peak": "matmul peak", "mlp_claim": "MLP claim",
@@ -118,35 +122,79 @@ def _own_record(job: Job, runs: dict[str, dict], call_start: float, call_end: fl
 
 
 def _windows(jobs: list[Job], runs: dict[str, dict], call_start: float,
-             call_end: float) -> list[tuple[float, float, str, str, dict | None]]:
-    """(start, end, rule, output, its record) per job; a run whose record has its job window takes that window."""
+             call_end: float) -> list[tuple[float, float, str, str, dict | None, str]]:
+    """(start, end, rule, output, its record, its phase) per job window; a run whose record has its job window
+    takes that window, split at its timed part's start where its load ran beside timed work ("load", "timed");
+    any other window is "job"."""
     out = []
     for job in jobs:
         rec = _own_record(job, runs, call_start, call_end)
         window = ((rec or {}).get("metrics") or {}).get("job_window_unix")
         start, end = (window if window and None not in window else (job.start, job.end or call_end))
-        out.append((start, min(end, call_end), job.rule, job.output, rec))
+        end = min(end, call_end)
+        timed = timed_start(rec) if window and None not in window else None
+        if timed is not None and start < timed < end:
+            out += [(start, timed, job.rule, job.output, rec, "load"), (timed, end, job.rule, job.output, rec, "timed")]
+        else:
+            out.append((start, end, job.rule, job.output, rec, "job"))
     return out
 
 
-def shares(windows, call_start: float, call_end: float) -> tuple[Counter, float]:
-    """Each job's seconds (by output), every second split evenly among the jobs running in it -> (shares, idle)."""
+def timed_start(rec: dict | None) -> float | None:
+    """When a run's timed part began, where its load was let run beside timed work (its first attempt's, where
+    it was redone: the redos held the lane), else None."""
+    first = ((rec or {}).get("earlier_attempts") or [rec or {}])[0]
+    m = first.get("metrics") or {}
+    if not (m.get("load_phase") or {}).get("beside_timed_work") or not m.get("timed_part"):
+        return None
+    return m["timed_part"]["start_unix"]
+
+
+def phase_parts(rec: dict, phase: str) -> dict[str, float]:
+    """A run's overhead_s parts booked in one phase of its job window: "load", those booked before its timed part
+    began (its first attempt's load, and the wait for the host before and after it); "timed", the rest; "job",
+    all of them."""
+    overhead = dict((rec.get("metrics") or {}).get("overhead_s") or {})
+    if phase == "job":
+        return overhead
+    first = (rec.get("earlier_attempts") or [rec])[0]["metrics"]
+    load = first["load_phase"]["parts"]
+    before = load | {"gpu_wait_s": load.get("gpu_wait_s", 0.0) + first["timed_part"]["waited_s"]}
+    before_s = sum(v for k, v in before.items() if k != "total_s")
+    if phase == "load":
+        return before | {"total_s": before_s}
+    if rec.get("earlier_attempts"):  # the job's wait before its first process is in every attempt's clock; the rest
+        slot = load.get("gpu_wait_s", 0.0)  # of the first attempt, in the earlier attempts' `redo_s`
+        after = overhead | {"gpu_wait_s": max(0.0, overhead.get("gpu_wait_s", 0.0) - slot),
+                            "redo_s": max(0.0, overhead.get("redo_s", 0.0) - (before_s - slot))}
+    else:
+        after = {k: max(0.0, v - before.get(k, 0.0)) for k, v in overhead.items()}
+    return after | {"total_s": overhead.get("total_s", 0.0) - before_s}
+
+
+def shares(windows, call_start: float, call_end: float) -> tuple[Counter, float, float]:
+    """Each window's seconds (by rule, output and phase), every second split evenly among the windows running in
+    it, loads only where nothing else runs -> (shares, idle, the loads' seconds beside other jobs' work)."""
     cuts = sorted({call_start, call_end, *(t for w in windows for t in w[:2] if call_start < t < call_end)})
-    got, idle = Counter(), 0.0
+    got, idle, beside = Counter(), 0.0, 0.0
     for a, b in zip(cuts, cuts[1:]):
         running = [w for w in windows if w[0] <= a and w[1] >= b]
+        work = [w for w in running if w[5] != "load"]
+        beside += (b - a) * (len(running) - len(work)) if work else 0.0
         if not running:
             idle += b - a
-        for w in running:
-            got[(w[2], w[3])] += (b - a) / len(running)
-    return got, idle
+        for w in work or running:
+            got[(w[2], w[3], w[5])] += (b - a) / len(work or running)
+    return got, idle, beside
 
 
-def run_parts(rec: dict | None, seconds: float, kind: str = "runs") -> dict[str, float]:
-    """A run's (or a cold compile's) share of the call, split as its record's parts (the rest: unbooked)."""
+def run_parts(rec: dict | None, seconds: float, kind: str = "runs", phase: str = "job") -> dict[str, float]:
+    """A run's (or a cold compile's) share of the call, split as its record's parts (the rest: unbooked); of a
+    run's load (phase "load"), as the parts booked before its timed part, named "runs: load: <part>"."""
     if rec is None:
         return {f"{kind}: stopped before a record": seconds}  # interrupted (or its Snakemake job failed)
-    overhead = (rec.get("metrics") or {}).get("overhead_s") or {}
+    overhead = phase_parts(rec, phase) if kind == "runs" else (rec.get("metrics") or {}).get("overhead_s") or {}
+    kind = "runs: load" if phase == "load" else kind
     total = overhead.get("total_s") or 0.0
     if not total:
         return {f"{kind}: unbooked": seconds}
@@ -178,26 +226,28 @@ def _kind(rule: str, rec: dict | None) -> str | None:
 
 
 def floor(parts: dict[str, float]) -> float:
-    """The seconds of a breakdown that had to hold the device alone (FLOOR and the GEMM searches)."""
+    """The seconds of a breakdown that had to hold the device alone (FLOOR and the GEMM searches; a run's load let
+    run beside timed work, "runs: load: ...", need not)."""
     return sum(v for k, v in parts.items() if k in FLOOR or k.startswith(f"{SEARCH}: "))
 
 
 def breakdown(call: dict, log_text: str, runs: dict[str, dict]) -> dict[str, float]:
-    """One call's wall time by part: Snakemake's own, each run part, each other rule's (they sum to wall_s)."""
+    """One call's wall time by part: Snakemake's own, each run part, each other rule's (they sum to wall_s), and
+    apart from them (OVERLAPPED) the runs' load seconds beside other jobs' work."""
     start = _utc(call["start_utc"])
     end = start + call["wall_s"]
     windows = _windows(jobs_of(log_text, start), runs, start, end)
-    got, idle = shares(windows, start, end)
+    got, idle, beside = shares(windows, start, end)
     mine = {(w[2], w[3]): w[4] for w in windows}
     parts: dict[str, float] = defaultdict(float, {SNAKEMAKE: idle})
-    for (rule, output), seconds in got.items():
+    for (rule, output, phase), seconds in got.items():
         kind = _kind(rule, mine[(rule, output)])
         if kind:
-            for k, v in run_parts(mine[(rule, output)], seconds, kind).items():
+            for k, v in run_parts(mine[(rule, output)], seconds, kind, phase).items():
                 parts[k] += v
         else:
             parts[RULE_PART.get(rule, rule)] += seconds
-    return dict(parts)
+    return dict(parts) | ({OVERLAPPED: beside} if beside else {})
 
 
 def study_breakdown(calls: list[dict], logs: str | Path, record_paths: list[str],
@@ -215,14 +265,18 @@ def study_breakdown(calls: list[dict], logs: str | Path, record_paths: list[str]
 
 
 def table(parts: dict[str, float], wall: float) -> list[str]:
-    """Markdown rows: part, seconds, share of the wall time; the largest first, their sum, then the floor (the
-    parts that hold the device alone) and the wall time's ratio to it."""
+    """Markdown rows: part, seconds, share of the wall time; the largest first, their sum, the runs' loads beside
+    other jobs' work (OVERLAPPED: hidden by them, not in the sum), then the floor (the parts that hold the device
+    alone) and the wall time's ratio to it."""
+    beside, parts = parts.get(OVERLAPPED), {k: v for k, v in parts.items() if k != OVERLAPPED}
     rows = ["| part | seconds | share |", "|---|---:|---:|"]
     for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1]):
         if abs(seconds) >= 0.05:
             rows.append(f"| {name} | {seconds:.1f} | {seconds / wall:.1%} |")
     total, least = sum(parts.values()), floor(parts)
     rows.append(f"| sum of the parts (the calls' wall time: {wall:.1f} s) | {total:.1f} | {total / wall:.1%} |")
+    if beside:
+        rows.append(f"| {OVERLAPPED} | {beside:.1f} | {beside / wall:.1%} |")
     if least:
         rows.append(f"| floor: the parts that hold the device alone (wall time / floor: {wall / least:.2f}) | "
                     f"{least:.1f} | {least / wall:.1%} |")
@@ -233,80 +287,3 @@ def plan_seconds(log_text: str) -> float | None:
     """The estimate the call printed before its first job (estimate.plan_message), in seconds."""
     m = _PLAN.search(log_text)
     return float(m[1]) if m else None
-
-
-def adopt(study: Path, log_path: Path, logs: Path, stopped_by: str | None = None) -> dict:
-    """Log a call that no session logged (stopped together with its session, or run without one) from its
-    Snakemake log -> its line in study/calls.jsonl. Its start is Snakemake's (the log's `Date:` line) and its end
-    the log's last time stamp, made UTC by the zone that puts the log's runs at their records' job windows; its
-    host and commit are its records'; its command and exit status were not seen (None), and `adopted` names the
-    log. The calls are kept in time order: later ones are numbered on, their kept logs renamed with them."""
-    text = log_path.read_text()
-    runs = {str(p.relative_to(study)): record.read(p) for p in study.glob("runs/**/r*.json")}
-    local0 = _log_start(text)
-    local = jobs_of(text, local0)  # the log's own clock
-    window = {path: (rec.get("metrics") or {}).get("job_window_unix") for path, rec in runs.items()}
-    gaps = [job.start - window[job.output][0] for job in local
-            if job.rule == "train_run" and window.get(job.output) and job.start is not None]
-    if not gaps:
-        raise SystemExit(f"{log_path}: none of its runs has a record in {study} to place it in time")
-    offset = _zone(sorted(gaps)[len(gaps) // 2])
-    start = local0 - offset
-    end = max([_stamp(m[1]) - offset for m in map(_STAMP.match, text.splitlines()) if m] + [start])
-    made = [runs[p] for p, w in window.items() if w and start <= w[0] <= end]  # the records this call made
-    env = made[0]["env"]
-    line = {"call": None, "start_utc": datetime.fromtimestamp(start, UTC).isoformat(timespec="seconds"),
-            "end_utc": datetime.fromtimestamp(end, UTC).isoformat(timespec="seconds"), "wall_s": round(end - start, 1),
-            "exit_status": None, "command": None, "host_cpus": env.get("cpu_cores"),
-            "gpus": [env["device_name"]] if env.get("device_type") == "cuda" else [],
-            "adopted": log_path.name, "stopped_by": stopped_by,
-            "git_commit": ", ".join(sorted({r["env"].get("git_commit") for r in made} - {None})),
-            "git_dirty": any(r["env"].get("git_dirty") for r in made)}
-    calls = sorted(read_calls(study / "calls.jsonl") + [line], key=lambda c: c["start_utc"])
-    (logs / "calls").mkdir(parents=True, exist_ok=True)
-    for n, c in reversed(list(enumerate(calls, 1))):  # renumber from the last: no kept log is overwritten
-        if c is line:
-            shutil.copy2(log_path, logs / "calls" / f"{n}.snakemake.log")
-        elif c.get("snakemake_log") and c["call"] != n:
-            os.replace(logs / c["snakemake_log"], logs / "calls" / f"{n}.snakemake.log")
-        if c is line or c.get("snakemake_log"):
-            c["snakemake_log"] = f"calls/{n}.snakemake.log"
-        c["call"] = n
-    (study / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls))
-    return line
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Print where every second of a study's logged calls went, the estimate each printed and the runs' fixed cost."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("study", type=Path, help="the study's directory, e.g. results/cuda or reference/<name>")
-    parser.add_argument("--logs", type=Path, help="where its calls' Snakemake logs are (default: logs/<device> for "
-                                                  "results/<device>, else <study>/logs)")
-    parser.add_argument("--adopt", type=Path, metavar="SNAKEMAKE_LOG", help="first log a call that no session "
-                        "logged, from its Snakemake log (.snakemake/log/...); see adopt()")
-    parser.add_argument("--stopped-by", help="with --adopt: what stopped that call, where it is known")
-    args = parser.parse_args(argv)
-    paths = sorted(str(p) for p in args.study.glob("runs/**/r*.json") if not p.name.endswith(".trace.json.gz"))
-    compiles = sorted(str(p) for pattern in ("c*.json", "p*.json") for p in args.study.glob(f"compiles/**/{pattern}"))
-    logs = args.logs or (Path("logs") / args.study.name if args.study.parent.name == "results" else args.study / "logs")
-    if args.adopt:
-        line = adopt(args.study, args.adopt, logs, args.stopped_by)
-        print(f"adopted {args.adopt} as call {line['call']} of {args.study} ({line['wall_s']:.0f} s)")
-    calls, parts = study_breakdown(read_calls(args.study / "calls.jsonl"), logs, paths + compiles, args.study)
-    for call in calls:
-        planned = plan_seconds((logs / call["snakemake_log"]).read_text())
-        printed = f"{planned:.0f} s ({planned / call['wall_s'] - 1:+.0%})" if planned else "none"
-        print(f"call {call['call']}: wall {call['wall_s']:.1f} s, estimate printed at its start {printed}")
-    if calls:
-        print("\n".join(table(parts, sum(c["wall_s"] for c in calls))))
-    fixed = sorted(f for f in (record.fixed_cost_s(record.read(p)["metrics"].get("overhead_s")) for p in paths)
-                   if f is not None)
-    if fixed:
-        print(f"fixed cost of a run: median {fixed[len(fixed) // 2]:.2f} s over {len(fixed)} runs "
-              f"(min {fixed[0]:.2f}, max {fixed[-1]:.2f})")
-
-
-if __name__ == "__main__":
-    main()

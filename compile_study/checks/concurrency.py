@@ -4,7 +4,7 @@
     snakemake --cores all --resources timed_run=N results/cuda/checks/concurrency.json   (config `checks`; rule method_check)
 
 On a host with N GPUs the study runs N timed jobs at once, each on its own GPU and its own 1/N of the CPU
-cores (isolation.take_gpu). Most configurations wait on the host, so this must be shown, as an A/A
+cores (isolation.Host's lanes). Most configurations wait on the host, so this must be shown, as an A/A
 comparison: the same eager model (static padding, bf16; fp32 on the CPU) in fresh processes, each round
 
 (a) two processes at once, process i on GPU i and core share i of N (isolation.pin_cores, before torch is

@@ -4,7 +4,7 @@
 
 A record is `{"schema_version", "config", "env", "status", "error", "metrics", "disturbed", "earlier_attempts"}`:
 `config` is a RunConfig plus the model, `env` the hardware and versions (env.py), `status` one of vocab.STATUSES,
-`metrics` the names declared below (absent ones were not measured), `disturbed` None or the evidence that other
+`metrics` the names declared in core/metrics.py (absent ones were not measured), `disturbed` None or the evidence that other
 work on the host disturbed the run (core/disturbance.py), `earlier_attempts` the records of the run's disturbed
 attempts that this one replaced, whole (measure/jobs.py redoes a disturbed run). Older records are upgraded on
 reading (`upgrade`), so summary, figures, rebuild and `python -m compile_study record` see one shape. Torch-free.
@@ -23,8 +23,22 @@ import pandas as pd
 
 from compile_study.core import digits, vocab
 
-SCHEMA_VERSION = 5  # 2: compile_scope; 3: phases, profiler, inference; 4: overhead breakdown, chunk order;
-# 5: what else ran on the host per timed block (host_load), `disturbed` and the redone runs' `earlier_attempts`
+# the metrics a record may hold, declared in core/metrics.py and read everywhere as record.SCALARS, record.OVERHEAD...
+from compile_study.core.metrics import (  # noqa: F401
+    HOST,
+    OVERHEAD,
+    PROFILE,
+    PROFILE_SIDES,
+    SCALARS,
+    SERIES,
+    TEXTS,
+    WORK,
+    fixed_cost_s,
+)
+
+SCHEMA_VERSION = 6  # 2: compile_scope; 3: phases, profiler, inference; 4: overhead breakdown, chunk order;
+# 5: what else ran on the host per timed block (host_load), `disturbed` and the redone runs' `earlier_attempts`;
+# 6: a run's load phase and timed part (`load_phase`, `timed_part`: cores, times) and host_load's `neighbours`
 OLDEST_READABLE = 2  # version 1 records lack the in-process reference: render them with the commit that made them
 
 
@@ -103,112 +117,9 @@ class RunConfig:
 
 CONFIG_FIELDS = tuple(f.name for f in fields(RunConfig))
 
-# --- metrics: name -> what it is (ms per step unless said) ---------------------------------------------------
-SCALARS = {
-    "steady_step_ms": "median step time of the subject in the interleaved steady-state block",
-    "step_ms_p10": "10th percentile step time", "step_ms_p90": "90th percentile step time",
-    "block_mean_step_ms": "the subject's block wall time / steps",
-    "reference_step_ms": "median step time of the eager reference, same process, same batches",
-    "in_process_speedup": "reference_step_ms / steady_step_ms (for an eager subject: the A/A control)",
-    "samples_per_s": "real rows per second", "real_tokens_per_s": "non-pad tokens per second",
-    "padded_tokens_per_s": "computed token positions per second",
-    "eager_static_real_tokens_per_s": "real tokens/s of eager on static batches in the same process",
-    "gain_over_eager_static": "real_tokens_per_s / eager_static_real_tokens_per_s",
-    "padding_fraction": "share of computed token positions that are padding",
-    "distinct_shapes": "distinct batch shapes in an epoch",
-    "train_flops_per_step": "FLOPs per step over computed tokens (padding included), counted (core/flops.py)",
-    "real_train_flops_per_step": "FLOPs per step over real tokens, each sequence at its own length",
-    "train_flops_per_token": "training FLOPs per token of a max_len sequence (the model's size in FLOPs)",
-    "model_params": "the model's parameters",
-    "achieved_tflops": "train_flops_per_step / step time", "real_tflops": "real_train_flops_per_step / step time",
-    "warmup_excess_s": "warm-up steps' time beyond as many steady steps (compilation and one-off init)",
-    "first_step_s": "the first step's time", "epoch1_s": "epoch 1 wall time", "epoch2_s": "epoch 2 wall time",
-    "epoch_steps": "steps per epoch", "subject_steps": "steps the subject trained",
-    "final_loss": "the subject's last training loss", "eval_accuracy": "eval accuracy of the subject's weights",
-    "peak_memory_bytes": "peak device memory (CUDA) or peak RSS (CPU) of the subject's training",
-    "graphs_compiled": "Dynamo graphs compiled", "recompiles": "graphs_compiled - 1",
-    "recompile_limit": "torch._dynamo.config.recompile_limit", "recompile_limit_hit": "a frame fell back to eager",
-    "eager_fallback_steps": "steps run eagerly past the recompile limit",
-    "dynamo_frames_compiled": "Dynamo frames compiled", "lazy_backward_compiles": "backward graphs compiled lazily",
-    "cudagraph_recordings": "CUDA graphs recorded", "compile_events_s": "time inside compile events",
-    # Inductor's counters: a graph loaded from its cache replays the counts of the compile that made it (torch 2.11:
-    # a warm run reports its cold run's kernels and searches), so these say what compiling the graphs took
-    "graph_breaks": "graph breaks", "generated_kernels": "kernels Inductor generated for the run's graphs",
-    "gemm_searches": "GEMMs whose kernel choices max-autotune benchmarked for the run's graphs (0 where the autotune "
-                     "cache had every choice's timing)",
-    "fx_cache_hits": "graphs Inductor loaded from its FX graph cache (a timed run after the compile phase: all)",
-    "fx_cache_misses": "graphs Inductor compiled because its FX graph cache had none (a timed run: 0 expected)",
-    "aot_cache_hits": "graph pairs AOTAutograd loaded from its cache (compiled forward and backward at once)",
-    "aot_cache_misses": "graph pairs AOTAutograd traced because its cache had none",
-    "compiled_autograd_captures": "backward graphs compiled autograd traced (scope step)",
-    "compiled_autograd_compiles": "backward graphs compiled autograd compiled (scope step)",
-    "inference_step_ms": "eval-mode step, subject", "inference_reference_step_ms": "eval-mode step, eager",
-    "inference_speedup": "inference_reference_step_ms / inference_step_ms",
-    "inference_warmup_s": "inference warm-up (its compilation)",
-    "forward_ms": "forward + loss", "backward_ms": "backward", "optimizer_ms": "optimizer step",
-    "reference_forward_ms": "forward + loss, eager reference", "reference_backward_ms": "backward, eager reference",
-    "reference_optimizer_ms": "optimizer step, eager reference",
-}
-SERIES = {
-    "step_times_ms": "the subject's steady-state step times, in measurement order",
-    "reference_step_times_ms": "the eager reference's, in measurement order",
-    "static_reference_step_times_ms": "eager on static batches (non-static regimes), in measurement order",
-    "chunk_first": "per chunk, which side ran first (subject or reference): the order alternates",
-    "warmup_step_s": "warm-up steps, one by one", "epoch1_step_ms": "every epoch-1 step",
-    "graph_steps": "steps after which a new graph existed",
-}
-TEXTS = {
-    "recompile_reasons": "most frequent recompile reasons", "graph_break_reasons": "most frequent graph breaks",
-    "evidence_errors": "evidence that failed after the timings were taken (name -> error)",
-    "profile": "torch.profiler summary of the subject (PROFILE below)",
-    "reference_profile": "the same for the eager reference",
-    "overhead_s": "where the run's wall time went (OVERHEAD below), seconds",
-    "model_class": "the model's class, module.Class (a plugged model's own)",
-    "model_plug": "the model's plug in words (core/plug.py describe): built-in, factory or transformers",
-    "job_window_unix": "the run's job: [start, end], seconds since the epoch (which call of a study it ran in)",
-    "host_load": "per timed block (epochs, block, inference): what else ran on the host during it, the GPU's clocks, "
-                 "temperature and power, the CPU's frequency (measure/hostwatch.py says what each field is)",
-}
-# The steady-state block's host readings (metrics host_load.block) as table columns host_<name>: judged by
-# core/disturbance.py, and the covariates of the step's between-process spread (aggregate/variance.py)
-HOST = {
-    "outside_cores": "CPU seconds per second of the block that processes outside the study took on the run's cores",
-    "cpu_mhz": "the run's cores' mean frequency, MHz (mean of the block's two ends)",
-    "gpu_sm_clock_mhz": "the GPU's SM clock, MHz (mean of the block's two ends)",
-    "gpu_memory_clock_mhz": "the GPU's memory clock, MHz (mean of the block's two ends)",
-    "gpu_temperature_c": "the GPU's temperature, degrees C (mean of the block's two ends)",
-    "gpu_power_w": "the GPU's mean power over the block, W (its energy counter, else two readings)",
-    "gpu_utilization": "the GPU's utilisation read at the block's end, percent",
-    "gpu_other_sm_util": "the largest SM share another process had during the block, percent",
-}
-PROFILE = {
-    "kernels_per_step": "device kernels per step (memcpy/memset apart)", "idle_fraction": "device idle share",
-    "cpu_ms_per_step": "host CPU time per step", "device_busy_ms_per_step": "union of kernel intervals per step",
-    "wall_ms_per_step": "profiled wall time per step", "triton_kernels_distinct": "distinct Triton kernels",
-    "distinct_kernels": "distinct kernels",
-}
-PROFILE_SIDES = ("profile", "reference_profile")  # table columns: profile_<name>, reference_profile_<name>
-# Where a run's wall time went, from its job's start to its record written (core/clock.py; measure/launch.py):
-# waiting for a GPU; the job's set-up and its process's creation; imports; CUDA's context; the environment
-# query; data; the model's FLOP count; compile; the timed protocol; the evidence passes; eval accuracy; the record;
-# the process's exit.
-# the host's readings at the timed blocks' ends (`watch_s`); earlier attempts of a run redone after a disturbance
-# (`redo_s`, from the job's start to the last attempt's).
-OVERHEAD = ("gpu_wait_s", "redo_s", "process_start_s", "imports_s", "cuda_init_s", "env_s", "data_load_s",
-            "flop_count_s", "compile_s", "timed_s", "watch_s", "phase_split_s", "profiler_s", "inference_s",
-            "accuracy_s", "record_s", "teardown_s", "total_s")
-WORK = ("redo_s", "compile_s", "timed_s", "watch_s", "phase_split_s", "profiler_s", "inference_s",
-        "accuracy_s")  # the rest: fixed cost
 ENV_KEYS = ("device_type", "device_name", "torch", "triton", "cuda", "driver", "python", "cpu_model", "cpu_cores",
             "cpu_affinity", "git_commit", "git_dirty", "inductor_cache", "launcher", "float32_matmul_precision",
             "cuda_matmul_allow_tf32", "autotune_search")
-
-
-def fixed_cost_s(overhead: dict) -> float | None:
-    """A run's wall time less its work (WORK): process, imports, CUDA's context, data, record, exit."""
-    if not overhead or overhead.get("total_s") is None:
-        return None
-    return overhead["total_s"] - sum(overhead.get(k) or 0.0 for k in WORK)
 
 
 class RecordError(ValueError):

@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-from filelock import FileLock, Timeout  # a dependency of torch; the GPU locks use it too
+from filelock import FileLock, Timeout  # a dependency of torch
 
 _held: FileLock | None = None  # kept for the process's life: releasing it is the process's exit
 

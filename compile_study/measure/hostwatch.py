@@ -10,10 +10,17 @@ What counts as the study's own work, and is therefore not outside load:
 - its ancestors: the launcher's server, the Snakemake process whose job thread waits on this run, and whatever
   started Snakemake. Each waits on the run, so their time (Snakemake's idle loop) is the study's, booked
   apart as `study_cpu_s`.
+- its neighbours: the study's other jobs' processes, the other children of the launcher's server (in its fresh
+  way, of Snakemake's process) and their descendants: the next run, loading beside this one's timed part by
+  design (measure/handover.py); on a host with several GPUs, the other GPUs' runs. They run on cores of their own: where one was allowed on the run's cores, its CPU time
+  in the window is booked as the study's (`neighbours.shared_cores_cpu_s`), and the window says so; on a GPU
+  it shares by design, its SM share is kept apart (`gpu.neighbour_sm_util`), not with other processes'. Each
+  window lists them (`neighbours`: pid, name, CPU seconds, allowed cores) and says how they were counted.
 Everything else that ran on the run's cores is outside load: other users' processes, those of another
-container (which this one cannot even list), the study's other jobs wherever they shared the run's cores, the
-kernel's work for any of them, and time a hypervisor gave another guest (steal). It is the busy time of the
-run's cores (/proc/stat, per core) less own and study time: `outside_cpu_s`; per second of the window, less the
+container (which this one cannot even list), the study's other work wherever it shared the run's cores (in the
+warm way, a rule Snakemake runs as a process of its own), the kernel's work for any of them, and time a
+hypervisor gave another guest (steal). It is the busy time of the run's cores (/proc/stat, per core) less own,
+study and shared neighbours' time: `outside_cpu_s`; per second of the window, less the
 counters' resolution (a tick per core at either end: a short window cannot show a small load), `outside_cores`.
 `busiest` names the visible outside processes that took the most CPU time during the window, on any core: of
 those alive at its end (a process the first reading did not list started meanwhile and counts whole; one that
@@ -39,6 +46,8 @@ from compile_study.core.clock import Clock
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")  # /proc's CPU time unit
 BUSIEST = 5  # outside processes named in a window's record
+JOBS_VAR = "COMPILE_STUDY_JOBS_PARENT"  # set in a launcher's child (measure/child.py): the pid its siblings share
+NEIGHBOURS_COUNTED_AS = "study"  # how a window counts the study's other jobs' processes (module docstring)
 
 
 def gpu_uuid(device) -> str | None:
@@ -204,9 +213,11 @@ def _scaled(value, factor: float):
     return value * factor if value is not None else None
 
 
-def gpu_window(nvml: Nvml, start: dict, end: dict, since_unix: float, wall_s: float, own: int) -> dict:
-    """What the GPU did over a window, from its two ends' readings; other processes told apart from this one only
-    where NVML lists this one's pid (in another PID namespace, a container's, it lists the host's pids)."""
+def gpu_window(nvml: Nvml, start: dict, end: dict, since_unix: float, wall_s: float, own: int,
+               neighbours: frozenset[int] = frozenset()) -> dict:
+    """What the GPU did over a window, from its two ends' readings; other processes told apart from this one (and
+    from its `neighbours`, the study's other jobs) only where NVML lists this one's pid (in another PID namespace,
+    a container's, it lists the host's pids)."""
     both = {k: [start[k], end[k]] for k in ("sm_clock_mhz", "memory_clock_mhz", "temperature_c", "clocks_event_reasons")}
     energy = (end["energy_j"] - start["energy_j"]) if None not in (start["energy_j"], end["energy_j"]) else None
     samples = [p for p in (start["power_w"], end["power_w"]) if p is not None]
@@ -214,12 +225,17 @@ def gpu_window(nvml: Nvml, start: dict, end: dict, since_unix: float, wall_s: fl
     listed = {**(start["processes"] or {}), **(end["processes"] or {})}
     visible = own in listed
     util = nvml.sm_util_by_pid(since_unix) if visible else None
+    others = {own} | neighbours
+
+    def most(pids) -> int | None:
+        return max((u for p, u in util.items() if p in pids), default=0) if util is not None else None
+
     return both | {"power_w": power, "power_from": "energy counter" if energy is not None else "two readings",
                    "utilization": end["utilization"], "own_pid_visible": visible,
-                   "other_processes": ([{"pid": p, "memory_bytes": m} for p, m in sorted(listed.items()) if p != own]
-                                       if visible else None),
-                   "other_sm_util": (max((u for p, u in util.items() if p != own), default=0) if util is not None
-                                     else None)}
+                   "other_processes": ([{"pid": p, "memory_bytes": m} for p, m in sorted(listed.items())
+                                        if p not in others] if visible else None),
+                   "other_sm_util": most(set(util or ()) - others),
+                   "neighbour_sm_util": most(neighbours) if neighbours else None}
 
 
 # --- the window ------------------------------------------------------------------------------------------------------
@@ -245,6 +261,7 @@ class HostWatch:
     cores: list[int] = field(default_factory=lambda: sorted(os.sched_getaffinity(0)))
     windows: dict[str, dict] = field(default_factory=dict)
     named: int = BUSIEST  # outside processes named per window
+    jobs_parent: int | None = field(default_factory=lambda: int(os.environ[JOBS_VAR]) if JOBS_VAR in os.environ else None)
 
     def __post_init__(self) -> None:
         self.nvml = Nvml(self.uuid) if self.uuid else None
@@ -282,20 +299,42 @@ class HostWatch:
         spent = {p: _spent(start.procs.get(p), end.procs[p]) for p in end.procs}
         own_s = sum(spent[p] for p in own if p in spent) + (end.reaped_s - start.reaped_s)
         study_s = sum(spent[p] for p in study if p in spent)
+        near = self.neighbours(start, end, own | study, spent)
+        shared_s = sum(cpu_s for _, _, cpu_s, cores in near if set(cores or self.cores) & set(end.cores))
         resolution = 2 * len(end.cores) * TICK_S
-        outside = max(0.0, busy - own_s - study_s)
+        outside = max(0.0, busy - own_s - study_s - shared_s)
+        kin = own | study | {n[0] for n in near}
         busiest = sorted(((p, end.procs[p].name, round(s, 3)) for p, s in spent.items()
-                          if p not in own | study and s > 0), key=lambda x: -x[2])[:self.named]
+                          if p not in kin and s > 0), key=lambda x: -x[2])[:self.named]
         out = {"unix": [round(start.unix, 3), round(end.unix, 3)], "wall_s": wall, "cores": sorted(end.cores), "busy_cpu_s": busy, "own_cpu_s": own_s,
                "study_cpu_s": study_s, "outside_cpu_s": outside, "steal_cpu_s": steal, "resolution_cpu_s": resolution,
                "outside_cores": max(0.0, outside - resolution) / wall, "busiest": [list(b) for b in busiest],
-               "cpu_mhz": [start.mhz, end.mhz]}
+               "cpu_mhz": [start.mhz, end.mhz],
+               "neighbours": {"counted_as": NEIGHBOURS_COUNTED_AS, "processes": [list(n) for n in near],
+                              "shared_cores_cpu_s": shared_s}}
         if self.nvml is not None:
             failed = next((g["error"] for g in (start.gpu, end.gpu) if g and "error" in g), None)
             out["gpu"] = ({"unavailable": self.nvml.problem} if self.nvml.problem else
                           {"unavailable": f"NVML reading failed: {failed}"} if failed else
-                          gpu_window(self.nvml, start.gpu, end.gpu, start.unix, wall, self.pid))
+                          gpu_window(self.nvml, start.gpu, end.gpu, start.unix, wall, self.pid,
+                                     frozenset(n[0] for n in near)))
         return out
+
+    def neighbours(self, start: Reading, end: Reading, kin: set[int], spent: dict[int, float]) -> list[tuple]:
+        """The study's other jobs' processes in the window (module docstring): (pid, name, CPU seconds, the cores
+        each was allowed at the window's end, None where it had ended), none outside a launcher's child."""
+        if self.jobs_parent is None:
+            return []
+        pids = (descendants(self.jobs_parent, start.procs) | descendants(self.jobs_parent, end.procs)) - kin
+        return [(p, end.procs[p].name, round(spent[p], 3), _allowed(p)) for p in sorted(pids) if p in end.procs]
+
+
+def _allowed(pid: int) -> list[int] | None:
+    """The cores a process may run on now, or None where it has ended."""
+    try:
+        return sorted(psutil.Process(pid).cpu_affinity())
+    except (psutil.Error, OSError):
+        return None
 
 
 def _spent(before: Proc | None, after: Proc) -> float:

@@ -2,15 +2,18 @@
 
 - CPU threads, Inductor's compile workers included, are bounded to the job's `threads`, so that
   one job's compilation cannot slow another job's timed block.
-- On a host with several GPUs each timed job holds one GPU's lock (`take_gpu`) and runs on its own
+- On a host with several GPUs each timed job holds one GPU's lane (`Host`, `lanes`) and runs on its own
   disjoint share of the CPU cores (Inductor's compile workers included), so that two timed runs on two
-  GPUs do not compete for the host that most of their steps wait on.
+  GPUs do not compete for the host that most of their steps wait on. Where a run's load may overlap the
+  lane's timed work, the share is split in two: the load phase on one half, the timed part on the other
+  (`lane_cores`).
 - The Inductor/Triton cache is per configuration: the compile phase's first cold compile starts from an
   empty cache (as a first-time user pays it) and leaves it filled; every timed run finds it populated (a warm
   compile); the other cold compiles use caches of their own, emptied first. Where a sub-grid shares one GEMM
   search between its max-autotune modes, a later mode's first cold compile starts from the first mode's search
   results alone (prepare_cache `search_from`).
-- Compiles and timed work never share the host (`Host`, `HOST`).
+- Compiles and timed work never share the host; two timed parts never share a lane; a load shares a lane only
+  with a run's timed part, on other cores (`Host`, `HOST`).
 """
 
 from __future__ import annotations
@@ -23,8 +26,6 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-
-from filelock import FileLock, Timeout  # a dependency of torch
 
 from compile_study.core import vocab
 
@@ -78,26 +79,12 @@ def count_gpus() -> int:
     return sum(line.startswith("GPU ") for line in out.splitlines())
 
 
-def take_gpu(lock_dir: str | os.PathLike) -> tuple[FileLock, int, int] | None:
-    """On a host with several GPUs, wait for one GPU's lock -> (lock, its index, GPUs on the host), or None.
-
-    Snakemake's `timed_run` resource bounds how many timed jobs run at once (one per GPU) but does
-    not say which GPU a job gets; the locks do, so two timed runs never share a device. Where
-    CUDA_VISIBLE_DEVICES is set already (a cluster's job gets its GPU that way), there is nothing to take.
-    """
-    n = count_gpus()
-    if n <= 1 or "CUDA_VISIBLE_DEVICES" in os.environ:
-        return None
-    Path(lock_dir).mkdir(parents=True, exist_ok=True)
-    while True:
-        for i in range(n):
-            lock = FileLock(Path(lock_dir) / f"gpu{i}.lock", thread_local=False)
-            try:
-                lock.acquire(timeout=0)
-            except Timeout:
-                continue
-            return lock, i, n
-        time.sleep(0.2)  # all busy: more timed jobs than GPUs were allowed to start
+def lanes(device: str) -> int:
+    """How many lanes the study's timed work has on this host (Host): one per GPU on a host with several, where
+    no cluster gave the job its GPU (CUDA_VISIBLE_DEVICES); one on a host with one GPU or on the CPU."""
+    if device != "cuda" or "CUDA_VISIBLE_DEVICES" in os.environ:
+        return 1
+    return max(1, count_gpus())
 
 
 def core_share(slot: int, slots: int) -> list[int]:
@@ -120,43 +107,130 @@ def job_threads(requested: int, cores: list[int] | None = None) -> int:
     return max(1, min(requested, len(cores) if cores else len(os.sched_getaffinity(0))))
 
 
+# The share of the cores a lane (a GPU) needs before its runs' loads overlap its timed run by default (config
+# overlap_loads: auto): halves of 4 or more. Measured on one H200 host: a run timed on 4 cores beside a loop of
+# warm-cache loads on 8 others showed no systematic effect (paired step ratios 0.83-1.08, within the spread between
+# processes), where compiles beside it slowed an eager step by 12-14%.
+MIN_OVERLAP_CORES = 8
+
+
+def overlaps(setting, device: str, lane_cores: int) -> bool:
+    """Whether a run's load (its process, data, model, warm-cache load and warm-up steps) may run beside its lane's
+    timed run, on the lane's other cores (config `overlap_loads`: "auto", true or false): auto, on a GPU whose
+    share of the cores is MIN_OVERLAP_CORES or more, never on the CPU (whose timed steps are the cores' own work);
+    true, wherever the share has two cores; false, never."""
+    if setting == "auto":
+        return device == "cuda" and lane_cores >= MIN_OVERLAP_CORES
+    return bool(setting) and lane_cores >= 2
+
+
+def lane_cores(lane: int, lanes: int, overlap: bool) -> tuple[list[int] | None, list[int] | None]:
+    """-> (the cores a run's load phase runs on, those its timed part runs on) on `lane`: the lane's share of the
+    cores (all of them on a host with one lane: None, no pinning), split in two disjoint halves where loads overlap
+    timed work, the timed part on the first (the larger, where the count is odd)."""
+    share = core_share(lane, lanes) if lanes > 1 else None
+    if not overlap:
+        return share, share
+    share = share or sorted(os.sched_getaffinity(0))
+    half = (len(share) + 1) // 2
+    return share[half:], share[:half]
+
+
 class Host:
-    """Who uses the host: the compile phase's compiles, several at once on disjoint cores, or timed work (a timed
-    run, a check, an evidence pass), which never runs beside a compile. Every job of a local study runs in a
-    thread of Snakemake's own process (profiles/default: force-use-threads), so one lock in that process sees them
-    all; Snakemake's threads already keep a timed job (all of a GPU's cores) from sharing the host on a one-GPU
-    host, and this lock holds where several GPUs' timed jobs and compiles could meet. A cluster's job is alone on
-    its allocation."""
+    """Who uses the host, lane by lane (a lane: a GPU and its share of the cores; a host with one GPU, or the CPU,
+    has one). Every job of a local study runs in a thread of Snakemake's own process (profiles/default:
+    force-use-threads), so this one object, in that process, sees them all (a cluster's job is alone on its
+    allocation):
+
+    - compiles of the compile phase, several at once on disjoint cores (`compiling`), never beside timed work or a
+      load;
+    - exclusive timed work (a method check, the matmul peak, the MLP claim, the model check: `timed`), alone on its
+      lane (every lane: `every`), with nothing beside it, not even a load;
+    - a timed run (`run_turn`): where loads overlap timed work, it first holds its lane's load slot (one a lane: the
+      lane's next run), whose load phase may run beside the lane's timed part on the lane's other cores, then
+      (Turn.take_timed) the lane's timed hold, which lets the next run load beside it; else it holds the lane as
+      exclusive work does. On each lane one timed holder at a time.
+
+    While exclusive work waits, no new load starts, so that a stream of runs cannot starve it."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._timed = 0
         self._compiles: dict[int, dict] = {}  # slot -> {"at_once": most compiles seen at once while it ran}
+        self._timed: dict[int, bool] = {}  # lane -> whether its holder lets the lane's next run load beside it
+        self._loading: set[int] = set()  # lanes whose load slot is held
+        self._until: dict[int, float] = {}  # lane -> when its timed holder expects to end (under a time limit)
+        self._queued = 0  # exclusive holders waiting
+
+    def _free(self, lane: int) -> bool:
+        return lane not in self._timed and lane not in self._loading
 
     @contextlib.contextmanager
-    def timed(self):
-        """Hold the host for timed work: wait while any compile runs."""
+    def timed(self, lanes: int = 1, every: bool = False):
+        """Hold a lane (`every`: all `lanes`) for exclusive timed work -> its index: wait while a compile runs or
+        until a lane has no holder and no load."""
         with self._cond:
-            self._cond.wait_for(lambda: not self._compiles)
-            self._timed += 1
+            self._queued += 1
+            ready = (lambda: all(map(self._free, range(lanes)))) if every else (
+                lambda: any(map(self._free, range(lanes))))
+            self._cond.wait_for(lambda: not self._compiles and ready())
+            self._queued -= 1
+            held = list(range(lanes)) if every else [min(filter(self._free, range(lanes)))]
+            self._timed.update(dict.fromkeys(held, False))
         try:
-            yield
+            yield held[0]
         finally:
             with self._cond:
-                self._timed -= 1
+                for lane in held:
+                    del self._timed[lane]
+                    self._until.pop(lane, None)
                 self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def run_turn(self, lanes: int = 1, overlap: bool = False):
+        """A timed run's turn -> Turn: with `overlap`, its lane's load slot now (a lane whose load slot is free and
+        whose holder, if any, is a run: one without a holder first), its timed hold at Turn.take_timed(); without,
+        the lane's exclusive hold now. Released when the block ends."""
+        if not overlap:
+            with self.timed(lanes) as lane:
+                yield Turn(self, lane, timed=True)
+            return
+        with self._cond:
+            def open_lanes():
+                return [lane for lane in range(lanes) if lane not in self._loading and self._timed.get(lane, True)]
+            self._cond.wait_for(lambda: not self._compiles and not self._queued and open_lanes())
+            lane = min(open_lanes(), key=lambda i: (i in self._timed, i))
+            self._loading.add(lane)
+        turn = Turn(self, lane, timed=False)
+        try:
+            yield turn
+        finally:
+            with self._cond:
+                if turn.holds_timed:
+                    del self._timed[lane]
+                    self._until.pop(lane, None)
+                else:
+                    self._loading.discard(lane)
+                self._cond.notify_all()
+
+    def _switch(self, lane: int) -> None:
+        """A loaded run's load slot -> its lane's timed hold, once the lane's holder has let it go."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self._compiles and lane not in self._timed)
+            self._loading.discard(lane)
+            self._timed[lane] = True
+            self._cond.notify_all()
 
     @contextlib.contextmanager
     def compiling(self, cores_per_compile: int, alone: bool = False, slots: int | None = None):
         """Hold a compile slot -> {"cores", "slots", "at_once"} (at_once final when the block ends): wait while timed
-        work runs (alone: while anything runs); the slot's cores are disjoint from every other slot's. `slots`: the
-        invocation's (Snakemake's cores over each compile's: `--cores 2` on a 16-core host gives 2), never more than
-        this process's cores hold."""
+        work or a load runs (alone: while anything runs); the slot's cores are disjoint from every other slot's.
+        `slots`: the invocation's (Snakemake's cores over each compile's: `--cores 2` on a 16-core host gives 2),
+        never more than this process's cores hold."""
         cores = sorted(os.sched_getaffinity(0))
         fit = max(1, len(cores) // cores_per_compile)
         slots = 1 if alone else min(fit, slots) if slots else fit
         with self._cond:
-            self._cond.wait_for(lambda: not self._timed and not (alone and self._compiles)
+            self._cond.wait_for(lambda: not self._timed and not self._loading and not (alone and self._compiles)
                                 and len(self._compiles) < slots and not any(c["alone"] for c in self._compiles.values()))
             slot = min(set(range(slots)) - set(self._compiles))
             share = cores if alone else cores[slot * cores_per_compile:(slot + 1) * cores_per_compile]
@@ -170,6 +244,30 @@ class Host:
             with self._cond:
                 del self._compiles[slot]
                 self._cond.notify_all()
+
+
+class Turn:
+    """A timed run's hold on its lane (Host.run_turn): its load slot until take_timed, its timed hold after."""
+
+    def __init__(self, host: Host, lane: int, timed: bool) -> None:
+        self.host, self.lane, self.holds_timed = host, lane, timed
+
+    def take_timed(self) -> None:
+        """Wait for the lane's timed hold (at once where it is held already)."""
+        if not self.holds_timed:
+            self.host._switch(self.lane)
+            self.holds_timed = True
+
+    def expect_end(self, unix: float) -> None:
+        """Say when this run's timed part should end (under a call's time limit), for the lane's next run."""
+        with self.host._cond:
+            self.host._until[self.lane] = unix
+
+    def ahead_s(self) -> float:
+        """Seconds until the lane's timed holder (another run) expects to end: 0 where none holds it or none said."""
+        with self.host._cond:
+            ahead = self.host._until.get(self.lane) if not self.holds_timed and self.lane in self.host._timed else None
+        return max(0.0, ahead - time.time()) if ahead is not None else 0.0
 
 
 HOST = Host()  # this process's (Snakemake's): measure/jobs.py takes it for every job

@@ -15,18 +15,19 @@ in one of two ways:
 - `fresh`: a new Python interpreter that imports what it needs, as every run did before the launcher.
   The method check `launcher` runs the same cells both ways and compares their speedups.
 
-The child dies with its parent (PR_SET_PDEATHSIG: the server exits when Snakemake does), takes its GPU and
-core share before CUDA starts (Setup), sends its target's return value back through a file, and exits
-without the interpreter's teardown. A child that dies without an answer is a crash (segfault, the kernel's
-OOM killer), which the caller records as the job's outcome; one ended by SIGINT, SIGTERM or SIGHUP was
-interrupted, and `run` raises Interrupted: no output is written and Snakemake reruns the job. Torch-free in
-the parent (torch is imported only inside the child's functions).
+The child (measure/child.py) dies with its parent, takes its GPU and core share before CUDA starts (Setup),
+sends its target's return value back through a file, and exits without the interpreter's teardown. A child
+that dies without an answer is a crash (segfault, the kernel's OOM killer), which the caller records as the
+job's outcome; one ended by SIGINT, SIGTERM or SIGHUP was interrupted, and `run` raises Interrupted: no output
+is written and Snakemake reruns the job. A job with a `gate` (a timed run's: measure/jobs.py) hands its child
+over from its load phase to its timed part (measure/handover.py): when the child says it is ready, the job's
+thread calls the gate, which waits for the host and names the timed cores, and tells the child to go; a gate
+that raises (the call's time limit) ends the child, and nothing is recorded. Torch-free in the parent (torch is
+imported only inside the child's functions).
 """
 
 from __future__ import annotations
 
-import ctypes
-import inspect
 import multiprocessing
 import os
 import pickle
@@ -36,12 +37,12 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from compile_study.core.clock import Clock
+from compile_study.measure import child, handover
 
 # what the server imports once; none of it may start CUDA (see the module docstring)
 PRELOAD = ("torch", "torch._dynamo", "compile_study.measure.launch", "compile_study.measure.targets",
@@ -53,7 +54,8 @@ WAYS = ("warm", "fresh")
 JOB = "compile-study job "  # the name of a launcher's child process
 INTERRUPTS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # a fresh child imports the code the parent runs
-FRESH = "import pickle, sys; from compile_study.measure.launch import child; child(pickle.load(open(sys.argv[1], 'rb')))"
+FRESH = "import pickle, sys; from compile_study.measure.child import main; main(pickle.load(open(sys.argv[1], 'rb')))"
+Gate = Callable[[dict], dict]  # in the job's thread: the child's ready message -> its go (measure/handover.py)
 
 
 class Interrupted(RuntimeError):
@@ -137,21 +139,24 @@ def name_of(target: Target) -> str:
     return f"{fn.__module__}.{fn.__qualname__}"
 
 
-def run(target: Target, kwargs: dict, setup: Setup, clock: Clock | None = None, way: str | None = None) -> Outcome:
+def run(target: Target, kwargs: dict, setup: Setup, clock: Clock | None = None, way: str | None = None,
+        gate: Gate | None = None) -> Outcome:
     """Run target()(**kwargs) in a fresh process -> its Outcome (raises Interrupted, ChildError). `target` is a
     module-level function of no arguments that imports the job's function and returns it (measure/targets.py):
-    pickled by name, it is called in the child, where the job's imports belong."""
+    pickled by name, it is called in the child, where the job's imports belong. `gate`: the handover from the
+    child's load phase to its timed part (module docstring), for a target that takes `ready`."""
     clock = clock or Clock()
     way = way or _State.way
     if way not in WAYS:
         raise ValueError(f"launcher way {way!r} is not one of {WAYS}")
     with tempfile.TemporaryDirectory(prefix="compile-study-job-") as tmp:
-        spec = {"target": target, "kwargs": kwargs, "setup": setup, "result": f"{tmp}/result.pickle"}
-        exitcode = (_warm if way == "warm" else _fresh)(spec | {"clock": clock.state()}, tmp)
+        spec = {"target": target, "kwargs": kwargs, "setup": setup, "result": f"{tmp}/result.pickle",
+                "handover": tmp if gate else None}
+        exitcode = (_warm if way == "warm" else _fresh)(spec | {"clock": clock.state()}, gate)
         answer = _read(spec["result"])
     if answer.get("bad_fork") and way == "warm":
         _degrade()
-        return run(target, kwargs, setup, clock, None)
+        return run(target, kwargs, setup, clock, None, gate)
     if "error" in answer:
         raise ChildError(f"{name_of(target)} failed in its process (see {setup.log}): {answer['error']}")
     if answer:
@@ -195,19 +200,35 @@ def _server_stopped_by() -> int | None:
     return info.si_status
 
 
-def _warm(spec: dict, tmp: str) -> int:
+def _warm(spec: dict, gate: Gate | None) -> int:
     start()
-    proc = multiprocessing.get_context("forkserver").Process(target=child, args=(spec,), name=f"{JOB}{name_of(spec['target'])}")
+    proc = multiprocessing.get_context("forkserver").Process(target=child.main, args=(spec,),
+                                                             name=f"{JOB}{name_of(spec['target'])}")
     proc.start()
+    _hand_over(spec, gate, proc.is_alive, lambda: (proc.kill(), proc.join()))
     proc.join()
     return proc.exitcode
 
 
-def _fresh(spec: dict, tmp: str) -> int:
-    path = Path(tmp) / "spec.pickle"
+def _fresh(spec: dict, gate: Gate | None) -> int:
+    path = Path(spec["result"]).with_name("spec.pickle")
     path.write_bytes(pickle.dumps(spec))
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))}
-    return subprocess.Popen([sys.executable, "-c", FRESH, str(path)], env=env, stdin=subprocess.DEVNULL).wait()
+    proc = subprocess.Popen([sys.executable, "-c", FRESH, str(path)], env=env, stdin=subprocess.DEVNULL)
+    _hand_over(spec, gate, lambda: proc.poll() is None, lambda: (proc.kill(), proc.wait()))
+    return proc.wait()
+
+
+def _hand_over(spec: dict, gate: Gate | None, alive: Callable[[], bool], end: Callable[[], object]) -> None:
+    """Serve the child's handover (measure/handover.py) where its job has a gate; a gate that raises (e.g. the
+    call's time limit) ends the child first, so that nothing is left running."""
+    if gate is None:
+        return
+    try:
+        handover.serve(spec["handover"], alive, gate)
+    except BaseException:
+        end()
+        raise
 
 
 def _read(path: str) -> dict:
@@ -232,98 +253,3 @@ def _degrade() -> None:
             _State.way = "fresh"
             print("launcher: CUDA is unusable in forked children here; every later job starts a fresh interpreter",
                   file=sys.stderr)
-
-
-# --- the child's side ------------------------------------------------------------------------------------------
-
-def die_with_parent() -> None:
-    """SIGKILL this process when its parent dies (Linux), so that no orphan keeps a GPU busy.
-
-    A forkserver's child inherits the server's "alive" pipe, whose last writer closing tells the server its
-    client (Snakemake) is gone; the child lets go of it, or the server would outlive Snakemake for its sake.
-    """
-    from multiprocessing import forkserver
-
-    server = getattr(forkserver, "_forkserver", None)
-    if getattr(server, "_forkserver_alive_fd", None) is not None:
-        os.close(server._forkserver_alive_fd)
-        server._forkserver_alive_fd = None
-    parent = os.getppid()
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(1)
-
-
-def apply(setup: Setup) -> None:
-    """The child's first steps, before torch is touched: log, environment, cores."""
-    from compile_study.core.logs import redirect_output
-
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a ^C stops the child at once (the server ignores it)
-    redirect_output(setup.log)
-    os.environ.update(setup.env)
-    if setup.cores:
-        os.sched_setaffinity(0, setup.cores)
-
-
-def thread_lock_for_progress_bars() -> None:
-    """tqdm (which torch imports) makes its lock a multiprocessing one, a named semaphore, on first use (Inductor's
-    compile progress bar). The child ends with os._exit, which releases none, so multiprocessing's resource tracker
-    warned of one per compiling job when the study ended. A job is one process: a thread lock serves it."""
-    tqdm = sys.modules.get("tqdm")
-    if tqdm is not None:
-        tqdm.tqdm.set_lock(threading.RLock())
-
-
-def torch_threads(threads: int) -> None:
-    """Thread counts that torch and Inductor read when they were imported (in the server), set again."""
-    torch = sys.modules.get("torch")
-    if torch is not None:  # a job that does not use torch leaves it unimported
-        torch.set_num_threads(threads)
-    inductor = sys.modules.get("torch._inductor.config")
-    if inductor is not None:
-        inductor.compile_threads = threads
-
-
-def bad_fork() -> bool:
-    """Whether CUDA was started in the process this one was forked from (it cannot start again here)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and bool(getattr(torch.cuda, "_is_in_bad_fork", lambda: False)())
-
-
-def child(spec: dict) -> None:
-    """A job's process: set up, call the target, hand its value back, exit (no interpreter teardown)."""
-    die_with_parent()
-    if sys.pycache_prefix:  # core/bytecode.py keeps bytecode there: write what this job imports first (a
-        sys.dont_write_bytecode = False  # plugged model's transformers), which the server's -B would forbid
-    setup: Setup = spec["setup"]
-    apply(setup)
-    clock = Clock.resume(spec["clock"])
-    clock.lap("process_start_s")  # the parent's set-up of the job and the process's creation
-    try:
-        with clock.part("imports_s"):
-            fn = spec["target"]()
-            torch_threads(setup.threads)
-            thread_lock_for_progress_bars()
-        if bad_fork():
-            answer = {"bad_fork": True}
-        else:
-            kwargs = spec["kwargs"] | ({"clock": clock} if "clock" in inspect.signature(fn).parameters else {})
-            value = fn(**kwargs)
-            answer = {"value": value, "clock": clock.state(), "handoff": time.perf_counter()}
-    except BaseException:
-        traceback.print_exc()
-        answer = {"error": traceback.format_exc(limit=4).strip().splitlines()[-1]}
-    _write(spec["result"], answer)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-def _write(path: str, answer: dict) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        pickle.dump(answer, f)
-    os.replace(tmp, path)

@@ -3,7 +3,7 @@
     python -m pytest tests/test_train.py -q
 
 - `run_epochs`: epoch 1 of the measured model (the "subject"), its first steps timed one by one
-  (compilation happens there), the rest as a block; then epoch 2 over the same batches.
+  (`warm_up`: compilation happens there), the rest as a block; then epoch 2 over the same batches.
 - `interleaved_block`: the steady state. The subject and an eager reference trained on the same batches
   in the same process alternate in chunks, and which of them opens a chunk alternates too (subject in
   even chunks, reference in odd), so neither host drift (clocks, load) nor the slot right after a
@@ -35,14 +35,27 @@ INFERENCE_WARMUP = 3  # eval-mode calls before the inference block (compilation 
 PHASES = ("forward_ms", "backward_ms", "optimizer_ms")
 
 
-def run_epochs(step, batches: list[Batch], warmup: int, device, watch: CompileWatch, losses: list) -> dict:
-    """Epoch 1 (warm-up steps timed one by one, then a block) and epoch 2."""
-
+def _counted(step, batches: list[Batch], watch: CompileWatch, losses: list):
     def run(i: int) -> None:
         losses.append(step(batches[i]))
         watch.after_step(i)
 
-    warmup_step_s = [time_call(lambda i=i: run(i), device) for i in range(warmup)]
+    return run
+
+
+def warm_up(step, batches: list[Batch], warmup: int, device, watch: CompileWatch, losses: list) -> list[float]:
+    """Epoch 1's first `warmup` steps, timed one by one (a compiled run compiles, or loads its warm cache, here)."""
+    run = _counted(step, batches, watch, losses)
+    return [time_call(lambda i=i: run(i), device) for i in range(warmup)]
+
+
+def run_epochs(step, batches: list[Batch], warmup: int, device, watch: CompileWatch, losses: list,
+               warmup_step_s: list[float] | None = None) -> dict:
+    """Epoch 1 (its warm-up steps, unless `warmup_step_s` says they ran already, then the rest as a block) and
+    epoch 2."""
+    if warmup_step_s is None:
+        warmup_step_s = warm_up(step, batches, warmup, device, watch, losses)
+    run = _counted(step, batches, watch, losses)
     rest_ms, rest_wall = time_steps(lambda i: run(warmup + i), len(batches) - warmup, device)
     _, epoch2_s = time_steps(lambda i: losses.append(step(batches[i])), len(batches), device)
     return {

@@ -13,8 +13,10 @@ Order inside a run (protocol.py says how each part is timed, compile.py what eac
    split, a profiler pass and (static, module scope) the inference block. A failure there is noted in the
    record and the timings are kept; without evidence these metrics are absent;
 4. eval accuracy with the subject's weights.
-Each timed block (the epochs, the steady-state block, the inference block) is read at its two ends for what
-else ran on the host (`host_load`, hostwatch.py); measure/jobs.py judges the steady-state block's readings.
+Epoch 1's warm-up steps end the load phase: where the job has a gate, the process waits there for the host
+and moves to its timed cores (`ready`, handover.py). Each timed block (the epochs after the warm-up, the
+steady-state block, the inference block) is read at its two ends for what else ran on the host (`host_load`,
+hostwatch.py); measure/jobs.py judges the steady-state block's readings.
 A failure becomes the record's status; every record says where its wall time went (`overhead_s`).
 """
 
@@ -46,6 +48,7 @@ from compile_study.core.packing import make_packed_batches, real_lengths
 from compile_study.core.plug import describe, model_class, n_params
 from compile_study.core.record import RunConfig
 from compile_study.core.vocab import Regime
+from compile_study.measure import handover
 from compile_study.measure.compile import (
     autotune_search,
     build_step,
@@ -67,6 +70,7 @@ from compile_study.measure.protocol import (
     peak_memory_bytes,
     phase_split,
     run_epochs,
+    warm_up,
 )
 from compile_study.measure.steps import NotApplicable, make_batch_step, reset_compiler, set_precision
 from compile_study.measure.timing import synchronize
@@ -168,23 +172,33 @@ def evidence(subject: Side, reference: Side, cfg: RunConfig, batches: list[Batch
 
 
 def train_subject(model_cfg, cfg: RunConfig, batches: list[Batch], device, clock: Clock, losses: list,
-                  host_watch: HostWatch):
-    """Build the subject, train it for two epochs -> (its Side, the epochs' metrics, its compile watch)."""
+                  host_watch: HostWatch, ready: Callable[[], dict] | None = None):
+    """Build the subject, train it for two epochs -> (its Side, the epochs' metrics, its compile watch). `ready`:
+    the handover (measure/handover.py) after the warm-up steps, which end the load phase (a warm cache loads in the
+    first); the epochs' metrics keep its record, the host window watches the timed cores it moved to."""
     watch = CompileWatch().start()
     with clock.part("compile_s"):  # the model and its compile switch (a first compile's imports); the compiling
         model, optimizer = subject_model(model_cfg, cfg, device)  # itself is the warm-up's excess (measure)
         subject = Side(model, optimizer, build_step(model, optimizer, cfg, device, watch))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    warmup, warmed, handed = min(cfg.warmup_steps, len(batches)), None, {}
+    if ready is not None:
+        with clock.part("timed_s"):
+            warmed = warm_up(subject.step, batches, warmup, device, watch, losses)
+        handed = ready()
+        host_watch.cores = handed["timed_part"]["cores"]
     with host_watch.window("epochs", clock), clock.part("timed_s"):
-        epochs = run_epochs(subject.step, batches, min(cfg.warmup_steps, len(batches)), device, watch, losses)
+        epochs = run_epochs(subject.step, batches, warmup, device, watch, losses, warmed)
     epochs["peak_memory_bytes"] = peak_memory_bytes(device)  # the subject alone: no reference model yet
-    return subject, epochs, watch
+    return subject, epochs | handed, watch
 
 
 def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device: torch.device,
-            trace_path: str | Path | None = None, clock: Clock | None = None) -> dict:
-    """Train one configuration and return its metrics (raises on failure); the profiler trace goes to trace_path."""
+            trace_path: str | Path | None = None, clock: Clock | None = None,
+            ready: Callable[[], dict] | None = None) -> dict:
+    """Train one configuration -> its metrics (raises on failure); the profiler trace goes to trace_path. `ready`:
+    the handover from the load phase to the timed part (train_subject)."""
     clock = clock or Clock()
     check_applicable(model_cfg, cfg)  # before anything is loaded or timed
     with clock.part("data_load_s"):
@@ -199,7 +213,7 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
     with clock.part("watch_s"):  # what else runs on the host, read at each timed block's ends (hostwatch.py)
         host_watch = HostWatch(gpu_uuid(device))
     losses: dict[str, list[torch.Tensor]] = {"subject": [], "reference": []}
-    subject, epochs, watch = train_subject(model_cfg, cfg, batches, device, clock, losses["subject"], host_watch)
+    subject, epochs, watch = train_subject(model_cfg, cfg, batches, device, clock, losses["subject"], host_watch, ready)
     with clock.part("timed_s"):  # the timing protocol's own overhead: the reference's untimed first steps
         reference = reference_side(model_cfg, cfg, device, batches)
     steps, own = {"subject": subject.step, "reference": reference.step}, {"subject": batches, "reference": batches}
@@ -213,7 +227,10 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
     metrics["warmup_excess_s"] = warmup_excess_s(epochs, metrics["steady_step_ms"])
     # the compiler's share of the epochs: the warm-up's excess, or epoch 1 over epoch 2 where a shape first seen
     # after the warm-up recompiled (dynamic lengths) -- booked as compile, not as the timed protocol
-    clock.move("timed_s", "compile_s", max(metrics["warmup_excess_s"], epochs["epoch1_s"] - epochs["epoch2_s"]))
+    compiling = max(metrics["warmup_excess_s"], epochs["epoch1_s"] - epochs["epoch2_s"])
+    clock.move("timed_s", "compile_s", compiling)
+    if "load_phase" in metrics:  # the warm-up steps ran in the load phase: their compile is booked there too
+        handover.move(metrics["load_phase"]["parts"], "timed_s", "compile_s", compiling)
     if cfg.evidence:
         metrics |= evidence(subject, reference, cfg, batches, device, trace_path, clock, host_watch)
     loss_values = check_finite(losses["subject"], "measured model")
@@ -288,12 +305,11 @@ def failure(rec: dict, exc: Exception) -> None:
 
 def run_and_record(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device: str | None = None,
                    threads: int | None = None, trace_path: str | Path | None = None,
-                   clock: Clock | None = None, host: dict | None = None) -> dict:
-    """Measure one configuration; a failure becomes the record's status, never an exception.
-
-    `clock`: the launcher's, started when the job began (else one starts here, and the parts before
-    this call stay 0); `host`: env.host_facts, asked once by the launcher.
-    """
+                   clock: Clock | None = None, host: dict | None = None,
+                   ready: Callable[[], dict] | None = None) -> dict:
+    """Measure one configuration; a failure becomes the record's status, never an exception. `clock`: the
+    launcher's, started when the job began (else one starts here, and the parts before this call stay 0); `host`:
+    env.host_facts, asked once by the launcher; `ready`: the handover (train_subject)."""
     clock = clock or Clock()
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if threads:
@@ -302,10 +318,17 @@ def run_and_record(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path,
         init_device(dev)
     with clock.part("env_s"):
         rec = record.new(cfg, scope_model_config(model_cfg, cfg.compile_scope).to_dict(), env_mod.collect(dev, host))
+    handed: dict = {}  # the handover's record, kept where the run fails after it
+
+    def hand_over() -> dict:
+        handed.update(ready())
+        return handed
+
     try:
-        rec["metrics"] = measure(model_cfg, cfg, data_dir, dev, trace_path, clock)
+        rec["metrics"] = measure(model_cfg, cfg, data_dir, dev, trace_path, clock, hand_over if ready else None)
     except Exception as exc:  # recorded as this configuration's outcome; the study goes on
         failure(rec, exc)
+        rec["metrics"] |= handed
     with clock.part("env_s"):
         rec["env"] |= compiler_settings(dev) | {"autotune_search": autotune_search(cfg.compile_mode)}
     rec["metrics"]["overhead_s"] = clock.breakdown(record.OVERHEAD)
@@ -313,11 +336,11 @@ def run_and_record(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path,
 
 
 def run_job(model: dict, run: dict, data_dir: str, device: str, threads: int, trace_path: str, host: dict,
-            clock: Clock) -> dict:
+            clock: Clock, ready: Callable[[], dict] | None = None) -> dict:
     """A timed job's process (measure/jobs.py starts it): the configuration's record, its profiler trace written
-    (an empty, openable one where no profiler pass ran, saying why)."""
+    (an empty, openable one where no profiler pass ran, saying why). `ready`: the handover (measure/child.py)."""
     rec = run_and_record(model_config_for(data_dir, model), RunConfig(**run), data_dir, device, threads, trace_path,
-                         clock, host)
+                         clock, host, ready)
     print(rec["status"], rec["error"] or "", rec["metrics"].get("steady_step_ms"))
     if not Path(trace_path).exists():
         with clock.part("record_s"):

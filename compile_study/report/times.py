@@ -110,8 +110,13 @@ def plans(project: Path) -> list[str]:
             where = "one GPU (16 cores)" if device == "cuda" else "2 CPU cores"
             out.append(f"- {name}: {e['compiles']} cold compiles and {e['total']} runs, about {e['seconds'] / 60:.1f} "
                        f"min on {where} (compile phase {e['compile_s'] / 60:.1f} min, {slots} at once; runs "
-                       f"{e['runs_s'] / 60:.1f} min, {e['measured']} of them from stored records)")
+                       f"{e['runs_s'] / 60:.1f} min{hidden(e)}, {e['measured']} of them from stored records)")
     return out
+
+
+def hidden(e: dict) -> str:
+    """The runs' loads that run beside timed runs (config overlap_loads), where any do."""
+    return f" ({e['hidden_s'] / 60:.1f} min of it loads beside timed runs)" if e.get("hidden_s") else ""
 
 
 def block(project: Path) -> str:
@@ -142,10 +147,12 @@ def study_time(records, calls: list[dict], logs: str | Path | None, paths: list[
     logged, parts = walltime.study_breakdown(calls, logs, paths, root) if logs else ([], {})
     if logged:
         wall = sum(c["wall_s"] for c in logged)
+        beside = (" A run's load beside another job's work (config `overlap_loads`) is that job's second; its seconds "
+                  "are shown apart, not in the sum." if walltime.OVERLAPPED in parts else "")
         out += [f"Every second of {len(logged)} logged call(s), {wall / 60:.1f} min: each second goes to the jobs "
                 "running in it (split evenly where several run at once) or, where none runs, to Snakemake itself "
                 "(its start, DAG, bookkeeping between jobs, exit); a run's share is split by its record's parts "
-                "(`overhead_s`).", "", *walltime.table(parts, wall), ""]
+                f"(`overhead_s`).{beside}", "", *walltime.table(parts, wall), ""]
     fixed = records.apply(lambda r: record.fixed_cost_s({k: r[f"overhead_{k}"] for k in record.OVERHEAD}), axis=1)
     if fixed.notna().any():
         out += [f"Fixed cost of a run (its wall time less compile, the timed protocol and the evidence passes): "

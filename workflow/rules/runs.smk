@@ -1,9 +1,13 @@
-# The timed jobs: every one holds the machine's `timed_run` slot (profiles/default: one at a time; on a host
-# with N GPUs, N at once, each locking its own GPU) and a host without compiles (measure/isolation.py Host), so no
-# timed block competes with another job. Each is a
-# `run:` block, run in a thread of Snakemake's own process (profiles/default: force-use-threads), that has the
-# warm launcher make the job's fresh process (compile_study/measure/launch.py, measure/jobs.py): no job pays
-# for an interpreter, its imports or a Snakemake of its own.
+# The timed jobs: each holds a lane of the host (measure/isolation.py Host: a GPU and its share of the cores; the
+# CPU is one lane) without compiles, so no timed block competes with another job. The matmul peak, the MLP claim,
+# the method checks (and the model check) hold their lane whole: every core of it and the `timed_run` slot
+# (profiles/default: one at a time; on a host with N GPUs, N at once). A run holds the same where loads do not
+# overlap timed work (P.overlap: by default on a GPU with 8 cores or more to itself, never on the CPU); where they
+# do, it takes half the lane's cores and no slot, so that the next run loads (process, data, model, warm cache,
+# warm-up steps) on the other half while this one times, and times once this one has ended. Each is a `run:`
+# block, run in a thread of Snakemake's own process (profiles/default: force-use-threads), that has the warm
+# launcher make the job's fresh process (compile_study/measure/launch.py, measure/jobs.py): no job pays for an
+# interpreter, its imports or a Snakemake of its own.
 
 
 rule train_run:
@@ -19,16 +23,17 @@ rule train_run:
         L.log(
             "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}"
         ),
-    threads: P.timed_threads
+    threads: P.run_threads
     resources:
         **P.timed_job,
-        timed_run=1,
+        timed_run=P.run_slots,
     params:
         run=P.run_params,
         model=config["model"],
         device=P.device,
         cache_dir=P.inductor_cache_dir,
         disturbance=config["disturbance"],
+        overlap=P.overlap,
     run:
         jobs.train_run(
             params,

@@ -228,7 +228,7 @@ EMPTY_GRIDS = [
      "or null for all"),
     ({"compile_mode": ["eager", "reduce-overhead"], "compile_scope": ["forward"]},
      "expands to no runs: eager runs at compile_scope module or fused-adamw only", "reduce-overhead does not run "
-     "at compile_scope forward: reduce-overhead runs at fused-adamw, graph-break, module, step"),
+     "at compile_scope forward: reduce-overhead runs at fused-adamw, graph-break, module, regional, step"),
 ]
 
 

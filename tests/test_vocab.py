@@ -44,7 +44,8 @@ def test_each_word_is_listed_once_and_every_other_list_follows_it():
     assert set(vocab.SCOPE_MODES["step-graph"]) == set(compiled) - set(vocab.CUDAGRAPH_MODES)  # the capture is the graph
     assert GRAPH_COMPILE_MODES == ("eager", *vocab.SCOPE_MODES["step-graph"])
     assert list(MODE_COLOURS) == list(vocab.COMPILE_MODES)  # a mode without a colour would fail in a figure
-    assert list(SCOPE_MARKERS) == list(vocab.TRAINING_SCOPES)  # so would a training scope without a marker
+    # so would a scope without a marker of its own
+    assert set(SCOPE_MARKERS) == set(vocab.COMPILE_SCOPES) and len(set(SCOPE_MARKERS.values())) == len(SCOPE_MARKERS)
     assert set(vocab.PACKED_SCOPES) <= set(vocab.COMPILE_SCOPES) and set(vocab.TRAINING_SCOPES) <= set(vocab.COMPILE_SCOPES)
     assert {scope for scope, _ in vocab.SCOPE_REGIME_NOT_APPLICABLE} <= set(vocab.COMPILE_SCOPES)
     assert {kind for _, kind in vocab.SCOPE_REGIME_NOT_APPLICABLE} <= set(vocab.REGIME_KINDS)

@@ -20,8 +20,10 @@ class CompilePhase:
     @functools.cached_property
     def compiles(self) -> dict[RunKey, dict]:
         """Each compiled configuration -> how its cold compiles run (core/grid.py compiles)."""
+        if self.stored:  # a stored study's compiles are done: its config may predate the compile phase
+            return {}
         phase = self.config["compile_phase"][self.device]
-        return {} if self.stored else grid.compiles(self.runs, phase["n_cold"], phase["n_portable"])
+        return grid.compiles(self.runs, phase["n_cold"], phase["n_portable"])
 
     def _compile_of(self, wildcards) -> tuple[RunKey, int, dict]:
         index = int(wildcards.index)

@@ -95,7 +95,7 @@ def test_without_a_host_effect_the_interval_is_welchs_and_a_host_effect_widens_i
                                      pytest.approx(0.1 + 1.959964 * 0.1 * np.sqrt(2)))
 
 
-@pytest.mark.unit
+@pytest.mark.property  # a simulation of the rule: the statistical properties' tier
 def test_pairs_from_one_distribution_rarely_differ():
     rng = np.random.default_rng(10)
     found = {(n, noise): simulated_verdicts(rng, n, 1.0, noise) for n in (3, 5) for noise in NOISE}
@@ -123,7 +123,7 @@ def measured_effect() -> dict[str, dict]:
     return effect
 
 
-@pytest.mark.unit
+@pytest.mark.property  # a simulation of the rule: the statistical properties' tier
 def test_studies_on_hosts_that_differ_by_the_measured_host_effect_rarely_differ_in_any_class():
     """Each study on a host of its own, the host's effect on the log speedup drawn with each class's estimated SD:
     the rule (which carries that estimate, on its degrees of freedom) says "differs" in at most 5% of pairs, for
@@ -142,7 +142,7 @@ def test_studies_on_hosts_that_differ_by_the_measured_host_effect_rarely_differ_
     assert large["sd"] > 0.1 and bare.str.startswith("differs").mean() > 5 * cmp.FALSE_DIFFERS
 
 
-@pytest.mark.unit
+@pytest.mark.property  # a simulation of the rule: the statistical properties' tier
 def test_a_real_1_3x_shift_is_called_a_difference():
     rng = np.random.default_rng(11)
     power = {(n, shift, noise): simulated_verdicts(rng, n, shift, noise)
@@ -157,7 +157,7 @@ def test_a_real_1_3x_shift_is_called_a_difference():
     assert all((v == "reproduced").mean() <= 0.05 for v in power.values())  # a 1.3x shift is never "reproduced"
 
 
-@pytest.mark.unit
+@pytest.mark.property  # a simulation of the rule: the statistical properties' tier
 def test_where_the_host_effect_is_small_a_1_3x_shift_is_still_found_and_where_large_never_reproduced():
     rng = np.random.default_rng(15)
     effect = measured_effect()

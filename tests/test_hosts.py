@@ -67,7 +67,7 @@ def test_the_estimate_finds_a_known_host_effect_and_none_where_there_is_none():
     assert (effect.sd_ratio == np.exp(effect.sd)).all()
 
 
-@pytest.mark.unit
+@pytest.mark.property  # a simulation of the rule: the statistical properties' tier
 def test_the_pooled_excess_is_unbiased_over_replicate_studies():
     rng = np.random.default_rng(4)
     excess = []

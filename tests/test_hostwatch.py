@@ -77,7 +77,7 @@ def _started(proc: psutil.Process) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.unit
+@pytest.mark.compile  # a busy child process beside it
 def test_a_busy_process_outside_the_study_is_outside_load_and_named():
     neighbour = _outsider()
     try:
@@ -99,7 +99,7 @@ def test_a_busy_process_outside_the_study_is_outside_load_and_named():
     assert got["own_cpu_s"] < 0.5  # this process slept
 
 
-@pytest.mark.unit
+@pytest.mark.compile  # a busy child process beside it
 def test_a_busy_child_of_the_run_is_its_own_work_not_outside_load():
     child = psutil.Process(subprocess.Popen([sys.executable, "-c", SPIN]).pid)  # e.g. a compile worker
     try:

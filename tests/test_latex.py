@@ -17,8 +17,6 @@ from compile_study.report.document import Column, Table, Text
 from .conftest import REPO
 from .paper_study import build, make_study
 
-pytestmark = pytest.mark.unit
-
 needs_latexmk = pytest.mark.skipif(shutil.which("latexmk") is None,
                                    reason="latexmk not installed (Debian: latexmk texlive-latex-recommended "
                                           "texlive-fonts-recommended)")
@@ -38,6 +36,7 @@ def built(tmp_path):
     return tmp_path, rep
 
 
+@pytest.mark.golden  # latexmk builds the PDF, or every figure is drawn: the generated files' tier
 @needs_latexmk
 def test_pdf_builds_clean_and_embeds_every_figure_made(built):
     d, rep = built
@@ -55,6 +54,7 @@ def test_pdf_builds_clean_and_embeds_every_figure_made(built):
     assert all(f"figures/{key}.pdf" in log for key in placed)
 
 
+@pytest.mark.golden  # latexmk builds the PDF, or every figure is drawn: the generated files' tier
 @needs_latexmk
 def test_a_latex_error_is_raised_with_its_first_line(tmp_path):
     tex = tmp_path / "broken.tex"
@@ -63,11 +63,13 @@ def test_a_latex_error_is_raised_with_its_first_line(tmp_path):
         paper.build_pdf(tex)
 
 
+@pytest.mark.unit
 def test_without_latexmk_the_pdf_is_skipped_not_failed(monkeypatch, tmp_path):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     assert paper.build_pdf(tmp_path / "paper.tex") == "skipped: latexmk not installed"
 
 
+@pytest.mark.golden  # latexmk builds the PDF, or every figure is drawn: the generated files' tier
 def test_figures_are_byte_stable_and_only_those_with_data_are_drawn(built):
     d, _ = built
     first = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (d / "figures").glob("*.pdf")}
@@ -95,6 +97,7 @@ def _titles(markdown: str) -> list[str]:
     return [re.sub(r"^Appendix [A-Z]: ", "", m) for m in re.findall(r"^## (.+)$", markdown, re.M)]
 
 
+@pytest.mark.unit
 @needs_poppler
 def test_the_heading_check_sees_a_heading_at_the_foot_of_a_page():
     pages = [["Some text.", "B       Per-configuration detail"], ["precision batch mode"]]
@@ -102,6 +105,7 @@ def test_the_heading_check_sees_a_heading_at_the_foot_of_a_page():
     assert _ends_with_a_heading([["Some text.", "3 Setup"]], ["Per-configuration detail"]) == []
 
 
+@pytest.mark.golden  # latexmk builds the PDF, or every figure is drawn: the generated files' tier
 @needs_poppler
 @pytest.mark.parametrize("pdf", STORED_PDFS, ids=[p.parent.name for p in STORED_PDFS])
 def test_no_heading_of_a_stored_paper_is_the_last_line_of_a_page(pdf):
@@ -113,6 +117,7 @@ def test_no_heading_of_a_stored_paper_is_the_last_line_of_a_page(pdf):
     assert _ends_with_a_heading(pages, titles) == []
 
 
+@pytest.mark.golden  # latexmk builds the PDF, or every figure is drawn: the generated files' tier
 @needs_latexmk
 @needs_poppler
 def test_no_heading_of_a_built_paper_is_the_last_line_of_a_page(built):
@@ -126,6 +131,7 @@ def _table(columns: list[str], rows: list[list[str]]) -> Table:
     return Table("t", Text("modes", "table_caption", {"rows": 1}), [Column(c) for c in columns], rows)
 
 
+@pytest.mark.unit
 def test_a_table_that_fits_the_line_gives_every_column_its_widest_cell():
     """Table 2's shape: a long mode name, a long interval, a short precision. Where the line has room, no cell
     wraps and each column's share follows its widest cell (hand-set shares once gave 'bf16' more room than
@@ -139,6 +145,7 @@ def test_a_table_that_fits_the_line_gives_every_column_its_widest_cell():
     assert widths[2] >= tex_table.em("1.25× [1.08, 1.45] (95% t, n = 3)")
 
 
+@pytest.mark.unit
 def test_a_table_too_wide_for_the_line_wraps_as_few_lines_as_it_can():
     """Nine columns of Table 2's cells do not fit in 8 pt: the cells that must wrap are the few long ones, each
     to two lines, never a column of intervals wrapping every row."""
@@ -156,6 +163,7 @@ def test_a_table_too_wide_for_the_line_wraps_as_few_lines_as_it_can():
     assert tex_table.layout(t)[0] == "footnotesize"  # 7 pt would not set every cell on one line either
 
 
+@pytest.mark.unit
 def test_a_table_that_fits_only_in_the_smaller_font_is_set_in_it():
     t = _table(["a", "b"], [["x " * 40, "y " * 40]])  # about 62 ems in all: over 8 pt's room (59), under 7 pt's (67)
     assert tex_table.fit(tex_table.cells(t), tex_table.room(t, 8.0))[1] > 0

@@ -16,7 +16,7 @@ import pytest
 
 from .conftest import REPO
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.compile  # every test starts job processes (the compile tier's child processes)
 
 PRELUDE = """
 import functools, json, os, sys

@@ -11,9 +11,8 @@ import pytest
 
 from compile_study.core import session
 
-pytestmark = pytest.mark.unit
 
-
+@pytest.mark.unit
 def test_each_call_is_one_line_with_its_status_and_snakemake_log(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     study = tmp_path / "results" / "cuda"
@@ -33,6 +32,7 @@ def test_each_call_is_one_line_with_its_status_and_snakemake_log(tmp_path, monke
     assert "snakemake_log" not in second  # that call wrote no Snakemake log
 
 
+@pytest.mark.unit
 def test_a_config_file_that_is_no_mapping_stops_the_call_before_its_command_naming_the_file(tmp_path, monkeypatch,
                                                                                               capsys):
     """Snakemake's own message ("Config file must be given as JSON or YAML with keys at top level") names no file."""
@@ -51,6 +51,7 @@ def test_a_config_file_that_is_no_mapping_stops_the_call_before_its_command_nami
     assert not (tmp_path / "ran").exists() and not (tmp_path / "results/cpu/calls.jsonl").exists()
 
 
+@pytest.mark.dag  # it starts processes: a pytest session, or a command under a time limit
 def test_a_call_stopped_by_a_time_limit_is_logged_with_the_signal_and_its_commands_exit(tmp_path):
     """A time limit (`timeout`) sends SIGTERM to the session: the session passes it on, waits for the command to
     end and logs the call; the command here ends by the signal's default action. The test sends the SIGTERM
@@ -75,6 +76,7 @@ def test_a_call_stopped_by_a_time_limit_is_logged_with_the_signal_and_its_comman
     assert line["stopped_by"] == "SIGTERM" and line["exit_status"] == -15 and 0 < line["wall_s"] < 120
 
 
+@pytest.mark.dag  # it starts processes: a pytest session, or a command under a time limit
 def test_the_sessions_own_time_limit_tells_the_command_when_and_stops_it_there(tmp_path, monkeypatch):
     """--time-limit: the command gets the limit's end (core/deadline.py) and a SIGTERM when it comes."""
     from compile_study.core import deadline
@@ -96,6 +98,7 @@ def test_the_sessions_own_time_limit_tells_the_command_when_and_stops_it_there(t
         session.main(["--time-limit", "0", str(study), "--", "true"])
 
 
+@pytest.mark.unit
 def test_a_run_that_would_not_end_before_the_calls_time_limit_is_not_started(tmp_path, monkeypatch):
     from compile_study.core import deadline
     from compile_study.measure import jobs
@@ -112,6 +115,7 @@ def test_a_run_that_would_not_end_before_the_calls_time_limit_is_not_started(tmp
     deadline.check(1e9, "a call without a time limit")  # nothing changes
 
 
+@pytest.mark.dag  # it starts processes: a pytest session, or a command under a time limit
 def test_a_test_tier_is_kept_with_its_counts_versions_and_commit_and_read_into_the_readme(tmp_path):
     """`pytest --tier-record PATH` keeps a session's outcome; the study README quotes it in one line."""
     import json
@@ -135,6 +139,7 @@ def test_a_test_tier_is_kept_with_its_counts_versions_and_commit_and_read_into_t
     assert sorted(n for n, _ in t["slowest"]) == sorted(tests) and all(sec >= 0 for _, sec in t["slowest"])
 
 
+@pytest.mark.dag  # it starts processes: a pytest session, or a command under a time limit
 def test_a_test_session_stopped_by_a_time_limit_is_kept_as_interrupted(tmp_path):
     """A time limit's ^C (`timeout -s INT`) stops pytest gracefully: the record keeps the tests that ran and
     says that the session was cut."""
@@ -170,6 +175,7 @@ def test_a_test_session_stopped_by_a_time_limit_is_kept_as_interrupted(tmp_path)
     assert ", interrupted before its last test in " in readme.test_line(t)
 
 
+@pytest.mark.dag  # it starts processes: a pytest session, or a command under a time limit
 def test_a_group_of_tests_runs_on_one_process_and_its_fixture_once(tmp_path):
     """`xdist_group` keeps a module's tests on one process, so that a fixture that runs a study once (SLURM, the
     MLP claim) runs once; a pytest that made pytest-xdist ignore the group (9.2.0) had two SLURM studies cancel

@@ -24,8 +24,6 @@ from compile_study.core.stats import (
     verdict,
 )
 
-pytestmark = pytest.mark.unit
-
 STUDIES = 1000
 STEPS, CHUNK = 50, 10  # the harness's default timed steps and interleave chunk
 # Typical noise, as in the stored H200 records: the per-process speedup moves ~5% between processes, a
@@ -76,6 +74,7 @@ def verdicts(rng, n: int, ratio: float, aa_ratio=1.0, n_aa=5, **noise) -> pd.Ser
                       for s, a_sub, a_ref in zip(speedups, *aa)])
 
 
+@pytest.mark.property  # a simulation of the rule: the statistical properties' tier
 def test_t_interval_covers_the_truth_at_its_nominal_level_and_the_old_bootstrap_does_not():
     rng = np.random.default_rng(0)
     truth = 1.3
@@ -94,6 +93,7 @@ def test_t_interval_covers_the_truth_at_its_nominal_level_and_the_old_bootstrap_
     assert found[3][1] < 0.85  # the range of 3 repeats covers the median 1 - 2 / 2**3 = 75% of the time
 
 
+@pytest.mark.property  # a simulation of the rule: the statistical properties' tier
 def test_verdict_rarely_calls_an_aa_pair_a_difference():
     rng = np.random.default_rng(1)
     plain = verdicts(rng, n=5, ratio=1.0).isin(["faster", "slower"]).mean()
@@ -106,6 +106,7 @@ def test_verdict_rarely_calls_an_aa_pair_a_difference():
     assert max(plain, biased, small_n, steady) <= 0.06
 
 
+@pytest.mark.property  # a simulation of the rule: the statistical properties' tier
 def test_verdict_detects_a_real_difference_of_1_3x():
     rng = np.random.default_rng(2)
     faster = (verdicts(rng, n=5, ratio=1.3) == "faster").mean()
@@ -116,6 +117,7 @@ def test_verdict_detects_a_real_difference_of_1_3x():
     assert faster_n3 >= 0.7
 
 
+@pytest.mark.unit
 def test_labels_by_number_of_processes():
     assert speedup_interval([]).method == "no run" and speedup_interval([]).n == 0
     one = speedup_interval([1.2])
@@ -137,6 +139,7 @@ def test_labels_by_number_of_processes():
     assert verdict(speedup_interval([]), band) == "no-run"
 
 
+@pytest.mark.unit
 def test_identical_values_and_missing_values():
     same = speedup_interval([1.2] * 4)
     assert same.point == pytest.approx(1.2) and same.low == pytest.approx(1.2) and same.high == pytest.approx(1.2)
@@ -145,6 +148,7 @@ def test_identical_values_and_missing_values():
     assert speedup_interval([float("nan")] * 3).method == "no run"
 
 
+@pytest.mark.unit
 def test_chunk_log_ratios_and_their_pooled_spread():
     ratios = chunk_log_ratios([1.0] * 25, [2.0] * 25, 10)  # 3 chunks, the last one 5 steps long
     assert ratios == pytest.approx([math.log(2)] * 3)
@@ -157,6 +161,7 @@ def test_chunk_log_ratios_and_their_pooled_spread():
     assert math.isnan(pooled_chunk_sd([np.array([1.0])]))
 
 
+@pytest.mark.unit
 def test_band_is_never_narrower_than_the_chunk_noise():
     chunks = [np.array([-0.02, 0.02, -0.02, 0.02])] * 3
     noise = pooled_chunk_sd(chunks)
@@ -168,6 +173,7 @@ def test_band_is_never_narrower_than_the_chunk_noise():
     assert single.n == 1 and single.high == pytest.approx(1.03) and math.isnan(single.between_sd)
 
 
+@pytest.mark.unit
 def test_speedup_table_gives_intervals_bands_and_verdicts_per_configuration():
     rng = np.random.default_rng(3)
     rows = []
@@ -192,6 +198,7 @@ def test_speedup_table_gives_intervals_bands_and_verdicts_per_configuration():
     assert t.loc[(16, "default"), "speedup_low"] < t.loc[(16, "default"), "speedup"] < t.loc[(16, "default"), "speedup_high"]
 
 
+@pytest.mark.unit
 def test_a_range_of_two_runs_would_not_be_a_safe_verdict():
     """Why n = 2 gets no verdict: a compiled configuration that varies more between processes than eager does
     (here 10% against 2%) would, with true ratio 1, have both runs outside the A/A band far too often."""
@@ -209,6 +216,7 @@ def _iv(point, low, high, n=3):
     return Interval(point, low, high, "", n, 0.95)
 
 
+@pytest.mark.unit
 def test_compare_orders_two_configurations_only_when_their_intervals_separate():
     a, b = _iv(3.0, 2.5, 3.6), _iv(1.7, 1.6, 1.9)
     assert compare(a, b) == "higher" and compare(b, a) == "lower"
@@ -218,6 +226,7 @@ def test_compare_orders_two_configurations_only_when_their_intervals_separate():
     assert compare(_iv(9.0, 8.0, 10.0, n=2), b) == "few-runs"  # even a wide gap needs three processes
 
 
+@pytest.mark.unit
 def test_top_is_every_configuration_not_distinguishable_from_the_best():
     ivs = {"graph": _iv(7.24, 6.10, 8.60), "ro": _iv(3.01, 2.52, 3.60), "ma": _iv(2.97, 2.72, 3.25),
            "default": _iv(1.24, math.nan, math.nan, n=2)}
@@ -228,6 +237,7 @@ def test_top_is_every_configuration_not_distinguishable_from_the_best():
     assert top({"x": _iv(2.0, math.nan, math.nan, n=1)}) == ([], [])
 
 
+@pytest.mark.property  # a simulation of the rule: the statistical properties' tier
 def test_a_gain_carries_both_sides_variance_and_covers_at_its_nominal_level():
     """Welch's interval on the log ratio of two sets of processes (a configuration's real tokens/s over eager's):
     wider than the one that takes eager's median as fixed, and covering the true ratio about 95% of the time."""
@@ -245,6 +255,7 @@ def test_a_gain_carries_both_sides_variance_and_covers_at_its_nominal_level():
     assert math.isnan(ratio_interval([2.0, 2.1], [1.0, 1.0, 1.0]).low)  # two processes: no interval
 
 
+@pytest.mark.unit
 def test_break_even_from_both_intervals_on_known_inputs():
     cold, speedups, eager_ms = [20.0, 22.0, 24.0], [3.0, 3.2, 3.4], 10.0
     iv = break_even(cold, speedups, eager_ms)
@@ -261,6 +272,7 @@ def test_break_even_from_both_intervals_on_known_inputs():
     assert break_even(cold, [1.0, 1.5, 2.5], eager_ms).high == math.inf  # its speedup interval reaches 1
 
 
+@pytest.mark.property  # a simulation of the rule: the statistical properties' tier
 def test_break_even_interval_covers_at_least_its_nominal_level():
     rng = np.random.default_rng(2)
     true_cold, true_speedup, eager_ms = 20.0, 1.5, 10.0

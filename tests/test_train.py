@@ -34,7 +34,7 @@ def tiny_run(**kw) -> RunConfig:
                          "max_epoch_steps": 4} | kw))
 
 
-@pytest.mark.unit
+@pytest.mark.compile  # it trains a model on the CPU, end to end
 def test_record_schema_of_an_eager_run(synthetic_data):
     rec = run_and_record(tiny_model_cfg(synthetic_data), tiny_run(), synthetic_data, "cpu")
     assert rec["status"] == "ok" and rec["error"] is None
@@ -58,7 +58,7 @@ def test_record_schema_of_an_eager_run(synthetic_data):
     json.dumps(rec)  # serialisable as it stands
 
 
-@pytest.mark.unit
+@pytest.mark.compile  # it trains a model on the CPU, end to end
 def test_without_evidence_the_phase_split_profiler_inference_and_accuracy_are_absent(synthetic_data):
     rec = run_and_record(tiny_model_cfg(synthetic_data), tiny_run(repeat=1, evidence=False), synthetic_data, "cpu")
     m = rec["metrics"]
@@ -70,7 +70,7 @@ def test_without_evidence_the_phase_split_profiler_inference_and_accuracy_are_ab
     assert o["phase_split_s"] == o["profiler_s"] == o["inference_s"] == o["accuracy_s"] == 0
 
 
-@pytest.mark.unit
+@pytest.mark.compile  # it trains a model on the CPU, end to end
 def test_overhead_parts_are_non_negative_and_add_up_to_the_total(synthetic_data):
     # A run resets Dynamo where its process compiled before (steps.reset_compiler): a run's process never has, but
     # this test's may, and on a CUDA host the first reset imports Inductor's CUDA graph trees (1.7 s on an H200

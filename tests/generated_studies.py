@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from compile_study.aggregate import figures
 from compile_study.aggregate.claims import claims_table
 from compile_study.aggregate.decide import decide
-from compile_study.aggregate.summary import PARITY_COLUMNS, add_mfu, environment, judge_parity, summarize
+from compile_study.aggregate.environment import environment
+from compile_study.aggregate.summary import PARITY_COLUMNS, add_mfu, judge_parity, summarize
 from compile_study.core import compile_record, record, vocab
 from compile_study.report import build as report
 from compile_study.report import paper as render

@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from compile_study.aggregate import decide
+from compile_study.aggregate.environment import compile_phase
 from compile_study.aggregate.payback import cold_compiles
-from compile_study.aggregate.summary import compile_phase, summarize
+from compile_study.aggregate.summary import summarize
 from compile_study.core import compile_record, record, vocab
 from compile_study.report.document import Text
 from compile_study.report.paper import words

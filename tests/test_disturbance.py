@@ -13,7 +13,8 @@ import yaml
 
 from compile_study.aggregate import variance
 from compile_study.aggregate.decide import decide
-from compile_study.aggregate.summary import CONFIG, disturbance_counts, environment, summarize
+from compile_study.aggregate.environment import disturbance_counts, environment
+from compile_study.aggregate.summary import CONFIG, summarize
 from compile_study.core import disturbance, record
 from compile_study.core.clock import Clock
 from compile_study.core.disturbance import Limits, judge

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from compile_study.core.payback_stats import break_even
 from compile_study.core.stats import (
     Band,
     Interval,
     aa_band,
-    break_even,
     chunk_log_ratios,
     compare,
     pooled_chunk_sd,

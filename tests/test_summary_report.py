@@ -109,7 +109,7 @@ def test_a_configuration_that_started_from_a_shared_gemm_search_is_charged_that_
     """`max-autotune-no-cudagraphs` once got a 29-s cold compile and a 5,987-step break-even from a compile that
     started from the GEMM search of `max-autotune`, whose cold compile took 172.6 s: the search is charged too."""
     from compile_study.aggregate.decide import decide
-    from compile_study.aggregate.summary import environment
+    from compile_study.aggregate.environment import environment
     from compile_study.core import vocab
     from compile_study.report.build import payback_table
     from compile_study.report.document import Text

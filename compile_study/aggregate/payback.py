@@ -1,13 +1,13 @@
 """What a user pays to reach a configuration's compiled step, by way, and after how many steps it pays back.
 
-    costs = starts(records, compiles, checks)        # {way: {CONFIG values: stats.Cost}}
+    costs = starts(records, compiles, checks)        # {way: {CONFIG values: payback_stats.Cost}}
     cells = payback_cells(row, eager_runs, costs, speedups, train_rows)   # summary.csv's columns of one row
 
 A way is how a user starts (WAYS): "cold", from an empty cache (the compile phase's cold compiles, or a study's
 first runs before it had one); "portable", from an empty cache fed the portable artifacts a first cold compile
 saved (the compile phase's portable starts); and "warm", from a cache an earlier run filled (the timed runs'
-warm-cache loads). Each way gives every compiled configuration a stats.Cost (its seconds, one per process) and from it a
-cold-start interval and a break-even with its interval (stats.break_even). A new way (portable cache artifacts,
+warm-cache loads). Each way gives every compiled configuration a payback_stats.Cost (its seconds, one per process) and from it a
+cold-start interval and a break-even with its interval (payback_stats.break_even). A new way (portable cache artifacts,
 a regional compile scope) is a name in columns.WAYS and a function here that lists its seconds per configuration.
 
 Every second a user would pay is charged, once, as a user alone pays it:
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from compile_study.aggregate.columns import WAYS, break_even_prefix, columns, start_prefix
-from compile_study.core import stats, vocab
+from compile_study.core import payback_stats, stats, vocab
 from compile_study.core.data import steps_per_epoch
 
 CELL = ["device_type", "reference_regime", "precision", "batch_size"]
@@ -91,20 +91,20 @@ def _search_provider(key: tuple, sources: dict) -> tuple | None:
     return None
 
 
-def concurrency_factor(check: dict | None) -> tuple[tuple | stats.Ratio, int | None]:
+def concurrency_factor(check: dict | None) -> tuple[tuple | payback_stats.Ratio, int | None]:
     """The compile-concurrency check's factor (k at once over alone) and its k; none where it did not run. Today's
-    check: a stats.Ratio of the phase's own compiles of its cell over the cell compiled alone; a stored study's
+    check: a payback_stats.Ratio of the phase's own compiles of its cell over the cell compiled alone; a stored study's
     older check: its per-round ratios."""
     if not check or not check.get("applicable"):
         return (), None
     if "phase" in check:
-        return stats.Ratio(tuple(float(p["cold_compile_s"]) for p in check["phase"]),
+        return payback_stats.Ratio(tuple(float(p["cold_compile_s"]) for p in check["phase"]),
                            tuple(float(a["cold_compile_s"]) for a in check["alone"])), int(check["k"])
     return tuple(float(r["ratio"]) for r in check["results"]), int(check["k"])
 
 
 def cold_costs(records: pd.DataFrame, compiles: pd.DataFrame | None, check: dict | None) -> dict[tuple, tuple]:
-    """Per compiled configuration: (stats.Cost of its cold start as a user alone pays it, how it was charged: HOWS,
+    """Per compiled configuration: (payback_stats.Cost of its cold start as a user alone pays it, how it was charged: HOWS,
     the shared search's configuration or None); see the module docstring."""
     sources = cold_sources(records, compiles)
     ratios, k = concurrency_factor(check)
@@ -123,11 +123,11 @@ def cold_costs(records: pd.DataFrame, compiles: pd.DataFrame | None, check: dict
         if (g.inductor_cache == vocab.SEARCH_SHARED).any() and provider is None:
             continue  # the search it relied on has no cold compile: its cold start is unknown
         added = (tuple(sources[provider].seconds),) if provider else ()
-        out[key] = (stats.Cost(tuple(g.seconds), divisor, added), how, provider)
+        out[key] = (payback_stats.Cost(tuple(g.seconds), divisor, added), how, provider)
     return out
 
 
-def warm_costs(records: pd.DataFrame) -> dict[tuple, stats.Cost]:
+def warm_costs(records: pd.DataFrame) -> dict[tuple, payback_stats.Cost]:
     """Per compiled configuration: its warm-cache loads (epoch 1 minus epoch 2 of a timed run that found its cache
     filled, less eager's in the cell), one per run."""
     eager = _eager_overhead(records)
@@ -137,11 +137,11 @@ def warm_costs(records: pd.DataFrame) -> dict[tuple, stats.Cost]:
         cell = tuple(g[c].iloc[0] for c in CELL)
         if cell in eager:
             loads = tuple(float(v) for v in pd.to_numeric(g.epoch1_s - g.epoch2_s) - eager[cell])
-            out[key] = stats.Cost(loads, what=("warm-cache load", "concurrency round", "GEMM search"))
+            out[key] = payback_stats.Cost(loads, what=("warm-cache load", "concurrency round", "GEMM search"))
     return out
 
 
-def portable_costs(records: pd.DataFrame, compiles: pd.DataFrame | None) -> dict[tuple, stats.Cost]:
+def portable_costs(records: pd.DataFrame, compiles: pd.DataFrame | None) -> dict[tuple, payback_stats.Cost]:
     """Per compiled configuration: its portable starts (rule portable_start: an empty cache fed the artifacts its
     first cold compile saved), each the artifacts' load plus epoch 1 minus epoch 2, less eager's in the cell. They
     ran among the compile phase's others and are charged as timed: an upper bound of what one alone pays (the
@@ -157,13 +157,13 @@ def portable_costs(records: pd.DataFrame, compiles: pd.DataFrame | None) -> dict
         if cell in eager:
             load = pd.to_numeric(g.artifacts_load_s).fillna(0.0)
             seconds = load + pd.to_numeric(g.epoch1_s - g.epoch2_s) - eager[cell]
-            out[key] = stats.Cost(tuple(float(v) for v in seconds), what=("portable start", "concurrency round",
+            out[key] = payback_stats.Cost(tuple(float(v) for v in seconds), what=("portable start", "concurrency round",
                                                                            "GEMM search"))
     return out
 
 
 def starts(records: pd.DataFrame, compiles: pd.DataFrame | None = None, checks: dict | None = None) -> dict:
-    """{way: {CONFIG values: stats.Cost}} for every way of WAYS, and {"how": {...}, "search": {...}} for the
+    """{way: {CONFIG values: payback_stats.Cost}} for every way of WAYS, and {"how": {...}, "search": {...}} for the
     cold way's charging (cold_costs)."""
     cold = cold_costs(records, compiles, (checks or {}).get("compile_concurrency"))
     return {"cold": {k: c for k, (c, _, _) in cold.items()}, "portable": portable_costs(records, compiles),
@@ -193,11 +193,11 @@ def payback_cells(row, costs: dict, speedups, train_rows: int) -> dict:
     cells = {"payback": code, "cold_start_how": costs["how"].get(config),
              "cold_search": costs["search"][config][CONFIG.index("compile_mode")] if costs["search"].get(config) else None}
     for way in WAYS:
-        cost = costs[way].get(config, stats.Cost())
-        steps = stats.break_even(cost, speedups, row.reference_step_ms)
+        cost = costs[way].get(config, payback_stats.Cost())
+        steps = payback_stats.break_even(cost, speedups, row.reference_step_ms)
         if code == "never":  # the compiled step is not faster: it never pays back, whatever the arithmetic says
             steps = stats.Interval(np.inf, np.nan, np.nan, steps.method, steps.n, steps.level)
-        cells |= columns(start_prefix(way), stats.cost_interval(cost)) | columns(break_even_prefix(way), steps)
+        cells |= columns(start_prefix(way), payback_stats.cost_interval(cost)) | columns(break_even_prefix(way), steps)
     epoch = steps_per_epoch(row.batch_size, train_rows)
     return cells | {"full_epoch_steps": epoch, "break_even_epochs": cells["break_even_steps"] / epoch,
                     "break_even_epochs_low": cells["break_even_low"] / epoch,

@@ -40,10 +40,8 @@ codes into words.
 
 A gain (`ratio_interval`) compares two sets of processes, a configuration's and eager's on static batches:
 the ratio of their geometric means, with Welch's t interval on the difference of mean logs (both sides' variance
-carried), given only where both sides have MIN_N processes. A break-even (`break_even`) is a Cost's seconds (what a
-user pays before the first compiled step: own measurements, a slowdown divided out, a search added) over the
-seconds a step saves; its interval takes every part's and the speedup's at 1 - 5% / sides (Bonferroni: it holds
-whenever all do); a part measured fewer than MIN_N times gives it none.
+carried), given only where both sides have MIN_N processes. What a cold start costs and when it pays back (a
+Cost and its break-even) are core/payback_stats.py's, on these intervals.
 
 Comparison rule (`compare`), the one rule behind every comparative word ("faster than", "fastest", "most"): two
 intervals (speedups, gains, or step times read as their inverse) are ordered only when both rest on at least
@@ -56,22 +54,20 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from compile_study.core.intervals import BAND_SDS, BREAK_EVEN_SIDE, LEVEL, MIN_N, NAN, Band, Interval
+from compile_study.core.intervals import BAND_SDS, LEVEL, MIN_N, NAN, Band, Interval
 
-__all__ = ["BAND_SDS", "LEVEL", "MIN_N", "NAN", "VERDICTS", "Band", "Cost", "Interval", "aa_band", "above_chance",
-           "break_even", "compare", "cost_interval", "ratio_interval", "speedup_interval", "speedup_table", "top",
-           "verdict"]
+__all__ = ["BAND_SDS", "LEVEL", "MIN_N", "NAN", "VERDICTS", "Band", "Interval", "aa_band", "above_chance",
+           "compare", "ratio_interval", "speedup_interval", "speedup_table", "top", "verdict"]
 # verdict codes (the templates word them): against the A/A band, or why there is none
 VERDICTS = ("faster", "slower", "within-noise", "indistinct", "few-runs", "no-control", "aa", "no-run", "disturbed")
 
 
-def _finite_positive(values: Iterable) -> np.ndarray:
+def finite_positive(values: Iterable) -> np.ndarray:
     v = np.asarray(list(values), float)  # None -> NaN
     return v[np.isfinite(v) & (v > 0)]
 
@@ -81,7 +77,7 @@ def speedup_interval(speedups: Iterable, level: float = LEVEL, of: str = "ratio"
     the geometric mean with a Student-t interval on the logs. `of` names the quantity in the method label
     ("ratio", "seconds": the same interval serves any positive quantity, such as a cold compile's seconds, whose
     geometric mean estimates its median where the logs are normal)."""
-    r = _finite_positive(speedups)
+    r = finite_positive(speedups)
     n = len(r)
     if n == 0:
         return Interval(NAN, NAN, NAN, "no run", 0, NAN)
@@ -101,7 +97,7 @@ def ratio_interval(subject: Iterable, yardstick: Iterable, level: float = LEVEL)
     across its own processes: the ratio of geometric means, with Welch's t interval on the difference of mean
     logs, so that it carries both sides' variance. No interval unless both sides have MIN_N processes; `n` is
     the smaller side's."""
-    a, b = np.log(_finite_positive(subject)), np.log(_finite_positive(yardstick))
+    a, b = np.log(finite_positive(subject)), np.log(finite_positive(yardstick))
     n = min(len(a), len(b))
     if n == 0:
         return Interval(NAN, NAN, NAN, "no run", 0, NAN)
@@ -115,127 +111,6 @@ def ratio_interval(subject: Iterable, yardstick: Iterable, level: float = LEVEL)
     half = stats.t.ppf((1 + level) / 2, dof) * se
     method = f"Welch t on log ratio, n = {len(a)} and {len(b)}"
     return Interval(point, float(point * np.exp(-half)), float(point * np.exp(half)), method, n, level)
-
-
-@dataclass(frozen=True)
-class Ratio:
-    """A ratio measured as two sets of processes (`subject` over `yardstick`, each a tuple of values): its interval
-    is ratio_interval's (Welch t on the log ratio), at whatever level a Cost asks."""
-
-    subject: tuple
-    yardstick: tuple
-
-    def interval(self, level: float = LEVEL) -> Interval:
-        return ratio_interval(self.subject, self.yardstick, level)
-
-    def __len__(self) -> int:  # its processes, as a part of a Cost counts them: the smaller side's
-        return min(len(_finite_positive(self.subject)), len(_finite_positive(self.yardstick)))
-
-
-def _count(values) -> int:
-    return len(values) if isinstance(values, Ratio) else len(_finite_positive(values))
-
-
-def _part_interval(values, level: float) -> Interval:
-    if isinstance(values, Ratio):
-        return values.interval(level)
-    return speedup_interval(values, level, of="seconds")
-
-
-@dataclass(frozen=True)
-class Cost:
-    """Seconds a user pays before the first compiled step: the geometric mean of `own` (one value per process: a
-    cold compile, a warm-cache load) over that of `divisor` (a slowdown the user does not pay: compiles timed k at
-    once; per-round ratios, or a Ratio of two sets of compiles; empty: none), plus that of each of `added` (paid
-    once more: a shared GEMM search). `what` names one value of each kind, as the intervals' methods say them."""
-
-    own: tuple = ()
-    divisor: tuple | Ratio = ()
-    added: tuple = ()  # one tuple of values per part
-    what: tuple = ("cold compile", "concurrency round", "GEMM search")
-
-    @classmethod
-    def of(cls, cost) -> Cost:
-        return cost if isinstance(cost, Cost) else cls(tuple(cost))
-
-    def parts(self) -> list[tuple[str, str, tuple]]:
-        """(role, name, values) of every measured part: own, then the divisor where there is one, then each added."""
-        out = [("own", self.what[0], tuple(self.own))]
-        divisor = self.divisor if isinstance(self.divisor, Ratio) else tuple(self.divisor)
-        out += [("divisor", self.what[1], divisor)] if len(self.divisor) else []
-        return out + [("added", self.what[2], tuple(a)) for a in self.added]
-
-
-def _cost_at(cost: Cost, level: float | None) -> tuple[float, float, float]:
-    """(point, low, high) of a cost, each part's interval at `level` (None: points only)."""
-    ivs = [(role, _part_interval(v, level or LEVEL)) for role, _, v in cost.parts()]
-    div = next((iv for role, iv in ivs if role == "divisor"), None)
-    own, added = ivs[0][1], [iv for role, iv in ivs if role == "added"]
-    point = own.point / (div.point if div else 1.0) + sum(a.point for a in added)
-    if level is None:
-        return point, NAN, NAN
-    low = own.low / (div.high if div else 1.0) + sum(a.low for a in added)
-    high = own.high / (div.low if div else 1.0) + sum(a.high for a in added)
-    return point, low, high
-
-
-def _missing(cost: Cost) -> str | None:
-    """Why a cost has no interval (a part measured fewer than MIN_N times), or None."""
-    for _, name, values in cost.parts():
-        n = _count(values)
-        if n < MIN_N:
-            return f"no {name}" if n == 0 else f"{n} {name}{'s' if n > 1 else ''}, no interval"
-    return None
-
-
-def cost_interval(cost, level: float = LEVEL) -> Interval:
-    """A cost's seconds (Cost; a plain list: its own values alone) with an interval that holds whenever every
-    part's does, each part's taken at 1 - (1 - level) / parts (Bonferroni); none where a part has fewer than MIN_N
-    values. A cost of one part is that part's t interval."""
-    cost = Cost.of(cost)
-    parts = cost.parts()
-    if len(parts) == 1:
-        return speedup_interval(cost.own, level, of="seconds")
-    n = min(_count(v) for _, _, v in parts)
-    point = _cost_at(cost, None)[0] if n else NAN
-    why = _missing(cost)
-    if why:
-        return Interval(point, NAN, NAN, why, n, NAN)
-    each = 1 - (1 - level) / len(parts)
-    _, low, high = _cost_at(cost, each)
-    return Interval(point, low, high, f"Bonferroni, {each:.1%} t on each of {len(parts)} parts, n = {n}", n, level)
-
-
-def break_even(cost, speedups: Iterable, eager_step_ms: float, level: float = LEVEL) -> Interval:
-    """Steps after which compiling pays: a cost's seconds (Cost, or a plain list of cold compiles) over the
-    seconds a step saves, eager_step x (1 - 1/speedup). Point: from the geometric means (inf where the speedup is
-    not above 1). Interval (every part and the speedup with MIN_N values or more): each part's and the speedup's
-    interval at 1 - (1 - level) / sides, the cheapest cost over the largest saving to the dearest over the smallest
-    (inf where that speedup is not above 1), so that it holds whenever all do: with `level` or more (Bonferroni),
-    whatever their dependence."""
-    cost = Cost.of(cost)
-    s = speedup_interval(speedups)
-
-    def steps(seconds, speedup):
-        saved = eager_step_ms * (1 - 1 / speedup) / 1e3
-        return float("inf") if not saved > 0 else max(seconds, 0.0) / saved
-
-    n_cost = min(_count(v) for _, _, v in cost.parts())
-    point = steps(_cost_at(cost, None)[0], s.point) if n_cost and np.isfinite(s.point) else NAN
-    why = _missing(cost)
-    if why:
-        return Interval(point, NAN, NAN, why, n_cost, NAN)
-    if s.n < MIN_N:
-        return Interval(point, NAN, NAN, f"speedup n = {s.n}, no interval", s.n, NAN)
-    sides = len(cost.parts()) + 1
-    each = BREAK_EVEN_SIDE if sides == 2 and level == LEVEL else 1 - (1 - level) / sides
-    _, low, high = _cost_at(cost, each)
-    s2 = speedup_interval(speedups, each)
-    ns = [_count(v) for _, _, v in cost.parts()] + [s.n]
-    counts = " and ".join(map(str, ns)) if len(ns) == 2 else ", ".join(map(str, ns[:-1])) + f" and {ns[-1]}"
-    label = "on each side" if sides == 2 else f"on each of {sides} sides"
-    return Interval(point, steps(low, s2.high), steps(high, s2.low), f"Bonferroni, {each:.1%} t {label}, n = {counts}",
-                    min(ns), level)
 
 
 def chunk_log_ratios(subject_ms: Sequence[float], reference_ms: Sequence[float], chunk: int) -> np.ndarray:
@@ -264,7 +139,7 @@ def pooled_chunk_sd(per_process: Iterable[np.ndarray]) -> float:
 
 def aa_band(aa_speedups: Iterable, chunk_ratios: Iterable[np.ndarray]) -> Band:
     """The A/A band of a cell from its eager runs' speedups and their per-chunk log ratios (module docstring)."""
-    logs = np.log(_finite_positive(aa_speedups))
+    logs = np.log(finite_positive(aa_speedups))
     chunk = pooled_chunk_sd(chunk_ratios)
     n = len(logs)
     if n == 0:

@@ -95,7 +95,8 @@ def sources(root: Path) -> dict[Path, str]:
         out |= {p: python_prose(p.read_text()) for p in root.glob(pattern)}
     out |= {p: smk_prose(p.read_text()) for p in [root / "Snakefile", *root.glob("workflow/rules/*.smk")]}
     out |= {p: schema_prose(p.read_text()) for p in [*root.glob("workflow/schemas/*.yaml"), root / "config.yaml"]}
-    out |= {p: p.read_text() for p in [*root.glob("paper/templates/**/*.j2"), root / "README.md", root / "ARCHITECTURE.md"]}
+    out |= {p: p.read_text() for p in [*root.glob("paper/templates/**/*.j2"), root / "README.md", root / "ARCHITECTURE.md",
+                                        *root.glob("docs/*.md")]}
     return out
 
 
@@ -205,3 +206,36 @@ def test_the_check_finds_a_name_and_a_path_that_lead_nowhere():
                                    "compile_study/core/deadline.py:3: core/grid.py gone",
                                    "paper/templates/sections/terms.j2:1: workflow/rules/nothing.smk",
                                    "paper/templates/sections/terms.j2:2: DESIGN.md"]
+
+
+def anchors(markdown: str) -> set[str]:
+    """The anchors a Markdown file's headings give (GitHub's rule: lower case, punctuation dropped, spaces to -)."""
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#{1,6} (.+)$", markdown, re.M)}
+
+
+def dangling_links(root: Path) -> list[str]:
+    """Every link of README.md and docs/*.md that leads nowhere: a relative path that does not exist from the file,
+    or an anchor that no heading of its target gives."""
+    out = []
+    for doc in [root / "README.md", *sorted(root.glob("docs/*.md"))]:
+        text = doc.read_text()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"https?://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            where = (doc.parent / path).resolve() if path else doc
+            if not where.exists():
+                out.append(f"{doc.relative_to(root)}: {target} (no such file)")
+            elif anchor and where.suffix == ".md" and anchor not in anchors(where.read_text()):
+                out.append(f"{doc.relative_to(root)}: {target} (no such heading)")
+    return out
+
+
+@pytest.mark.unit
+def test_every_link_of_the_readme_and_docs_leads_somewhere(tmp_path):
+    assert dangling_links(REPO) == []
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("# Top\n\nSee [the docs](docs/a.md#b), [gone](docs/none.md), [top](#top).\n")
+    (tmp_path / "docs" / "a.md").write_text("# A\n\n## Not b\n\n[back](../README.md#top)\n")
+    assert dangling_links(tmp_path) == ["README.md: docs/a.md#b (no such heading)", "README.md: docs/none.md (no such file)"]

@@ -65,14 +65,19 @@ def test_rebuild_refuses_a_directory_that_is_not_a_stored_study(tmp_path):
 
 @pytest.mark.golden
 def test_the_project_readme_quotes_the_stored_study_as_generated():
-    """README.md's results block is what compile_study.report.readme makes from the stored study today (rerun
-    `python -m compile_study readme README.md reference/<name>` after the study or the summary changes)."""
+    """README.md's and docs/'s generated blocks (results, the commands' times, the studies' times, the tier records,
+    the portable starts) are what compile_study.report.readme makes from the stored studies today (rerun
+    `python -m compile_study readme README.md` after a study or the summary changes)."""
     from compile_study.report import readme
 
     study = readme.quoted_study(REPO)
-    current = (REPO / "README.md").read_text()
-    assert readme.update_project_readme(REPO / "README.md", study.relative_to(REPO)) == current
+    made = readme.update_documents(REPO, study.relative_to(REPO))
+    assert set(made) == set(readme.documents(REPO)) and (REPO / "docs" / "running.md") in made
+    for path, text in made.items():
+        assert text == path.read_text(), f"{path.relative_to(REPO)}: a generated block is not current"
+    current = made[REPO / "README.md"]
     assert f"reference/{study.name}/README.md" in current and "| 512 | `reduce-overhead` |" in current
+    assert "<!-- commands:" in current and "<!-- times:" in (REPO / "docs" / "running.md").read_text()
 
 
 def _nudged(obj):

@@ -26,7 +26,7 @@ COMMANDS = {  # command -> (module, what it does)
     "record": ("core.record", "one line per run record"),
     "session": ("core.session", "run a study's command and log the call in calls.jsonl"),
     "rebuild": ("report.rebuild", "remake a stored study's summary, figures and paper"),
-    "readme": ("report.readme", "regenerate the results block of the project's README"),
+    "readme": ("report.project_docs", "regenerate the generated blocks of the project's README and docs/"),
     "compare": ("report.reproduction", "a study against a stored one: did it reproduce? (reproduction.md)"),
     "host-effect": ("report.host_effect", "how much hosts of one kind differ, from the stored studies (host-effect.json)"),
     "spread": ("aggregate.spread", "why a configuration's speedup spreads: its processes side by side, study by study"),

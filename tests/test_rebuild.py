@@ -66,13 +66,13 @@ def test_rebuild_refuses_a_directory_that_is_not_a_stored_study(tmp_path):
 @pytest.mark.golden
 def test_the_project_readme_quotes_the_stored_study_as_generated():
     """README.md's and docs/'s generated blocks (results, the commands' times, the studies' times, the tier records,
-    the portable starts) are what compile_study.report.readme makes from the stored studies today (rerun
+    the portable starts) are what compile_study.report.project_docs makes from the stored studies today (rerun
     `python -m compile_study readme README.md` after a study or the summary changes)."""
-    from compile_study.report import readme
+    from compile_study.report import project_docs
 
-    study = readme.quoted_study(REPO)
-    made = readme.update_documents(REPO, study.relative_to(REPO))
-    assert set(made) == set(readme.documents(REPO)) and (REPO / "docs" / "running.md") in made
+    study = project_docs.quoted_study(REPO)
+    made = project_docs.update_documents(REPO, study.relative_to(REPO))
+    assert set(made) == set(project_docs.documents(REPO)) and (REPO / "docs" / "running.md") in made
     for path, text in made.items():
         assert text == path.read_text(), f"{path.relative_to(REPO)}: a generated block is not current"
     current = made[REPO / "README.md"]

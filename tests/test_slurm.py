@@ -26,7 +26,7 @@ from .test_workflow import check_tiny_paper, write_tiny_config
 # --- what the test relies on in the workflow and in the SLURM executor, in one place ---
 PROFILE = REPO / "profiles" / "slurm-ci"
 JOB_RULES = {"prepare_data", "check_model", "cold_compile", "train_run", "parity", "measure_peak", "mlp_claim", "summarize", "figures", "paper",
-             "study_readme"} | (
+             "study_readme", "portable_start"} | (
     {"paper_pdf"} if shutil.which("latexmk") else set())
 LOCAL_RULES = {"all", "study_facts", "study_config"}  # the workflow's localrules: copies, never queued
 # The job cancelled mid-study: the cold compile of the tiny grid's compiled configuration (a wide window), named by

@@ -44,11 +44,11 @@ def rebuild_all(project: Path = PROJECT) -> list[Path]:
     """Every golden file: the host-effect estimate the reproduction reports read (and its README block), each
     stored study rebuilt, then the README's results block -> the files rewritten."""
     from compile_study.core.layout import host_effect_path
-    from compile_study.report import host_effect, readme
+    from compile_study.report import host_effect, project_docs
 
     host_effect.main(["--project", str(project), "--readme", str(project / "README.md")])
     papers = [rebuild(study) for study in stored_studies(project)]
-    readme.main([str(project / "README.md")])
+    project_docs.main([str(project / "README.md")])
     return [host_effect_path(project)] + papers + [project / "README.md"]
 
 

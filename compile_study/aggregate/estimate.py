@@ -11,7 +11,8 @@ Every job of the plan is counted, from what earlier studies measured (costs.py s
 - every other job (data, parity, peak, MLP claim, method checks, summary, figures, paper, PDF, READMEs): the
   median time of its rule's logged jobs, per unit for the parity job and the MLP claim; without one,
   PRIOR_JOB_S;
-- Snakemake itself: its start (PRIOR_START_S) and its bookkeeping between jobs (PRIOR_PER_JOB_S).
+- Snakemake itself: its start, its exit and its bookkeeping per job, from the stored studies' logged calls
+  (snakemake_time.py; its priors where none is logged).
 A kind nothing was measured for falls back to the priors (PRIOR_RUN_S, PRIOR_COMPILE_S), and the message says
 how many runs came from records. Torch-free.
 """
@@ -24,7 +25,7 @@ import shutil
 import statistics
 from pathlib import Path
 
-from compile_study.aggregate import costs
+from compile_study.aggregate import costs, snakemake_time
 from compile_study.aggregate.costs import AT_ONCE
 from compile_study.core import grid, record
 from compile_study.core.layout import Layout
@@ -50,8 +51,6 @@ PRIOR_JOB_S = {"prepare_data": 25, "study_config": 1, "study_facts": 1, "parity"
 # on 2 CPU cores (torch 2.13) the C++ kernels are compiled again: about as long as a cold compile.
 PRIOR_COMPILE_S = {"cuda": {"compiled": 25, "max-autotune": 210, "max-autotune-no-cudagraphs": 210, "portable": 8},
                    "cpu": {"compiled": 60, "max-autotune": 200, "max-autotune-no-cudagraphs": 200, "portable": 50}}
-PRIOR_START_S = {"cpu": 6.0, "cuda": 8.0}  # Snakemake's start and DAG (CUDA: torch imported to see the GPU)
-PRIOR_PER_JOB_S = 0.3  # Snakemake's bookkeeping between two jobs run in its own threads
 COMPILE_RULES = ("parity",)  # jobs of the compile phase beside the cold compiles (a compile slot each)
 
 
@@ -200,7 +199,8 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
                                                 zip(todo, per_run)], overlap, gpus)
     timed = runs_s + sum(v for r, v in other.items() if costs.timed_rule(r))
     rest = sum(v for r, v in other.items() if not costs.timed_rule(r))
-    snakemake = PRIOR_START_S[device] + PRIOR_PER_JOB_S * (len(todo) + len(cold) + len(portable) + sum(jobs.values()))
+    own = snakemake_time.learned(studies, device, model)
+    snakemake = own.seconds(len(todo) + len(cold) + len(portable) + sum(jobs.values()))
     seconds = phase + timed / max(gpus, 1) - hidden + rest + snakemake
     return {"total": len(runs), "todo": len(todo), "measured": sum(m for _, m in per_run), "compiles": len(cold),
             "portable": len(portable), "compile_s": phase, "runs_s": runs_s, "hidden_s": hidden, "other_s": other,

@@ -1,0 +1,47 @@
+"""Where the estimate's numbers come from: Snakemake's own time from the stored studies' logs, the host-only
+rules, the run order that hides loads, and the compile phase's factor at the plan's compiles at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from compile_study.aggregate import snakemake_time
+from compile_study.aggregate.snakemake_time import CallTime
+
+from .conftest import REPO
+from .test_walltime import CALL, LOG, START, run_record
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_calls_snakemake_time_is_its_start_its_exit_and_the_seconds_between_its_jobs():
+    """The log of test_walltime: Snakemake starts its first job 5 s into the call, the run's record places it at
+    11-19 s (its log interval 10-20 s), the last job ends 2 s before the call: idle 0-5, 9-11 and 28-30 s."""
+    run = run_record(8.0, window=[START + 11, START + 19])
+    log = LOG.replace("study plan:", "total              4\nstudy plan:")
+    t = snakemake_time.call_time(CALL | {"exit_status": 0}, log, {"runs/static/fp32/eager/module/bs8/r0.json": run})
+    assert (t.start_s, t.exit_s, t.between_s, t.jobs, t.dag) == pytest.approx((5.0, 2.0, 2.0, 3, 4))
+    stopped = snakemake_time.call_time(CALL | {"exit_status": 1, "stopped_by": "time limit"}, log, {})
+    assert stopped.exit_s is None and stopped.between_s == pytest.approx(1.0)  # 9-10 s: the run's log interval
+
+
+def test_the_start_is_the_largest_dags_the_exit_the_median_and_the_rest_per_job(monkeypatch):
+    calls = [CallTime(12.0, None, 1.0, 60, 135), CallTime(6.0, 3.0, 2.0, 40, 40), CallTime(8.0, 2.0, 1.0, 20, 47),
+             CallTime(5.0, 2.5, 0.0, 0, 10)]
+    monkeypatch.setattr(snakemake_time, "logged_calls", lambda *a: calls)
+    own = snakemake_time.learned([], "cuda")
+    assert (own.start_s, own.exit_s, own.per_job_s, own.calls) == pytest.approx((12.0, 2.5, 4.0 / 120, 4))
+    assert own.seconds(100) == pytest.approx(12.0 + 2.5 + 100 * 4.0 / 120)
+    monkeypatch.setattr(snakemake_time, "logged_calls", lambda *a: [])
+    prior = snakemake_time.learned([], "cpu")
+    assert (prior.start_s, prior.per_job_s, prior.calls) == (snakemake_time.PRIOR_START_S["cpu"],
+                                                             snakemake_time.PRIOR_PER_JOB_S, 0)
+
+
+def test_the_stored_h200_studies_give_snakemake_12_s_to_start_2_8_s_to_exit_and_0_027_s_a_job(monkeypatch):
+    monkeypatch.chdir(REPO)
+    own = snakemake_time.learned(sorted(REPO.glob("reference/h200-*")), "cuda")
+    assert own.calls == 5  # the full study's three calls and the two quick studies' (hf-bert: another model)
+    assert own.start_s == pytest.approx(12.0)  # the full study's first call, 135 jobs in its DAG
+    assert own.exit_s == pytest.approx(2.8, abs=0.05)
+    assert own.per_job_s == pytest.approx(0.027, abs=0.002)

@@ -3,10 +3,14 @@ rules, the run order that hides loads, and the compile phase's factor at the pla
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
-from compile_study.aggregate import snakemake_time
+from compile_study.aggregate import costs, estimate, snakemake_time
 from compile_study.aggregate.snakemake_time import CallTime
+from compile_study.core import grid
+from compile_study.core.layout import Layout
 
 from .conftest import REPO
 from .test_walltime import CALL, LOG, START, run_record
@@ -45,3 +49,21 @@ def test_the_stored_h200_studies_give_snakemake_12_s_to_start_2_8_s_to_exit_and_
     assert own.start_s == pytest.approx(12.0)  # the full study's first call, 135 jobs in its DAG
     assert own.exit_s == pytest.approx(2.8, abs=0.05)
     assert own.per_job_s == pytest.approx(0.027, abs=0.002)
+
+
+def test_a_gpu_study_prices_the_pdf_from_the_cpu_studys_log_and_counts_its_reproduction_report(monkeypatch):
+    """No stored GPU study made a PDF: the 2-core CPU study's paper_pdf job (3 s) prices it, not the 15-s prior;
+    a rule that uses the device (the MLP claim) is never taken from another device's logs."""
+    monkeypatch.chdir(REPO)
+    studies = costs.stored_studies()
+    gpu = costs.known_jobs(studies, "cuda")
+    logged = estimate.logged_jobs(studies, "cuda")
+    assert not gpu.get("paper_pdf") and statistics.median(logged["paper_pdf"]) == pytest.approx(3.0)
+    assert logged["mlp_claim"] == gpu["mlp_claim"] and logged["reproduction"] == gpu["reproduction"]
+    assert estimate.job_seconds("paper_pdf", logged) == pytest.approx(3.0)
+    config = grid.load_config([REPO / "config.yaml"])
+    for device, reports in (("cuda", 1), ("cpu", 0)):  # yardstick.cuda names the stored GPU study; cpu none
+        runs = grid.expand(config["grids"][device])
+        assert estimate.config_jobs(config, runs, device, pdf=True)["reproduction"] == reports
+    e, _ = estimate.config_estimate(config, "cuda", Layout("results/no-study"), pdf=True)
+    assert e["other_s"]["reproduction"] == pytest.approx(statistics.median(gpu["reproduction"]))

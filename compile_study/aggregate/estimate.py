@@ -8,9 +8,10 @@ Every job of the plan is counted, from what earlier studies measured (costs.py s
   run's load is hidden by its lane's timed run, up to that run's timed part (runs_wall);
 - the compile phase: its cold compiles and portable starts, `slots` at once, each as much longer than alone as
   the compile_concurrency checks measured; a GEMM search runs alone, after or before them (phase_seconds);
-- every other job (data, parity, peak, MLP claim, method checks, summary, figures, paper, PDF, READMEs): the
-  median time of its rule's logged jobs, per unit for the parity job and the MLP claim; without one,
-  PRIOR_JOB_S;
+- every other job (data, parity, peak, MLP claim, method checks, summary, figures, paper, PDF, READMEs, the
+  reproduction report): the median time of its rule's logged jobs, per unit for the parity job and the MLP
+  claim; a rule that runs on the host alone (HOST_RULES) from another device's studies where this device's
+  logged none (the 2-core CPU study's PDF for a GPU study: an upper bound); without one, PRIOR_JOB_S;
 - Snakemake itself: its start, its exit and its bookkeeping per job, from the stored studies' logged calls
   (snakemake_time.py; its priors where none is logged).
 A kind nothing was measured for falls back to the priors (PRIOR_RUN_S, PRIOR_COMPILE_S), and the message says
@@ -44,7 +45,8 @@ PRIOR_RUN_S = {
 PRIOR_JOB_S = {"prepare_data": 25, "study_config": 1, "study_facts": 1, "parity": 20, "measure_peak": 3,
                "mlp_claim": 20, "summarize": 8, "figures": 12, "paper": 6, "paper_pdf": 15, "study_readme": 4,
                "check_model": 5, "method_check:timer_check": 60, "method_check:reference_drift": 60,
-               "method_check:concurrency": 60, "method_check:launcher": 60, "method_check:compile_concurrency": 150}
+               "method_check:concurrency": 60, "method_check:launcher": 60, "method_check:compile_concurrency": 150,
+               "reproduction": 5}
 # A cold compile of a kind never measured: the study's own cold runs (2026-12-02 H200 reference: 17-22 s a
 # configuration, 208 s a GEMM search; 2-core CPU: about 50 s). A portable start never measured: on an H200 (torch
 # 2.11, outside the study) 2.2-2.8 s to the first step from the loaded artifacts, plus a compile job's fixed cost;
@@ -54,7 +56,9 @@ PRIOR_COMPILE_S = {"cuda": {"compiled": 25, "max-autotune": 210, "max-autotune-n
 COMPILE_RULES = ("parity",)  # jobs of the compile phase beside the cold compiles (a compile slot each)
 
 
-AGGREGATE_RULES = ("summarize", "figures", "paper", "study_readme")
+# Rules that use the host alone (no device, no timing): a job of one takes about as long on any study's host.
+HOST_RULES = ("prepare_data", "study_config", "study_facts", "summarize", "figures", "paper", "paper_pdf",
+              "study_readme", "reproduction")
 
 
 def run_seconds(key: record.RunKey, device: str, known: dict) -> tuple[float, bool]:
@@ -123,25 +127,37 @@ def phase_seconds(at_once: list[float], alone: list[float], slots: int, factor: 
     return max(ends) + sum(alone)
 
 
+def logged_jobs(studies: list[Path], device: str, model: dict | None = None) -> dict[str, list[float]]:
+    """Rule -> its logged jobs' seconds (costs.known_jobs) on `device`, and for a rule of HOST_RULES that no study
+    of `device` logged, another device's."""
+    logged = costs.known_jobs(studies, device, model)
+    for other in sorted({"cpu", "cuda"} - {device}):
+        theirs = costs.known_jobs(studies, other, model)
+        logged |= {rule: theirs[rule] for rule in HOST_RULES if not logged.get(rule) and theirs.get(rule)}
+    return logged
+
+
 def job_seconds(rule: str, logged: dict[str, list[float]], units: int = 1) -> float:
     """A job's estimated seconds (rule as rule_of names it; `logged`: known_jobs): the median of its rule's
     logged jobs, else PRIOR_JOB_S; a PER_UNIT rule's times its `units`."""
     return units * (statistics.median(logged[rule]) if logged.get(rule) else PRIOR_JOB_S.get(rule, 60))
 
 
-def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None, mlp_sizes: int = 1) -> dict[str, int]:
+def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None, mlp_sizes: int = 1,
+              reproduction: int = 0) -> dict[str, int]:
     """Rule (method checks: by check) -> how many jobs of it a whole study has, the runs and cold compiles apart,
-    or for a PER_UNIT rule its units: `parity` checks (a job each), the MLP claim's `mlp_sizes` batch sizes."""
+    or for a PER_UNIT rule its units: `parity` checks (a job each), the MLP claim's `mlp_sizes` batch sizes, the
+    reproduction report where a yardstick is named."""
     pdf = shutil.which("latexmk") is not None if pdf is None else pdf
     return {"prepare_data": 1, "study_config": 1, "study_facts": 1, "check_model": 1, "parity": parity,
             "measure_peak": 1, "mlp_claim": mlp_sizes, "summarize": 1, "figures": 1, "paper": 1, "paper_pdf": int(pdf),
-            "study_readme": 1} | {f"method_check:{name}": 1 for name in checks}
+            "study_readme": 1, "reproduction": reproduction} | {f"method_check:{name}": 1 for name in checks}
 
 
 def config_jobs(config: dict, runs: dict, device: str, pdf: bool | None = None) -> dict[str, int]:
     """plan_jobs of a whole study of `config` on `device` (`runs`: its grid, expanded)."""
     return plan_jobs(len(grid.parity_pairs(runs)), (config.get("checks") or {}).get(device, []), pdf,
-                     mlp_sizes(config, device))
+                     mlp_sizes(config, device), int(bool((config.get("yardstick") or {}).get(device))))
 
 
 def mlp_sizes(config: dict, device: str) -> int:
@@ -176,7 +192,7 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
     known = costs.known_runs(costs.plan_records(layout, references), device, model)
     todo = [key for key in runs if not Path(layout.record(key)).exists()]
     per_run = [run_seconds(key, device, known) for key in todo]
-    logged = costs.known_jobs(studies, device, model)
+    logged = logged_jobs(studies, device, model)
     jobs = jobs if jobs is not None else plan_jobs(0, [])
     other = {rule: job_seconds(rule, logged, n) for rule, n in jobs.items() if n}
     if "method_check:concurrency" in other and gpus < 2 and not logged.get("method_check:concurrency"):

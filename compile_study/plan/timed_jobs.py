@@ -145,7 +145,8 @@ class TimedJobs:
 
         L = self.layout
         checks = [c for c in self.checks_on if not os.path.exists(L.check(c))]
-        planned = estimate.plan_jobs(missing(self.parity_records()), checks, bool(shutil.which("latexmk")))
+        planned = estimate.plan_jobs(missing(self.parity_records()), checks, bool(shutil.which("latexmk")),
+                                     reproduction=missing(self.reproduction_targets()[:1]))
         return planned | {"prepare_data": missing(self.data_files[-1:]), "measure_peak": missing([L.peak]),
                           "check_model": missing([L.model]),
                           "mlp_claim": missing([L.mlp]) * estimate.mlp_sizes(self.config, self.device)}

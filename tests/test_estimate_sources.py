@@ -3,14 +3,16 @@ rules, the run order that hides loads, and the compile phase's factor at the pla
 
 from __future__ import annotations
 
+import copy
 import statistics
 
 import pytest
 
-from compile_study.aggregate import costs, estimate, snakemake_time
+from compile_study.aggregate import costs, estimate, schedule, snakemake_time
 from compile_study.aggregate.snakemake_time import CallTime
 from compile_study.core import grid
 from compile_study.core.layout import Layout
+from compile_study.plan.study import Plan
 
 from .conftest import REPO
 from .test_walltime import CALL, LOG, START, run_record
@@ -67,3 +69,50 @@ def test_a_gpu_study_prices_the_pdf_from_the_cpu_studys_log_and_counts_its_repro
         assert estimate.config_jobs(config, runs, device, pdf=True)["reproduction"] == reports
     e, _ = estimate.config_estimate(config, "cuda", Layout("results/no-study"), pdf=True)
     assert e["other_s"]["reproduction"] == pytest.approx(statistics.median(gpu["reproduction"]))
+
+
+def test_a_long_load_goes_beside_a_long_timed_part():
+    """(seconds, of them the load): B loads for 8 s, A and D time for 9 and 8 s. Run first, B's load shows
+    whole; the order puts it beside a long timed part, down to the bound (every timed part and the least load)."""
+    a, b, c, d = (10.0, 1.0), (9.0, 8.0), (2.0, 1.0), (9.0, 1.0)
+    runs = [b, c, a, d]
+    assert schedule.wall(runs, range(4)) == pytest.approx(8 + 1 + 1 + 9 + 8) == estimate.runs_wall(runs, True)
+    order = schedule.run_order(runs)
+    assert schedule.wall(runs, order) == pytest.approx(19 + 1) == estimate.runs_wall([runs[i] for i in order], True)
+    assert order.index(0) > 0 and runs[order[order.index(0) - 1]][0] - runs[order[order.index(0) - 1]][1] >= 8
+    two = runs + [(3.0, 2.0), (4.0, 1.0)]  # two lanes: the runs dealt in turn, as estimate.runs_wall deals them
+    order = schedule.run_order(two, lanes=2)
+    assert schedule.wall(two, order, 2) == pytest.approx(estimate.runs_wall([two[i] for i in order], True, 2))
+    assert schedule.wall(two, order, 2) <= estimate.runs_wall(two, True, 2)
+    assert sorted(order) == list(range(6)) and schedule.run_order([]) == []
+
+
+def test_the_gpu_grid_hides_80_s_more_of_its_loads_in_the_order_than_in_the_grids(monkeypatch):
+    """grids.cuda from the stored records: 625 s of runs, 275 s of them loads; in the grid's order their wall is
+    441 s, in run_order's 360 s, 10 s above the bound (the timed parts and the least load)."""
+    monkeypatch.chdir(REPO)
+    config = grid.load_config([REPO / "config.yaml"])
+    keys = list(grid.expand(config["grids"]["cuda"]))
+    known = costs.known_runs(costs.plan_records(Layout("results/no-study")), "cuda", config["model"])
+    runs = [(estimate.run_seconds(k, "cuda", known)[0], estimate.load_seconds(k, "cuda", known)) for k in keys]
+    bound = sum(s - load for s, load in runs) + min(load for _, load in runs)
+    assert estimate.runs_wall(runs, True) == pytest.approx(441, abs=1)
+    assert estimate.ordered_wall(runs, True) == pytest.approx(360, abs=1) and bound == pytest.approx(350, abs=1)
+    assert estimate.ordered_wall(runs, False) == pytest.approx(sum(s for s, _ in runs))  # nothing overlaps
+    e, _ = estimate.config_estimate(config, "cuda", Layout("results/no-study"), pdf=True)
+    assert e["hidden_s"] == pytest.approx(e["runs_s"] - estimate.ordered_wall(runs, True))
+
+
+def test_the_plan_gives_the_runs_priorities_in_that_order_below_the_compile_phases(tmp_path, monkeypatch):
+    from .test_plan import SHIPPED, workflow
+
+    monkeypatch.chdir(REPO)  # the stored studies price the runs
+    P = Plan(workflow(), copy.deepcopy(SHIPPED) | {"device": "cuda", "yardstick": {"cuda": None}})
+    assert P.overlap
+    known = P._known_runs
+    runs = [(estimate.run_seconds(k, "cuda", known)[0], estimate.load_seconds(k, "cuda", known)) for k in P.runs]
+    ranked = sorted(P.runs, key=lambda k: -P.run_priority(k._asdict()))
+    assert [list(P.runs).index(k) for k in ranked] == schedule.run_order(runs)
+    assert all(1 < P.run_priority(k._asdict()) <= 9 < 10 for k in P.runs)
+    monkeypatch.setitem(P.__dict__, "overlap", False)  # (a cached property)
+    assert P.run_priority(ranked[0]._asdict()) == 0  # nothing to hide: Snakemake's own order

@@ -5,7 +5,8 @@
 Every job of the plan is counted, from what earlier studies measured (costs.py says how each kind is learned):
 - the runs: each run's wall time from its configuration's warm cache. Where a run's load may overlap the timed
   run before it (config `overlap_loads`), only the first load on each lane adds to the wall time: each later
-  run's load is hidden by its lane's timed run, up to that run's timed part (runs_wall);
+  run's load is hidden by its lane's timed run, up to that run's timed part (runs_wall), in the order the plan
+  runs them (schedule.run_order: a long load beside a long timed part);
 - the compile phase: its cold compiles and portable starts, `slots` at once, each as much longer than alone as
   the compile_concurrency checks measured; a GEMM search runs alone, after or before them (phase_seconds);
 - every other job (data, parity, peak, MLP claim, method checks, summary, figures, paper, PDF, READMEs, the
@@ -26,7 +27,7 @@ import shutil
 import statistics
 from pathlib import Path
 
-from compile_study.aggregate import costs, snakemake_time
+from compile_study.aggregate import costs, schedule, snakemake_time
 from compile_study.aggregate.costs import AT_ONCE
 from compile_study.core import grid, record
 from compile_study.core.layout import Layout
@@ -102,6 +103,12 @@ def runs_wall(runs: list[tuple[float, float]], overlap: bool, lanes: int = 1) ->
         wall += (mine[0][1] if mine else 0.0) + sum(
             max(t, nxt[1]) for t, nxt in zip(timed, mine[1:])) + (timed[-1] if mine else 0.0)
     return wall / lanes
+
+
+def ordered_wall(runs: list[tuple[float, float]], overlap: bool, lanes: int = 1) -> float:
+    """runs_wall of `runs` in the order the plan runs them where loads overlap timed work (schedule.run_order)."""
+    order = schedule.run_order(runs, lanes) if overlap else range(len(runs))
+    return runs_wall([runs[i] for i in order], overlap, lanes)
 
 
 def compile_seconds(key: record.RunKey, device: str, known: dict, search: str | None = None) -> float:
@@ -211,8 +218,8 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
     phase = phase_seconds([s for c, s in cold if not c["alone"]] + portable + parity,
                           [s for c, s in cold if c["alone"]], slots, factor)
     runs_s = sum(s for s, _ in per_run)
-    hidden = runs_s / max(gpus, 1) - runs_wall([(s, load_seconds(key, device, known)) for key, (s, _) in
-                                                zip(todo, per_run)], overlap, gpus)
+    hidden = runs_s / max(gpus, 1) - ordered_wall([(s, load_seconds(key, device, known)) for key, (s, _) in
+                                                   zip(todo, per_run)], overlap, gpus)
     timed = runs_s + sum(v for r, v in other.items() if costs.timed_rule(r))
     rest = sum(v for r, v in other.items() if not costs.timed_rule(r))
     own = snakemake_time.learned(studies, device, model)
@@ -252,8 +259,8 @@ def progress_message(runs: dict, layout: Layout, device: str, gpus: int = 1, mod
     measured = [(costs.cached_record(layout.record(key)), run_seconds(key, device, known)[0]) for key in done]
     actual = [(costs.run_cost(rec, device), guess) for rec, guess in measured if rec and costs.run_cost(rec, device)]
     scale = sum(a for a, _ in actual) / sum(g for _, g in actual) if actual else 1.0
-    left = scale * runs_wall([(run_seconds(key, device, known)[0], load_seconds(key, device, known))
-                              for key in runs if key not in set(done)], overlap, gpus)
+    left = scale * ordered_wall([(run_seconds(key, device, known)[0], load_seconds(key, device, known))
+                                 for key in runs if key not in set(done)], overlap, gpus)
     planned = sum(c["n"] for c in (compiles or {}).values())
     cold = f"{planned - len(compiles_todo(compiles or {}, layout))}/{planned} cold compiles, " if planned else ""
     return f"progress: {cold}{len(done)}/{len(runs)} runs recorded; runs left: about {left / 60:.1f} min"

@@ -4,14 +4,16 @@ rules, the run order that hides loads, and the compile phase's factor at the pla
 from __future__ import annotations
 
 import copy
+import json
 import statistics
 
 import pytest
 
-from compile_study.aggregate import costs, estimate, schedule, snakemake_time
+from compile_study.aggregate import at_once, costs, estimate, schedule, snakemake_time
 from compile_study.aggregate.snakemake_time import CallTime
-from compile_study.core import grid
+from compile_study.core import compile_record, grid, record
 from compile_study.core.layout import Layout
+from compile_study.core.record import RunConfig, RunKey
 from compile_study.plan.study import Plan
 
 from .conftest import REPO
@@ -116,3 +118,52 @@ def test_the_plan_gives_the_runs_priorities_in_that_order_below_the_compile_phas
     assert all(1 < P.run_priority(k._asdict()) <= 9 < 10 for k in P.runs)
     monkeypatch.setitem(P.__dict__, "overlap", False)  # (a cached property)
     assert P.run_priority(ranked[0]._asdict()) == 0  # nothing to hide: Snakemake's own order
+
+
+def _check(root, name: str, ratio: float, k: int, device: str = "cuda") -> None:
+    (root / name / "checks").mkdir(parents=True)
+    (root / name / "checks" / "compile_concurrency.json").write_text(json.dumps(
+        {"applicable": True, "device": device, "k": k, "summary": {"ratio": ratio}}))
+
+
+def test_the_at_once_factor_is_the_checks_at_their_k_and_scaled_by_the_measured_slowdown_elsewhere(tmp_path):
+    """The stored checks measured 1.42 at 8 at once; outside the study a compile's slowdown grew from 1.13 at 8 to
+    1.26 at 16 (measured outside the study): 16 at once is priced at twice the excess, 1.83, until a study measures it."""
+    assert at_once.factor_at(1, {8: 1.42}) == 1.0 and at_once.factor_at(8, {8: 1.42}) == pytest.approx(1.42)
+    g8, g16 = 22.5 / 19.9, 25.0 / 19.9
+    assert at_once.slowdown(8) == pytest.approx(g8) and at_once.slowdown(12) == pytest.approx((g8 + g16) / 2)
+    assert at_once.factor_at(16, {8: 1.42}) == pytest.approx(1 + 0.42 * (g16 - 1) / (g8 - 1)) == pytest.approx(1.83, abs=0.01)
+    assert at_once.factor_at(12, {8: 1.4, 16: 1.6}) == pytest.approx(1.5)  # between two measured k: a line
+    assert at_once.factor_at(16, {8: 1.4, 15: 1.6}) > 1.6  # past the last measured k: scaled from it
+    assert at_once.factor_at(8, {}) == at_once.AT_ONCE
+    for name, ratio, k in [("a", 1.4, 8), ("b", 1.5, 8), ("c", 1.7, 16)]:
+        _check(tmp_path, name, ratio, k)
+    _check(tmp_path, "d", 3.0, 1, device="cpu")
+    assert at_once.checks(str(tmp_path), "cuda") == pytest.approx({8: 1.45, 16: 1.7})
+    assert at_once.at_once_factor(str(tmp_path), "cuda", 16) == pytest.approx(1.7)
+    assert at_once.at_once_factor(str(tmp_path), "cuda") == pytest.approx(1.575)  # no k: the median of the ks'
+
+
+def test_a_compile_record_is_priced_alone_by_the_factor_at_its_own_at_once_and_the_phase_at_the_plans(tmp_path,
+                                                                                                       monkeypatch):
+    key = RunKey("default", "module", 32, "static", "bf16", 0)
+    for i, k in enumerate([8, 2, 1]):
+        r = record.new(RunConfig("default", 32, "static", "bf16", 0, compile_scope="module"), {},
+                       {"device_type": "cuda"})
+        r |= {"kind": compile_record.KIND, "status": "ok", "compile": {"at_once": k},
+              "metrics": {"overhead_s": {"total_s": 28.4}}}
+        (tmp_path / f"c{i}.json").write_text(json.dumps(r))
+    cold = costs.known_compiles([str(tmp_path / "c*.json")], "cuda", factor=lambda k: at_once.factor_at(k, {8: 1.42}))
+    f2 = at_once.factor_at(2, {8: 1.42})
+    assert 1 < f2 < 1.42 and sorted(cold[(key, ("cold",))]) == pytest.approx(sorted([20.0, 28.4 / f2, 28.4]))
+    monkeypatch.chdir(REPO)
+    config = grid.load_config([REPO / "config.yaml"])
+    e8, slots8 = estimate.config_estimate(config, "cuda", Layout("results/no-study"), pdf=True)
+    one = copy.deepcopy(config)
+    one["compile_phase"]["cuda"]["cores_per_compile"] = 1  # sixteen at once on the 16-core host
+    e16, slots16 = estimate.config_estimate(one, "cuda", Layout("results/no-study"), pdf=True)
+    assert (slots8, slots16) == (8, 16)
+    assert e16["compile_s"] < e8["compile_s"] and e16["seconds"] < e8["seconds"]
+    # the phase's compiles at once cost 1.83/16 of their seconds against 1.42/8: 64% of it, the GEMM search alone apart
+    ratio = at_once.factor_at(16, at_once.checks("reference", "cuda")) / 16 / (1.4207836946114405 / 8)
+    assert ratio == pytest.approx(0.64, abs=0.01)

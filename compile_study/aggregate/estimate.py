@@ -8,7 +8,8 @@ Every job of the plan is counted, from what earlier studies measured (costs.py s
   run's load is hidden by its lane's timed run, up to that run's timed part (runs_wall), in the order the plan
   runs them (schedule.run_order: a long load beside a long timed part);
 - the compile phase: its cold compiles and portable starts, `slots` at once, each as much longer than alone as
-  the compile_concurrency checks measured; a GEMM search runs alone, after or before them (phase_seconds);
+  the compile_concurrency checks measured, scaled to the plan's compiles at once (at_once.py); a GEMM search runs
+  alone, after or before them (phase_seconds);
 - every other job (data, parity, peak, MLP claim, method checks, summary, figures, paper, PDF, READMEs, the
   reproduction report): the median time of its rule's logged jobs, per unit for the parity job and the MLP
   claim; a rule that runs on the host alone (HOST_RULES) from another device's studies where this device's
@@ -28,6 +29,8 @@ import statistics
 from pathlib import Path
 
 from compile_study.aggregate import costs, schedule, snakemake_time
+from compile_study.aggregate.at_once import checks as at_once_checks
+from compile_study.aggregate.at_once import factor_at
 from compile_study.aggregate.costs import AT_ONCE
 from compile_study.core import grid, record
 from compile_study.core.layout import Layout
@@ -204,8 +207,9 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
     other = {rule: job_seconds(rule, logged, n) for rule, n in jobs.items() if n}
     if "method_check:concurrency" in other and gpus < 2 and not logged.get("method_check:concurrency"):
         other["method_check:concurrency"] = PRIOR_JOB_S["measure_peak"]  # one GPU: it only says it does not apply
-    factor = costs.at_once_factor(references, device)
-    known_c = costs.known_compiles(costs.plan_compiles(layout, references), device, model, factor)
+    measured = at_once_checks(references, device)
+    known_c = costs.known_compiles(costs.plan_compiles(layout, references), device, model,
+                                   lambda k: factor_at(k, measured))
     if "method_check:compile_concurrency" in other:  # its cell compiled cold, alone, one after another
         from compile_study.checks.compile_concurrency import CELLS, N_ALONE  # torch-free
 
@@ -215,8 +219,9 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
     cold = [(c, compile_seconds(key, device, known_c, search_kind(c))) for key, c in compiles_todo(compiles or {}, layout)]
     portable = [compile_seconds(key, device, known_c, "portable") for key in portable_todo(compiles or {}, layout)]
     parity = [other.pop("parity") / jobs["parity"]] * jobs["parity"] if "parity" in other else []
-    phase = phase_seconds([s for c, s in cold if not c["alone"]] + portable + parity,
-                          [s for c, s in cold if c["alone"]], slots, factor)
+    together = [s for c, s in cold if not c["alone"]] + portable + parity
+    factor = factor_at(min(slots, len(together)), measured)  # as many at once as the plan runs
+    phase = phase_seconds(together, [s for c, s in cold if c["alone"]], slots, factor)
     runs_s = sum(s for s, _ in per_run)
     hidden = runs_s / max(gpus, 1) - ordered_wall([(s, load_seconds(key, device, known)) for key, (s, _) in
                                                    zip(todo, per_run)], overlap, gpus)

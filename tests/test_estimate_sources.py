@@ -167,3 +167,16 @@ def test_a_compile_record_is_priced_alone_by_the_factor_at_its_own_at_once_and_t
     # the phase's compiles at once cost 1.83/16 of their seconds against 1.42/8: 64% of it, the GEMM search alone apart
     ratio = at_once.factor_at(16, at_once.checks("reference", "cuda")) / 16 / (1.4207836946114405 / 8)
     assert ratio == pytest.approx(0.64, abs=0.01)
+
+
+def test_a_portable_start_never_recorded_is_priced_from_its_configurations_compile_job_and_warm_load():
+    """fixed (a cold compile job's cost besides its compile, as if alone) + the runs' warm-cache load x 2.53/2.15
+    (artifacts into an empty cache against a local warm cache, on an H200 outside the study); the prior without."""
+    key = RunKey("default", "module", 32, "static", "bf16", 0)
+    known = {(key, ("fixed",)): [2.0, 2.4]}
+    assert estimate.compile_seconds(key, "cuda", known, "portable", 3.0) == pytest.approx(2.2 + 3.0 * 2.53 / 2.15)
+    assert estimate.compile_seconds(key, "cuda", known, "portable") == estimate.PRIOR_COMPILE_S["cuda"]["portable"]
+    assert estimate.compile_seconds(key, "cpu", known, "portable", 3.0) == estimate.PRIOR_COMPILE_S["cpu"]["portable"]
+    recorded = known | {(key, ("portable",)): [4.0]}
+    assert estimate.compile_seconds(key, "cuda", recorded, "portable", 3.0) == 4.0  # a record says
+    assert estimate.warm_seconds(key, {("warm", (key, (True, True))[:-1]): [3.0, 5.0]}) == 4.0

@@ -222,7 +222,8 @@ def known_compiles(patterns: list[str], device: str, model: dict | None = None,
                    factor: float | Callable[[int], float] = AT_ONCE) -> dict[tuple, list[float]]:
     """Each kind (levels, with the class "cold") -> cold compiles' wall times as if alone (compile_cost; a compile
     record made among others divided by `factor`, or by `factor(k)` for a record made k at once: at_once.py), of
-    `model`'s studies, newest first (calibrated)."""
+    `model`'s studies, newest first (calibrated); with the class "fixed", a compile record's share besides its
+    compile (process, CUDA, data, its steps), alike."""
     by_study: dict[str, dict[tuple, list[float]]] = defaultdict(lambda: defaultdict(list))
     for pattern in patterns:
         for path in glob.glob(pattern, recursive=True):
@@ -239,6 +240,10 @@ def known_compiles(patterns: list[str], device: str, model: dict | None = None,
             start = "portable" if how.get("start") == "portable" else "shared" if shared else "cold"
             for level in levels(key, (start,)):
                 by_study[study_of(path)][level].append(cost)
+            if rec.get("kind") == compile_record.KIND and start == "cold":  # its job's cost besides the compile
+                fixed = cost * (1 - (rec["metrics"]["overhead_s"].get("compile_s") or 0.0) / rec["metrics"]["overhead_s"]["total_s"])
+                for level in levels(key, ("fixed",)):
+                    by_study[study_of(path)][level].append(fixed)
     return calibrated(by_study, _configuration_level)
 
 

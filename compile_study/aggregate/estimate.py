@@ -54,7 +54,12 @@ PRIOR_JOB_S = {"prepare_data": 25, "study_config": 1, "study_facts": 1, "parity"
 # A cold compile of a kind never measured: the study's own cold runs (2026-12-02 H200 reference: 17-22 s a
 # configuration, 208 s a GEMM search; 2-core CPU: about 50 s). A portable start never measured: on an H200 (torch
 # 2.11, outside the study) 2.2-2.8 s to the first step from the loaded artifacts, plus a compile job's fixed cost;
-# on 2 CPU cores (torch 2.13) the C++ kernels are compiled again: about as long as a cold compile.
+# on 2 CPU cores (torch 2.13) the C++ kernels are compiled again: about as long as a cold compile. Where its
+# configuration's cold compiles and warm runs have records, a GPU portable start is priced from them instead: the
+# compile job's cost besides its compile, and the runs' warm-cache load times PORTABLE_OVER_WARM (on that H200 the
+# artifacts loaded into an empty cache took 2.6, 2.2, 2.8 s to the first step, the same local cache warm 1.8-2.5 s:
+# 2.53 / 2.15).
+PORTABLE_OVER_WARM = {"cuda": 2.53 / 2.15}
 PRIOR_COMPILE_S = {"cuda": {"compiled": 25, "max-autotune": 210, "max-autotune-no-cudagraphs": 210, "portable": 8},
                    "cpu": {"compiled": 60, "max-autotune": 200, "max-autotune-no-cudagraphs": 200, "portable": 50}}
 COMPILE_RULES = ("parity",)  # jobs of the compile phase beside the cold compiles (a compile slot each)
@@ -88,8 +93,7 @@ def load_seconds(key: record.RunKey, device: str, known: dict) -> float:
     levels = costs.levels(key, costs.run_class(key.repeat == 0, key.compile_mode))
     fixed = next((statistics.mean(known[("load", lv[:-1])]) for lv in levels if known.get(("load", lv[:-1]))),
                  PRIOR_LOAD_S[device])
-    warm = next((statistics.mean(known[("warm", lv[:-1])]) for lv in levels if known.get(("warm", lv[:-1]))), 0.0)
-    return min(fixed + warm, run_seconds(key, device, known)[0])
+    return min(fixed + (warm_seconds(key, known) or 0.0), run_seconds(key, device, known)[0])
 
 
 def runs_wall(runs: list[tuple[float, float]], overlap: bool, lanes: int = 1) -> float:
@@ -114,16 +118,27 @@ def ordered_wall(runs: list[tuple[float, float]], overlap: bool, lanes: int = 1)
     return runs_wall([runs[i] for i in order], overlap, lanes)
 
 
-def compile_seconds(key: record.RunKey, device: str, known: dict, search: str | None = None) -> float:
+def warm_seconds(key: record.RunKey, known: dict) -> float | None:
+    """A run's warm-cache load (its compile, the cache filled) from the runs' records of its kind, None where none."""
+    levels = costs.levels(key, costs.run_class(key.repeat == 0, key.compile_mode))
+    return next((statistics.mean(known[("warm", lv[:-1])]) for lv in levels if known.get(("warm", lv[:-1]))), None)
+
+
+def compile_seconds(key: record.RunKey, device: str, known: dict, search: str | None = None,
+                    warm: float | None = None) -> float:
     """A cold compile's estimated seconds, alone. `search`: "own" for a max-autotune mode's GEMM search, "shared"
-    for one that starts from another's; "portable" prices a portable start instead."""
+    for one that starts from another's; "portable" prices a portable start instead (`warm`: its configuration's
+    warm-cache load in a run, warm_seconds, used where no portable start of its kind was recorded)."""
     cls = (search,) if search in ("shared", "portable") else ("cold",)
     for level in costs.levels(key.with_repeat(0), cls):
         if known.get(level):
             return statistics.mean(known[level])
     prior = PRIOR_COMPILE_S[device]
     if search == "portable":
-        return prior["portable"]
+        fixed = next((statistics.mean(known[lv]) for lv in costs.levels(key.with_repeat(0), ("fixed",))
+                      if known.get(lv)), None)
+        ratio = PORTABLE_OVER_WARM.get(device)
+        return fixed + ratio * warm if None not in (fixed, ratio, warm) else prior["portable"]
     return prior.get(key.compile_mode, prior["compiled"]) if search == "own" else prior["compiled"]
 
 
@@ -217,7 +232,8 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
         cell = record.RunKey(mode, "module", batch, "static", precision, 0)
         other["method_check:compile_concurrency"] = N_ALONE * compile_seconds(cell, device, known_c)
     cold = [(c, compile_seconds(key, device, known_c, search_kind(c))) for key, c in compiles_todo(compiles or {}, layout)]
-    portable = [compile_seconds(key, device, known_c, "portable") for key in portable_todo(compiles or {}, layout)]
+    portable = [compile_seconds(key, device, known_c, "portable", warm_seconds(key.with_repeat(1), known))
+                for key in portable_todo(compiles or {}, layout)]
     parity = [other.pop("parity") / jobs["parity"]] * jobs["parity"] if "parity" in other else []
     together = [s for c, s in cold if not c["alone"]] + portable + parity
     factor = factor_at(min(slots, len(together)), measured)  # as many at once as the plan runs

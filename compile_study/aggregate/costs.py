@@ -12,7 +12,8 @@ and calls, then those of the stored studies under reference/. Torch-free.
 - a cold compile: the wall time of compile records of its kind or, from studies made before the compile phase,
   of what a run's cold compile would take as a job of its own (its fixed cost, its compile and its two epochs),
   as if alone: a compile record made among others counts as as much longer than alone as the stored studies'
-  compile_concurrency checks measured (their median ratio; AT_ONCE where none did);
+  compile_concurrency checks measured (their median ratio), scaled to as many at once as it ran with
+  (at_once.py; AT_ONCE where none did);
 - every other job: the time of its rule's jobs in earlier calls' Snakemake logs (walltime.py), a timed one logged
   before the launcher less that study's measured cost of a job start; two jobs grow with what they hold
   (PER_UNIT): the parity job with its checks, the MLP claim with its batch sizes.
@@ -30,9 +31,11 @@ import json
 import os
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from compile_study.aggregate import walltime
+from compile_study.aggregate.at_once import AT_ONCE, at_once_factor  # noqa: F401 (where the estimate reads them)
 from compile_study.core import compile_record, record, vocab
 from compile_study.core.layout import Layout
 
@@ -48,22 +51,7 @@ PER_UNIT = {
     "parity": lambda study: len(Layout(str(study)).stored_parity()),  # checks, run in the one job
     "mlp_claim": lambda study: len(json.loads(Path(Layout(str(study)).mlp).read_text())["rows"]),  # batch sizes
 }
-# How much longer a cold compile takes among the phase's others than alone, until a study's compile_concurrency
-# check says: 8 at once on 2 cores each took 19.9-25.1 s against 19.9-23.0 s alone (one H200 host, torch 2.11).
-AT_ONCE = 1.15
 TIMED_RULES = ("measure_peak", "mlp_claim", "method_check", "check_model")
-
-
-def at_once_factor(references: str, device: str) -> float:
-    """How much longer a cold compile takes among the phase's others than alone: the median ratio of the stored
-    studies' compile_concurrency checks on `device` (checks/compile_concurrency.json), else AT_ONCE."""
-    ratios = []
-    for path in glob.glob(f"{references}/*/checks/compile_concurrency.json"):
-        check = json.loads(Path(path).read_text())
-        ratio = (check.get("summary") or {}).get("ratio")
-        if check.get("applicable") and check.get("device") == device and ratio:
-            ratios.append(float(ratio))
-    return statistics.median(ratios) if ratios else AT_ONCE
 
 
 def rule_of(job: walltime.Job) -> str:
@@ -231,9 +219,11 @@ def compile_cost(rec: dict, device: str) -> float | None:
 
 
 def known_compiles(patterns: list[str], device: str, model: dict | None = None,
-                   factor: float = AT_ONCE) -> dict[tuple, list[float]]:
+                   factor: float | Callable[[int], float] = AT_ONCE) -> dict[tuple, list[float]]:
     """Each kind (levels, with the class "cold") -> cold compiles' wall times as if alone (compile_cost; a compile
-    record made among others divided by `factor`, at_once_factor), of `model`'s studies, newest first (calibrated)."""
+    record made among others divided by `factor`, or by `factor(k)` for a record made k at once: at_once.py), of
+    `model`'s studies, newest first (calibrated); with the class "fixed", a compile record's share besides its
+    compile (process, CUDA, data, its steps), alike."""
     by_study: dict[str, dict[tuple, list[float]]] = defaultdict(lambda: defaultdict(list))
     for pattern in patterns:
         for path in glob.glob(pattern, recursive=True):
@@ -241,14 +231,19 @@ def known_compiles(patterns: list[str], device: str, model: dict | None = None,
             cost = compile_cost(rec, device) if rec else None
             if cost is None or model_of(rec["config"].get("model")) != model_of(model):
                 continue
-            if (rec.get("compile") or {}).get("at_once", 1) > 1:
-                cost /= factor
+            k = (rec.get("compile") or {}).get("at_once", 1)
+            if k > 1:
+                cost /= factor(k) if callable(factor) else factor
             key = record.RunKey.of(rec["config"]).with_repeat(0)
             how = rec.get("compile") or {}
             shared = how.get("inductor_cache", rec["env"].get("inductor_cache")) == vocab.SEARCH_SHARED
             start = "portable" if how.get("start") == "portable" else "shared" if shared else "cold"
             for level in levels(key, (start,)):
                 by_study[study_of(path)][level].append(cost)
+            if rec.get("kind") == compile_record.KIND and start == "cold":  # its job's cost besides the compile
+                fixed = cost * (1 - (rec["metrics"]["overhead_s"].get("compile_s") or 0.0) / rec["metrics"]["overhead_s"]["total_s"])
+                for level in levels(key, ("fixed",)):
+                    by_study[study_of(path)][level].append(fixed)
     return calibrated(by_study, _configuration_level)
 
 

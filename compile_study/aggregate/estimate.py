@@ -5,13 +5,17 @@
 Every job of the plan is counted, from what earlier studies measured (costs.py says how each kind is learned):
 - the runs: each run's wall time from its configuration's warm cache. Where a run's load may overlap the timed
   run before it (config `overlap_loads`), only the first load on each lane adds to the wall time: each later
-  run's load is hidden by its lane's timed run, up to that run's timed part (runs_wall);
+  run's load is hidden by its lane's timed run, up to that run's timed part (runs_wall), in the order the plan
+  runs them (schedule.run_order: a long load beside a long timed part);
 - the compile phase: its cold compiles and portable starts, `slots` at once, each as much longer than alone as
-  the compile_concurrency checks measured; a GEMM search runs alone, after or before them (phase_seconds);
-- every other job (data, parity, peak, MLP claim, method checks, summary, figures, paper, PDF, READMEs): the
-  median time of its rule's logged jobs, per unit for the parity job and the MLP claim; without one,
-  PRIOR_JOB_S;
-- Snakemake itself: its start (PRIOR_START_S) and its bookkeeping between jobs (PRIOR_PER_JOB_S).
+  the compile_concurrency checks measured, scaled to the plan's compiles at once (at_once.py); a GEMM search runs
+  alone, after or before them (phase_seconds);
+- every other job (data, parity, peak, MLP claim, method checks, summary, figures, paper, PDF, READMEs, the
+  reproduction report): the median time of its rule's logged jobs, per unit for the parity job and the MLP
+  claim; a rule that runs on the host alone (HOST_RULES) from another device's studies where this device's
+  logged none (the 2-core CPU study's PDF for a GPU study: an upper bound); without one, PRIOR_JOB_S;
+- Snakemake itself: its start, its exit and its bookkeeping per job, from the stored studies' logged calls
+  (snakemake_time.py; its priors where none is logged).
 A kind nothing was measured for falls back to the priors (PRIOR_RUN_S, PRIOR_COMPILE_S), and the message says
 how many runs came from records. Torch-free.
 """
@@ -24,7 +28,9 @@ import shutil
 import statistics
 from pathlib import Path
 
-from compile_study.aggregate import costs
+from compile_study.aggregate import costs, schedule, snakemake_time
+from compile_study.aggregate.at_once import checks as at_once_checks
+from compile_study.aggregate.at_once import factor_at
 from compile_study.aggregate.costs import AT_ONCE
 from compile_study.core import grid, record
 from compile_study.core.layout import Layout
@@ -43,19 +49,25 @@ PRIOR_RUN_S = {
 PRIOR_JOB_S = {"prepare_data": 25, "study_config": 1, "study_facts": 1, "parity": 20, "measure_peak": 3,
                "mlp_claim": 20, "summarize": 8, "figures": 12, "paper": 6, "paper_pdf": 15, "study_readme": 4,
                "check_model": 5, "method_check:timer_check": 60, "method_check:reference_drift": 60,
-               "method_check:concurrency": 60, "method_check:launcher": 60, "method_check:compile_concurrency": 150}
+               "method_check:concurrency": 60, "method_check:launcher": 60, "method_check:compile_concurrency": 150,
+               "reproduction": 5}
 # A cold compile of a kind never measured: the study's own cold runs (2026-12-02 H200 reference: 17-22 s a
 # configuration, 208 s a GEMM search; 2-core CPU: about 50 s). A portable start never measured: on an H200 (torch
 # 2.11, outside the study) 2.2-2.8 s to the first step from the loaded artifacts, plus a compile job's fixed cost;
-# on 2 CPU cores (torch 2.13) the C++ kernels are compiled again: about as long as a cold compile.
+# on 2 CPU cores (torch 2.13) the C++ kernels are compiled again: about as long as a cold compile. Where its
+# configuration's cold compiles and warm runs have records, a GPU portable start is priced from them instead: the
+# compile job's cost besides its compile, and the runs' warm-cache load times PORTABLE_OVER_WARM (on that H200 the
+# artifacts loaded into an empty cache took 2.6, 2.2, 2.8 s to the first step, the same local cache warm 1.8-2.5 s:
+# 2.53 / 2.15).
+PORTABLE_OVER_WARM = {"cuda": 2.53 / 2.15}
 PRIOR_COMPILE_S = {"cuda": {"compiled": 25, "max-autotune": 210, "max-autotune-no-cudagraphs": 210, "portable": 8},
                    "cpu": {"compiled": 60, "max-autotune": 200, "max-autotune-no-cudagraphs": 200, "portable": 50}}
-PRIOR_START_S = {"cpu": 6.0, "cuda": 8.0}  # Snakemake's start and DAG (CUDA: torch imported to see the GPU)
-PRIOR_PER_JOB_S = 0.3  # Snakemake's bookkeeping between two jobs run in its own threads
 COMPILE_RULES = ("parity",)  # jobs of the compile phase beside the cold compiles (a compile slot each)
 
 
-AGGREGATE_RULES = ("summarize", "figures", "paper", "study_readme")
+# Rules that use the host alone (no device, no timing): a job of one takes about as long on any study's host.
+HOST_RULES = ("prepare_data", "study_config", "study_facts", "summarize", "figures", "paper", "paper_pdf",
+              "study_readme", "reproduction")
 
 
 def run_seconds(key: record.RunKey, device: str, known: dict) -> tuple[float, bool]:
@@ -81,8 +93,7 @@ def load_seconds(key: record.RunKey, device: str, known: dict) -> float:
     levels = costs.levels(key, costs.run_class(key.repeat == 0, key.compile_mode))
     fixed = next((statistics.mean(known[("load", lv[:-1])]) for lv in levels if known.get(("load", lv[:-1]))),
                  PRIOR_LOAD_S[device])
-    warm = next((statistics.mean(known[("warm", lv[:-1])]) for lv in levels if known.get(("warm", lv[:-1]))), 0.0)
-    return min(fixed + warm, run_seconds(key, device, known)[0])
+    return min(fixed + (warm_seconds(key, known) or 0.0), run_seconds(key, device, known)[0])
 
 
 def runs_wall(runs: list[tuple[float, float]], overlap: bool, lanes: int = 1) -> float:
@@ -101,16 +112,33 @@ def runs_wall(runs: list[tuple[float, float]], overlap: bool, lanes: int = 1) ->
     return wall / lanes
 
 
-def compile_seconds(key: record.RunKey, device: str, known: dict, search: str | None = None) -> float:
+def ordered_wall(runs: list[tuple[float, float]], overlap: bool, lanes: int = 1) -> float:
+    """runs_wall of `runs` in the order the plan runs them where loads overlap timed work (schedule.run_order)."""
+    order = schedule.run_order(runs, lanes) if overlap else range(len(runs))
+    return runs_wall([runs[i] for i in order], overlap, lanes)
+
+
+def warm_seconds(key: record.RunKey, known: dict) -> float | None:
+    """A run's warm-cache load (its compile, the cache filled) from the runs' records of its kind, None where none."""
+    levels = costs.levels(key, costs.run_class(key.repeat == 0, key.compile_mode))
+    return next((statistics.mean(known[("warm", lv[:-1])]) for lv in levels if known.get(("warm", lv[:-1]))), None)
+
+
+def compile_seconds(key: record.RunKey, device: str, known: dict, search: str | None = None,
+                    warm: float | None = None) -> float:
     """A cold compile's estimated seconds, alone. `search`: "own" for a max-autotune mode's GEMM search, "shared"
-    for one that starts from another's; "portable" prices a portable start instead."""
+    for one that starts from another's; "portable" prices a portable start instead (`warm`: its configuration's
+    warm-cache load in a run, warm_seconds, used where no portable start of its kind was recorded)."""
     cls = (search,) if search in ("shared", "portable") else ("cold",)
     for level in costs.levels(key.with_repeat(0), cls):
         if known.get(level):
             return statistics.mean(known[level])
     prior = PRIOR_COMPILE_S[device]
     if search == "portable":
-        return prior["portable"]
+        fixed = next((statistics.mean(known[lv]) for lv in costs.levels(key.with_repeat(0), ("fixed",))
+                      if known.get(lv)), None)
+        ratio = PORTABLE_OVER_WARM.get(device)
+        return fixed + ratio * warm if None not in (fixed, ratio, warm) else prior["portable"]
     return prior.get(key.compile_mode, prior["compiled"]) if search == "own" else prior["compiled"]
 
 
@@ -124,25 +152,37 @@ def phase_seconds(at_once: list[float], alone: list[float], slots: int, factor: 
     return max(ends) + sum(alone)
 
 
+def logged_jobs(studies: list[Path], device: str, model: dict | None = None) -> dict[str, list[float]]:
+    """Rule -> its logged jobs' seconds (costs.known_jobs) on `device`, and for a rule of HOST_RULES that no study
+    of `device` logged, another device's."""
+    logged = costs.known_jobs(studies, device, model)
+    for other in sorted({"cpu", "cuda"} - {device}):
+        theirs = costs.known_jobs(studies, other, model)
+        logged |= {rule: theirs[rule] for rule in HOST_RULES if not logged.get(rule) and theirs.get(rule)}
+    return logged
+
+
 def job_seconds(rule: str, logged: dict[str, list[float]], units: int = 1) -> float:
     """A job's estimated seconds (rule as rule_of names it; `logged`: known_jobs): the median of its rule's
     logged jobs, else PRIOR_JOB_S; a PER_UNIT rule's times its `units`."""
     return units * (statistics.median(logged[rule]) if logged.get(rule) else PRIOR_JOB_S.get(rule, 60))
 
 
-def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None, mlp_sizes: int = 1) -> dict[str, int]:
+def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None, mlp_sizes: int = 1,
+              reproduction: int = 0) -> dict[str, int]:
     """Rule (method checks: by check) -> how many jobs of it a whole study has, the runs and cold compiles apart,
-    or for a PER_UNIT rule its units: `parity` checks (a job each), the MLP claim's `mlp_sizes` batch sizes."""
+    or for a PER_UNIT rule its units: `parity` checks (a job each), the MLP claim's `mlp_sizes` batch sizes, the
+    reproduction report where a yardstick is named."""
     pdf = shutil.which("latexmk") is not None if pdf is None else pdf
     return {"prepare_data": 1, "study_config": 1, "study_facts": 1, "check_model": 1, "parity": parity,
             "measure_peak": 1, "mlp_claim": mlp_sizes, "summarize": 1, "figures": 1, "paper": 1, "paper_pdf": int(pdf),
-            "study_readme": 1} | {f"method_check:{name}": 1 for name in checks}
+            "study_readme": 1, "reproduction": reproduction} | {f"method_check:{name}": 1 for name in checks}
 
 
 def config_jobs(config: dict, runs: dict, device: str, pdf: bool | None = None) -> dict[str, int]:
     """plan_jobs of a whole study of `config` on `device` (`runs`: its grid, expanded)."""
     return plan_jobs(len(grid.parity_pairs(runs)), (config.get("checks") or {}).get(device, []), pdf,
-                     mlp_sizes(config, device))
+                     mlp_sizes(config, device), int(bool((config.get("yardstick") or {}).get(device))))
 
 
 def mlp_sizes(config: dict, device: str) -> int:
@@ -177,13 +217,14 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
     known = costs.known_runs(costs.plan_records(layout, references), device, model)
     todo = [key for key in runs if not Path(layout.record(key)).exists()]
     per_run = [run_seconds(key, device, known) for key in todo]
-    logged = costs.known_jobs(studies, device, model)
+    logged = logged_jobs(studies, device, model)
     jobs = jobs if jobs is not None else plan_jobs(0, [])
     other = {rule: job_seconds(rule, logged, n) for rule, n in jobs.items() if n}
     if "method_check:concurrency" in other and gpus < 2 and not logged.get("method_check:concurrency"):
         other["method_check:concurrency"] = PRIOR_JOB_S["measure_peak"]  # one GPU: it only says it does not apply
-    factor = costs.at_once_factor(references, device)
-    known_c = costs.known_compiles(costs.plan_compiles(layout, references), device, model, factor)
+    measured = at_once_checks(references, device)
+    known_c = costs.known_compiles(costs.plan_compiles(layout, references), device, model,
+                                   lambda k: factor_at(k, measured))
     if "method_check:compile_concurrency" in other:  # its cell compiled cold, alone, one after another
         from compile_study.checks.compile_concurrency import CELLS, N_ALONE  # torch-free
 
@@ -191,16 +232,19 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
         cell = record.RunKey(mode, "module", batch, "static", precision, 0)
         other["method_check:compile_concurrency"] = N_ALONE * compile_seconds(cell, device, known_c)
     cold = [(c, compile_seconds(key, device, known_c, search_kind(c))) for key, c in compiles_todo(compiles or {}, layout)]
-    portable = [compile_seconds(key, device, known_c, "portable") for key in portable_todo(compiles or {}, layout)]
+    portable = [compile_seconds(key, device, known_c, "portable", warm_seconds(key.with_repeat(1), known))
+                for key in portable_todo(compiles or {}, layout)]
     parity = [other.pop("parity") / jobs["parity"]] * jobs["parity"] if "parity" in other else []
-    phase = phase_seconds([s for c, s in cold if not c["alone"]] + portable + parity,
-                          [s for c, s in cold if c["alone"]], slots, factor)
+    together = [s for c, s in cold if not c["alone"]] + portable + parity
+    factor = factor_at(min(slots, len(together)), measured)  # as many at once as the plan runs
+    phase = phase_seconds(together, [s for c, s in cold if c["alone"]], slots, factor)
     runs_s = sum(s for s, _ in per_run)
-    hidden = runs_s / max(gpus, 1) - runs_wall([(s, load_seconds(key, device, known)) for key, (s, _) in
-                                                zip(todo, per_run)], overlap, gpus)
+    hidden = runs_s / max(gpus, 1) - ordered_wall([(s, load_seconds(key, device, known)) for key, (s, _) in
+                                                   zip(todo, per_run)], overlap, gpus)
     timed = runs_s + sum(v for r, v in other.items() if costs.timed_rule(r))
     rest = sum(v for r, v in other.items() if not costs.timed_rule(r))
-    snakemake = PRIOR_START_S[device] + PRIOR_PER_JOB_S * (len(todo) + len(cold) + len(portable) + sum(jobs.values()))
+    own = snakemake_time.learned(studies, device, model)
+    snakemake = own.seconds(len(todo) + len(cold) + len(portable) + sum(jobs.values()))
     seconds = phase + timed / max(gpus, 1) - hidden + rest + snakemake
     return {"total": len(runs), "todo": len(todo), "measured": sum(m for _, m in per_run), "compiles": len(cold),
             "portable": len(portable), "compile_s": phase, "runs_s": runs_s, "hidden_s": hidden, "other_s": other,
@@ -236,8 +280,8 @@ def progress_message(runs: dict, layout: Layout, device: str, gpus: int = 1, mod
     measured = [(costs.cached_record(layout.record(key)), run_seconds(key, device, known)[0]) for key in done]
     actual = [(costs.run_cost(rec, device), guess) for rec, guess in measured if rec and costs.run_cost(rec, device)]
     scale = sum(a for a, _ in actual) / sum(g for _, g in actual) if actual else 1.0
-    left = scale * runs_wall([(run_seconds(key, device, known)[0], load_seconds(key, device, known))
-                              for key in runs if key not in set(done)], overlap, gpus)
+    left = scale * ordered_wall([(run_seconds(key, device, known)[0], load_seconds(key, device, known))
+                                 for key in runs if key not in set(done)], overlap, gpus)
     planned = sum(c["n"] for c in (compiles or {}).values())
     cold = f"{planned - len(compiles_todo(compiles or {}, layout))}/{planned} cold compiles, " if planned else ""
     return f"progress: {cold}{len(done)}/{len(runs)} runs recorded; runs left: about {left / 60:.1f} min"

@@ -9,7 +9,7 @@ import functools
 import os
 import shutil
 
-from compile_study.aggregate import costs, estimate
+from compile_study.aggregate import costs, estimate, schedule
 from compile_study.checks import targets as check_targets
 from compile_study.checks.cells import TIMER_CASES
 from compile_study.core import grid, vocab
@@ -40,6 +40,23 @@ class TimedJobs:
         (measure/isolation.py Host) keep each lane to one timed part and one load; the other timed jobs hold one
         and every core of their lane, so no run shares the host with them."""
         return 0 if self.overlap else 1
+
+    @functools.cached_property
+    def _run_ranks(self) -> dict[RunKey, int]:
+        """Each run's place in the order that hides the most loads (aggregate/schedule.py run_order), from the
+        estimate's seconds of each run and of its load."""
+        keys = list(self.runs)
+        runs = [(estimate.run_seconds(k, self.device, self._known_runs)[0],
+                 estimate.load_seconds(k, self.device, self._known_runs)) for k in keys]
+        return {keys[i]: rank for rank, i in enumerate(schedule.run_order(runs, self.gpus))}
+
+    def run_priority(self, wildcards) -> float:
+        """A run's Snakemake priority: where loads overlap timed work, by its place in the order (the first 9, the
+        last just above 1: below the compile phase's 10, so that a run never goes before a compile that is ready;
+        Snakemake starts the ready job of highest priority as a run's cores come free); else 0."""
+        if not self.overlap or not self.runs:
+            return 0
+        return 1 + 8 * (len(self.runs) - self._run_ranks[RunKey.of(wildcards)]) / len(self.runs)
 
     def peak_job(self, wildcards=None) -> dict:
         """The matmul peak's arguments (checks/peak.py `job`): the precisions the device's grid runs."""
@@ -145,7 +162,8 @@ class TimedJobs:
 
         L = self.layout
         checks = [c for c in self.checks_on if not os.path.exists(L.check(c))]
-        planned = estimate.plan_jobs(missing(self.parity_records()), checks, bool(shutil.which("latexmk")))
+        planned = estimate.plan_jobs(missing(self.parity_records()), checks, bool(shutil.which("latexmk")),
+                                     reproduction=missing(self.reproduction_targets()[:1]))
         return planned | {"prepare_data": missing(self.data_files[-1:]), "measure_peak": missing([L.peak]),
                           "check_model": missing([L.model]),
                           "mlp_claim": missing([L.mlp]) * estimate.mlp_sizes(self.config, self.device)}

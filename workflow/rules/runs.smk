@@ -7,7 +7,8 @@
 # warm-up steps) on the other half while this one times, and times once this one has ended. Each is a `run:`
 # block, run in a thread of Snakemake's own process (profiles/default: force-use-threads), that has the warm
 # launcher make the job's fresh process (compile_study/measure/launch.py, measure/jobs.py): no job pays for an
-# interpreter, its imports or a Snakemake of its own.
+# interpreter, its imports or a Snakemake of its own. Runs go in the order that hides the most loads beside
+# timed parts (`priority`: aggregate/schedule.py), after the compile phase's jobs (priority 10).
 
 
 rule train_run:
@@ -23,6 +24,7 @@ rule train_run:
         L.log(
             "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}"
         ),
+    priority: P.run_priority
     threads: P.run_threads
     resources:
         **P.timed_job,

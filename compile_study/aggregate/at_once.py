@@ -1,0 +1,76 @@
+"""How much longer a cold compile takes among the compile phase's others than alone, at k compiles at once, as the
+estimate (estimate.py, costs.known_compiles) prices it. Torch-free.
+
+The stored studies' compile_concurrency checks measure the factor at their own k (8 at once on a 16-core H200
+host: 1.42, the median of two checks). At a k they measured, their median ratio; between two measured k, a line
+between them; elsewhere the nearest measured k's excess over alone, scaled by how the per-compile slowdown grew
+with k in measurements outside the study (one H200 host, 16 cores, torch 2.11, the study's model, fresh
+processes from empty caches; MEASURED_SLOWDOWN): (g(k) - 1) / (g(k_ref) - 1). So k = 1 costs 1, and 16 at once,
+until a study measures it, twice the check's excess at 8 (outside the study the slowdown grew 0.13 -> 0.26):
+1.83, an extrapolation, not a measurement (config.yaml's compile_phase comment says so). Scaling the ratio itself
+instead (1.42 x 1.11) would give 1.58; the excess is the more cautious of the two.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import statistics
+from pathlib import Path
+
+# Until a study's compile_concurrency check says: 8 at once on 2 cores each took 19.9-25.1 s against 19.9-23.0 s
+# alone (one H200 host, torch 2.11).
+AT_ONCE = 1.15
+# k at once -> a compile's seconds over its seconds alone, outside the study (one H200 host, 16 cores, torch 2.11,
+# the study's model, bf16 bs32 and bs512, default and reduce-overhead): alone 20.0 s on 4 cores and 19.9 s on 2 (on 1 core taken as on 2: Inductor's compile of this
+# model hardly uses more than one core); 4 at once on 4 cores each 21.9-24.3 s (midpoint 23.1), 8 on 2 cores
+# 19.9-25.1 s (midpoint 22.5), 16 on 1 core median ~25 s.
+MEASURED_SLOWDOWN = {1: 1.0, 4: 23.1 / 20.0, 8: 22.5 / 19.9, 16: 25.0 / 19.9}
+
+
+def slowdown(k: float) -> float:
+    """MEASURED_SLOWDOWN at k at once: linear between the measured k, beyond them along the last two."""
+    ks = sorted(MEASURED_SLOWDOWN)
+    if k <= ks[0]:
+        return MEASURED_SLOWDOWN[ks[0]]
+    lo, hi = next(((a, b) for a, b in zip(ks, ks[1:]) if k <= b), (ks[-2], ks[-1]))
+    g_lo, g_hi = MEASURED_SLOWDOWN[lo], MEASURED_SLOWDOWN[hi]
+    return g_lo + (g_hi - g_lo) * (k - lo) / (hi - lo)
+
+
+def checks(references: str, device: str) -> dict[int, float]:
+    """k at once -> the median ratio of the stored studies' compile_concurrency checks on `device` that ran k at
+    once (checks/compile_concurrency.json); empty where none applied."""
+    found: dict[int, list[float]] = {}
+    for path in glob.glob(f"{references}/*/checks/compile_concurrency.json"):
+        check = json.loads(Path(path).read_text())
+        ratio = (check.get("summary") or {}).get("ratio")
+        if check.get("applicable") and check.get("device") == device and ratio:
+            found.setdefault(int(check.get("k") or 8), []).append(float(ratio))
+    return {k: statistics.median(ratios) for k, ratios in sorted(found.items())}
+
+
+def factor_at(k: float, measured: dict[int, float] | None) -> float:
+    """The factor at k at once from the checks' ratios by k (module docstring); AT_ONCE at 8 where none measured."""
+    if k <= 1:
+        return 1.0
+    points = {1: 1.0} | (measured or {8: AT_ONCE})
+    if k in points:
+        return points[k]
+    inner = [x for x in points if x > 1]
+    below, above = [x for x in inner if x < k], [x for x in inner if x > k]
+    if below and above:  # between two measured k: a line between them
+        lo, hi = max(below), min(above)
+        return points[lo] + (points[hi] - points[lo]) * (k - lo) / (hi - lo)
+    ref = max(below) if below else min(above)
+    return 1.0 + (points[ref] - 1.0) * (slowdown(k) - 1.0) / (slowdown(ref) - 1.0)
+
+
+def at_once_factor(references: str, device: str, k: float | None = None) -> float:
+    """How much longer a cold compile takes among k others at once than alone (k None: the checks' median ratio,
+    whatever their k): the stored studies' compile_concurrency checks on `device`, at k (factor_at); AT_ONCE
+    where none measured."""
+    measured = checks(references, device)
+    if k is None:
+        return statistics.median(measured.values()) if measured else AT_ONCE
+    return factor_at(k, measured)

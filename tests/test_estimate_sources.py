@@ -1,0 +1,182 @@
+"""Where the estimate's numbers come from: Snakemake's own time from the stored studies' logs, the host-only
+rules, the run order that hides loads, and the compile phase's factor at the plan's compiles at once."""
+
+from __future__ import annotations
+
+import copy
+import json
+import statistics
+
+import pytest
+
+from compile_study.aggregate import at_once, costs, estimate, schedule, snakemake_time
+from compile_study.aggregate.snakemake_time import CallTime
+from compile_study.core import compile_record, grid, record
+from compile_study.core.layout import Layout
+from compile_study.core.record import RunConfig, RunKey
+from compile_study.plan.study import Plan
+
+from .conftest import REPO
+from .test_walltime import CALL, LOG, START, run_record
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_calls_snakemake_time_is_its_start_its_exit_and_the_seconds_between_its_jobs():
+    """The log of test_walltime: Snakemake starts its first job 5 s into the call, the run's record places it at
+    11-19 s (its log interval 10-20 s), the last job ends 2 s before the call: idle 0-5, 9-11 and 28-30 s."""
+    run = run_record(8.0, window=[START + 11, START + 19])
+    log = LOG.replace("study plan:", "total              4\nstudy plan:")
+    t = snakemake_time.call_time(CALL | {"exit_status": 0}, log, {"runs/static/fp32/eager/module/bs8/r0.json": run})
+    assert (t.start_s, t.exit_s, t.between_s, t.jobs, t.dag) == pytest.approx((5.0, 2.0, 2.0, 3, 4))
+    stopped = snakemake_time.call_time(CALL | {"exit_status": 1, "stopped_by": "time limit"}, log, {})
+    assert stopped.exit_s is None and stopped.between_s == pytest.approx(1.0)  # 9-10 s: the run's log interval
+
+
+def test_the_start_is_the_largest_dags_the_exit_the_median_and_the_rest_per_job(monkeypatch):
+    calls = [CallTime(12.0, None, 1.0, 60, 135), CallTime(6.0, 3.0, 2.0, 40, 40), CallTime(8.0, 2.0, 1.0, 20, 47),
+             CallTime(5.0, 2.5, 0.0, 0, 10)]
+    monkeypatch.setattr(snakemake_time, "logged_calls", lambda *a: calls)
+    own = snakemake_time.learned([], "cuda")
+    assert (own.start_s, own.exit_s, own.per_job_s, own.calls) == pytest.approx((12.0, 2.5, 4.0 / 120, 4))
+    assert own.seconds(100) == pytest.approx(12.0 + 2.5 + 100 * 4.0 / 120)
+    monkeypatch.setattr(snakemake_time, "logged_calls", lambda *a: [])
+    prior = snakemake_time.learned([], "cpu")
+    assert (prior.start_s, prior.per_job_s, prior.calls) == (snakemake_time.PRIOR_START_S["cpu"],
+                                                             snakemake_time.PRIOR_PER_JOB_S, 0)
+
+
+def test_the_stored_h200_studies_give_snakemake_12_s_to_start_2_8_s_to_exit_and_0_027_s_a_job(monkeypatch):
+    monkeypatch.chdir(REPO)
+    own = snakemake_time.learned(sorted(REPO.glob("reference/h200-*")), "cuda")
+    assert own.calls == 5  # the full study's three calls and the two quick studies' (hf-bert: another model)
+    assert own.start_s == pytest.approx(12.0)  # the full study's first call, 135 jobs in its DAG
+    assert own.exit_s == pytest.approx(2.8, abs=0.05)
+    assert own.per_job_s == pytest.approx(0.027, abs=0.002)
+
+
+def test_a_gpu_study_prices_the_pdf_from_the_cpu_studys_log_and_counts_its_reproduction_report(monkeypatch):
+    """No stored GPU study made a PDF: the 2-core CPU study's paper_pdf job (3 s) prices it, not the 15-s prior;
+    a rule that uses the device (the MLP claim) is never taken from another device's logs."""
+    monkeypatch.chdir(REPO)
+    studies = costs.stored_studies()
+    gpu = costs.known_jobs(studies, "cuda")
+    logged = estimate.logged_jobs(studies, "cuda")
+    assert not gpu.get("paper_pdf") and statistics.median(logged["paper_pdf"]) == pytest.approx(3.0)
+    assert logged["mlp_claim"] == gpu["mlp_claim"] and logged["reproduction"] == gpu["reproduction"]
+    assert estimate.job_seconds("paper_pdf", logged) == pytest.approx(3.0)
+    config = grid.load_config([REPO / "config.yaml"])
+    for device, reports in (("cuda", 1), ("cpu", 0)):  # yardstick.cuda names the stored GPU study; cpu none
+        runs = grid.expand(config["grids"][device])
+        assert estimate.config_jobs(config, runs, device, pdf=True)["reproduction"] == reports
+    e, _ = estimate.config_estimate(config, "cuda", Layout("results/no-study"), pdf=True)
+    assert e["other_s"]["reproduction"] == pytest.approx(statistics.median(gpu["reproduction"]))
+
+
+def test_a_long_load_goes_beside_a_long_timed_part():
+    """(seconds, of them the load): B loads for 8 s, A and D time for 9 and 8 s. Run first, B's load shows
+    whole; the order puts it beside a long timed part, down to the bound (every timed part and the least load)."""
+    a, b, c, d = (10.0, 1.0), (9.0, 8.0), (2.0, 1.0), (9.0, 1.0)
+    runs = [b, c, a, d]
+    assert schedule.wall(runs, range(4)) == pytest.approx(8 + 1 + 1 + 9 + 8) == estimate.runs_wall(runs, True)
+    order = schedule.run_order(runs)
+    assert schedule.wall(runs, order) == pytest.approx(19 + 1) == estimate.runs_wall([runs[i] for i in order], True)
+    assert order.index(0) > 0 and runs[order[order.index(0) - 1]][0] - runs[order[order.index(0) - 1]][1] >= 8
+    two = runs + [(3.0, 2.0), (4.0, 1.0)]  # two lanes: the runs dealt in turn, as estimate.runs_wall deals them
+    order = schedule.run_order(two, lanes=2)
+    assert schedule.wall(two, order, 2) == pytest.approx(estimate.runs_wall([two[i] for i in order], True, 2))
+    assert schedule.wall(two, order, 2) <= estimate.runs_wall(two, True, 2)
+    assert sorted(order) == list(range(6)) and schedule.run_order([]) == []
+
+
+def test_the_gpu_grid_hides_80_s_more_of_its_loads_in_the_order_than_in_the_grids(monkeypatch):
+    """grids.cuda from the stored records: 625 s of runs, 275 s of them loads; in the grid's order their wall is
+    441 s, in run_order's 360 s, 10 s above the bound (the timed parts and the least load)."""
+    monkeypatch.chdir(REPO)
+    config = grid.load_config([REPO / "config.yaml"])
+    keys = list(grid.expand(config["grids"]["cuda"]))
+    known = costs.known_runs(costs.plan_records(Layout("results/no-study")), "cuda", config["model"])
+    runs = [(estimate.run_seconds(k, "cuda", known)[0], estimate.load_seconds(k, "cuda", known)) for k in keys]
+    bound = sum(s - load for s, load in runs) + min(load for _, load in runs)
+    assert estimate.runs_wall(runs, True) == pytest.approx(441, abs=1)
+    assert estimate.ordered_wall(runs, True) == pytest.approx(360, abs=1) and bound == pytest.approx(350, abs=1)
+    assert estimate.ordered_wall(runs, False) == pytest.approx(sum(s for s, _ in runs))  # nothing overlaps
+    e, _ = estimate.config_estimate(config, "cuda", Layout("results/no-study"), pdf=True)
+    assert e["hidden_s"] == pytest.approx(e["runs_s"] - estimate.ordered_wall(runs, True))
+
+
+def test_the_plan_gives_the_runs_priorities_in_that_order_below_the_compile_phases(tmp_path, monkeypatch):
+    from .test_plan import SHIPPED, workflow
+
+    monkeypatch.chdir(REPO)  # the stored studies price the runs
+    P = Plan(workflow(), copy.deepcopy(SHIPPED) | {"device": "cuda", "yardstick": {"cuda": None}})
+    assert P.overlap
+    known = P._known_runs
+    runs = [(estimate.run_seconds(k, "cuda", known)[0], estimate.load_seconds(k, "cuda", known)) for k in P.runs]
+    ranked = sorted(P.runs, key=lambda k: -P.run_priority(k._asdict()))
+    assert [list(P.runs).index(k) for k in ranked] == schedule.run_order(runs)
+    assert all(1 < P.run_priority(k._asdict()) <= 9 < 10 for k in P.runs)
+    monkeypatch.setitem(P.__dict__, "overlap", False)  # (a cached property)
+    assert P.run_priority(ranked[0]._asdict()) == 0  # nothing to hide: Snakemake's own order
+
+
+def _check(root, name: str, ratio: float, k: int, device: str = "cuda") -> None:
+    (root / name / "checks").mkdir(parents=True)
+    (root / name / "checks" / "compile_concurrency.json").write_text(json.dumps(
+        {"applicable": True, "device": device, "k": k, "summary": {"ratio": ratio}}))
+
+
+def test_the_at_once_factor_is_the_checks_at_their_k_and_scaled_by_the_measured_slowdown_elsewhere(tmp_path):
+    """The stored checks measured 1.42 at 8 at once; outside the study a compile's slowdown grew from 1.13 at 8 to
+    1.26 at 16 (measured outside the study): 16 at once is priced at twice the excess, 1.83, until a study measures it."""
+    assert at_once.factor_at(1, {8: 1.42}) == 1.0 and at_once.factor_at(8, {8: 1.42}) == pytest.approx(1.42)
+    g8, g16 = 22.5 / 19.9, 25.0 / 19.9
+    assert at_once.slowdown(8) == pytest.approx(g8) and at_once.slowdown(12) == pytest.approx((g8 + g16) / 2)
+    assert at_once.factor_at(16, {8: 1.42}) == pytest.approx(1 + 0.42 * (g16 - 1) / (g8 - 1)) == pytest.approx(1.83, abs=0.01)
+    assert at_once.factor_at(12, {8: 1.4, 16: 1.6}) == pytest.approx(1.5)  # between two measured k: a line
+    assert at_once.factor_at(16, {8: 1.4, 15: 1.6}) > 1.6  # past the last measured k: scaled from it
+    assert at_once.factor_at(8, {}) == at_once.AT_ONCE
+    for name, ratio, k in [("a", 1.4, 8), ("b", 1.5, 8), ("c", 1.7, 16)]:
+        _check(tmp_path, name, ratio, k)
+    _check(tmp_path, "d", 3.0, 1, device="cpu")
+    assert at_once.checks(str(tmp_path), "cuda") == pytest.approx({8: 1.45, 16: 1.7})
+    assert at_once.at_once_factor(str(tmp_path), "cuda", 16) == pytest.approx(1.7)
+    assert at_once.at_once_factor(str(tmp_path), "cuda") == pytest.approx(1.575)  # no k: the median of the ks'
+
+
+def test_a_compile_record_is_priced_alone_by_the_factor_at_its_own_at_once_and_the_phase_at_the_plans(tmp_path,
+                                                                                                       monkeypatch):
+    key = RunKey("default", "module", 32, "static", "bf16", 0)
+    for i, k in enumerate([8, 2, 1]):
+        r = record.new(RunConfig("default", 32, "static", "bf16", 0, compile_scope="module"), {},
+                       {"device_type": "cuda"})
+        r |= {"kind": compile_record.KIND, "status": "ok", "compile": {"at_once": k},
+              "metrics": {"overhead_s": {"total_s": 28.4}}}
+        (tmp_path / f"c{i}.json").write_text(json.dumps(r))
+    cold = costs.known_compiles([str(tmp_path / "c*.json")], "cuda", factor=lambda k: at_once.factor_at(k, {8: 1.42}))
+    f2 = at_once.factor_at(2, {8: 1.42})
+    assert 1 < f2 < 1.42 and sorted(cold[(key, ("cold",))]) == pytest.approx(sorted([20.0, 28.4 / f2, 28.4]))
+    monkeypatch.chdir(REPO)
+    config = grid.load_config([REPO / "config.yaml"])
+    e8, slots8 = estimate.config_estimate(config, "cuda", Layout("results/no-study"), pdf=True)
+    one = copy.deepcopy(config)
+    one["compile_phase"]["cuda"]["cores_per_compile"] = 1  # sixteen at once on the 16-core host
+    e16, slots16 = estimate.config_estimate(one, "cuda", Layout("results/no-study"), pdf=True)
+    assert (slots8, slots16) == (8, 16)
+    assert e16["compile_s"] < e8["compile_s"] and e16["seconds"] < e8["seconds"]
+    # the phase's compiles at once cost 1.83/16 of their seconds against 1.42/8: 64% of it, the GEMM search alone apart
+    ratio = at_once.factor_at(16, at_once.checks("reference", "cuda")) / 16 / (1.4207836946114405 / 8)
+    assert ratio == pytest.approx(0.64, abs=0.01)
+
+
+def test_a_portable_start_never_recorded_is_priced_from_its_configurations_compile_job_and_warm_load():
+    """fixed (a cold compile job's cost besides its compile, as if alone) + the runs' warm-cache load x 2.53/2.15
+    (artifacts into an empty cache against a local warm cache, on an H200 outside the study); the prior without."""
+    key = RunKey("default", "module", 32, "static", "bf16", 0)
+    known = {(key, ("fixed",)): [2.0, 2.4]}
+    assert estimate.compile_seconds(key, "cuda", known, "portable", 3.0) == pytest.approx(2.2 + 3.0 * 2.53 / 2.15)
+    assert estimate.compile_seconds(key, "cuda", known, "portable") == estimate.PRIOR_COMPILE_S["cuda"]["portable"]
+    assert estimate.compile_seconds(key, "cpu", known, "portable", 3.0) == estimate.PRIOR_COMPILE_S["cpu"]["portable"]
+    recorded = known | {(key, ("portable",)): [4.0]}
+    assert estimate.compile_seconds(key, "cuda", recorded, "portable", 3.0) == 4.0  # a record says
+    assert estimate.warm_seconds(key, {("warm", (key, (True, True))[:-1]): [3.0, 5.0]}) == 4.0

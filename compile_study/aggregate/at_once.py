@@ -1,14 +1,14 @@
 """How much longer a cold compile takes among the compile phase's others than alone, at k compiles at once, as the
 estimate (estimate.py, costs.known_compiles) prices it. Torch-free.
 
-The stored studies' compile_concurrency checks measure the factor at their own k (8 at once on a 16-core H200
-host: 1.42, the median of two checks). At a k they measured, their median ratio; between two measured k, a line
-between them; elsewhere the nearest measured k's excess over alone, scaled by how the per-compile slowdown grew
-with k in measurements outside the study (one H200 host, 16 cores, torch 2.11, the study's model, fresh
-processes from empty caches; MEASURED_SLOWDOWN): (g(k) - 1) / (g(k_ref) - 1). So k = 1 costs 1, and 16 at once,
-until a study measures it, twice the check's excess at 8 (outside the study the slowdown grew 0.13 -> 0.26):
-1.83, an extrapolation, not a measurement (config.yaml's compile_phase comment says so). Scaling the ratio itself
-instead (1.42 x 1.11) would give 1.58; the excess is the more cautious of the two.
+The factor at a k comes from compile_concurrency checks (each: the phase's compiles of one configuration made k at
+once against the same configuration compiled alone, n = 3 each): the stored studies' own and those kept in
+benchmarks/compile-at-once/ (MEASURED_DIR: one H200 host, 2026-12-05, a176490, torch 2.11, the quick config's
+compile phase with two cores per compile (k = 8: 1.38x [1.17, 1.62]) and with one (k = 16: 2.78x [2.19, 3.51]):
+fifteen at once take twice as long each as eight, so the phase gains nothing from one core per compile). At a k
+they measured, their median ratio; between two measured k, a line between them; elsewhere the nearest measured
+k's excess over alone, scaled by how the per-compile slowdown grew with k in measurements outside the study
+(MEASURED_SLOWDOWN): (g(k) - 1) / (g(k_ref) - 1), so k = 1 costs 1.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from pathlib import Path
 # Until a study's compile_concurrency check says: 8 at once on 2 cores each took 19.9-25.1 s against 19.9-23.0 s
 # alone (one H200 host, torch 2.11).
 AT_ONCE = 1.15
+# Checks kept outside the stored studies (their README says how they were made)
+MEASURED_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "compile-at-once"
 # k at once -> a compile's seconds over its seconds alone, outside the study (one H200 host, 16 cores, torch 2.11,
 # the study's model, bf16 bs32 and bs512, default and reduce-overhead): alone 20.0 s on 4 cores and 19.9 s on 2 (on 1 core taken as on 2: Inductor's compile of this
 # model hardly uses more than one core); 4 at once on 4 cores each 21.9-24.3 s (midpoint 23.1), 8 on 2 cores
@@ -38,11 +40,12 @@ def slowdown(k: float) -> float:
     return g_lo + (g_hi - g_lo) * (k - lo) / (hi - lo)
 
 
-def checks(references: str, device: str) -> dict[int, float]:
-    """k at once -> the median ratio of the stored studies' compile_concurrency checks on `device` that ran k at
-    once (checks/compile_concurrency.json); empty where none applied."""
+def checks(references: str, device: str, kept: Path | None = MEASURED_DIR) -> dict[int, float]:
+    """k at once -> the median ratio of the compile_concurrency checks on `device` that ran k at once (the stored
+    studies' checks/compile_concurrency.json and those kept in `kept`, MEASURED_DIR); empty where none applied."""
     found: dict[int, list[float]] = {}
-    for path in glob.glob(f"{references}/*/checks/compile_concurrency.json"):
+    paths = glob.glob(f"{references}/*/checks/compile_concurrency.json") + (glob.glob(f"{kept}/*.json") if kept else [])
+    for path in sorted(paths):
         check = json.loads(Path(path).read_text())
         ratio = (check.get("summary") or {}).get("ratio")
         if check.get("applicable") and check.get("device") == device and ratio:

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import time
 
 from tqdm import tqdm
+
+tempfile.gettempdir()  # as an import in the launcher's server may: a child must read its TMPDIR again
+
+
+def temp_dir() -> str:
+    """Where the child's temporary files go."""
+    return tempfile.gettempdir()
 
 
 def named(name: str):

@@ -1,6 +1,7 @@
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -11,14 +12,18 @@ from compile_study.measure.isolation import Host
 pytestmark = pytest.mark.unit
 
 
-def test_inductor_cache_is_cold_when_fresh_and_warm_when_reused(tmp_path, monkeypatch):
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+def test_inductor_cache_is_cold_when_fresh_and_warm_when_reused_and_holds_the_jobs_temporary_directory(tmp_path):
+    """The job's environment points Inductor, Triton and the temporary directory (where Inductor keeps its C++
+    precompiled header) into the cache; a cache holding only that directory is still cold."""
     cache = tmp_path / "cache"
-    assert isolation.use_inductor_cache(cache, fresh=True) == "cold"
-    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(cache.resolve())
+    env, state = isolation.prepare_cache(cache, fresh=True)
+    assert state == "cold" and env["TORCHINDUCTOR_CACHE_DIR"] == str(cache.resolve())
+    assert env["TMPDIR"] == str(cache.resolve() / isolation.TEMP) and Path(env["TMPDIR"]).is_dir()
+    assert isolation.prepare_cache(cache, fresh=False)[1] == "cold"  # only the temporary directory: cold
     (cache / "fxgraph").mkdir()
-    assert isolation.use_inductor_cache(cache, fresh=False) == "warm"
-    assert isolation.use_inductor_cache(cache, fresh=True) == "cold" and not any(cache.iterdir())
+    assert isolation.prepare_cache(cache, fresh=False)[1] == "warm"
+    assert isolation.prepare_cache(cache, fresh=True)[1] == "cold"
+    assert [p.name for p in cache.iterdir()] == [isolation.TEMP]
 
 
 def test_a_fresh_cache_starts_from_another_configurations_gemm_search_and_nothing_else(tmp_path):
@@ -31,7 +36,7 @@ def test_a_fresh_cache_starts_from_another_configurations_gemm_search_and_nothin
     (mine / "fxgraph").mkdir(parents=True)  # an earlier study's leftovers: a fresh repeat 0 empties them
     env, state = isolation.prepare_cache(mine, True, searched)
     assert state == vocab.SEARCH_SHARED and env["TORCHINDUCTOR_CACHE_DIR"] == str(mine.resolve())
-    assert sorted(p.name for p in mine.iterdir()) == [isolation.SEARCH_RESULTS]  # no graphs, no kernels
+    assert sorted(p.name for p in mine.iterdir()) == sorted([isolation.SEARCH_RESULTS, isolation.TEMP])  # no graphs, no kernels
     assert (mine / isolation.SEARCH_RESULTS / "system-hash").read_text() == '{"cache": {"mm": {}}}'
     # its later repeats find their own cache filled (warm) and copy nothing more
     (searched / isolation.SEARCH_RESULTS / "later").write_text("{}")

@@ -150,6 +150,19 @@ print(json.dumps(out))
     assert "SIGABRT" in got["crash"] and got["asked_after_crash"] == 0
 
 
+def test_a_child_puts_its_temporary_files_where_its_setup_says_even_if_the_server_asked_first(tmp_path):
+    """Inductor keeps its C++ precompiled header in the temporary directory: a job's TMPDIR (its cache's,
+    isolation.prepare_cache) must hold in its process, in either way, though the server resolved its own first."""
+    temp = tmp_path / "cache" / "tmp"
+    temp.mkdir(parents=True)
+    body = f"""
+setup = launch.Setup(log=sys.argv[1], threads=1, env={{"TMPDIR": {str(temp)!r}}}, cores=None)
+got = {{way: launch.run(target_of("temp_dir"), {{}}, setup, Clock(), way).value for way in launch.WAYS}}
+print(json.dumps(got))
+"""
+    assert drive(body, tmp_path) == {"warm": str(temp), "fresh": str(temp)}
+
+
 def test_a_crash_comes_back_as_an_outcome_and_an_interrupt_as_an_exception(tmp_path):
     got = drive("""
 crash = go("crash")

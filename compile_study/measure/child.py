@@ -16,6 +16,7 @@ import os
 import pickle
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -53,6 +54,7 @@ def apply(setup) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # a ^C stops the child at once (the server ignores it)
     redirect_output(setup.log)
     os.environ.update(setup.env | {JOBS_VAR: str(os.getppid())})  # its siblings are the study's other jobs
+    tempfile.tempdir = None  # the server may have asked for it already: TMPDIR (isolation.TEMP) is read again
     if setup.cores:
         os.sched_setaffinity(0, setup.cores)
 

@@ -39,6 +39,14 @@ def bound_threads(threads: int) -> None:
     os.environ.update(thread_env(threads))
 
 
+# The temporary directory a job's process gets, under its cache directory: Inductor keeps the C++ precompiled
+# header its CPU kernels include (~150 MB, built by a first compile on a machine) not in its cache directory but in
+# the system's temporary directory (torch/_inductor/codecache.py _HEADER_DIR: default_cache_dir(), global on
+# purpose), so without this a "cold" compile would find the header that any earlier compile on the host built and
+# be as cold as the host's history. With it, a cold compile and a portable start (an empty cache, as on a fresh
+# machine) build it; a warm run finds the one its configuration's cold compile left.
+TEMP = "tmp"
+
 # Where Inductor keeps the benchmarked timings of kernel choices (max-autotune's search) under its cache
 # directory: one JSON file per system (torch/_inductor/codecache.py CacheBase.get_local_cache_path). A search
 # whose every choice is found there is neither precompiled nor benchmarked again.
@@ -47,26 +55,22 @@ SEARCH_RESULTS = "cache"
 
 def prepare_cache(cache_dir: str | os.PathLike, fresh: bool,
                   search_from: str | os.PathLike | None = None) -> tuple[dict[str, str], str]:
-    """Empty cache_dir first if fresh -> (the environment pointing Inductor and Triton at it, its state:
+    """Empty cache_dir first if fresh -> (the environment pointing Inductor, Triton and the temporary directory
+    (TEMP) at it, its state:
     vocab.CACHE_STATES). `search_from`: another configuration's cache whose search results (SEARCH_RESULTS, not
     its graphs or kernels) a fresh cache starts with, where it has any: "cold, GEMM search shared"."""
     cache = Path(cache_dir).resolve()
     if fresh:
         shutil.rmtree(cache, ignore_errors=True)
-    state = "warm" if cache.is_dir() and any(cache.iterdir()) else "cold"
+    state = "warm" if cache.is_dir() and any(p.name != TEMP for p in cache.iterdir()) else "cold"
     cache.mkdir(parents=True, exist_ok=True)
     searched = Path(search_from).resolve() / SEARCH_RESULTS if search_from is not None else None
     if fresh and searched is not None and searched.is_dir() and any(searched.iterdir()):
         shutil.copytree(searched, cache / SEARCH_RESULTS)
         state = vocab.SEARCH_SHARED
-    return {"TORCHINDUCTOR_CACHE_DIR": str(cache), "TRITON_CACHE_DIR": str(cache / "triton")}, state
-
-
-def use_inductor_cache(cache_dir: str | os.PathLike, fresh: bool) -> str:
-    """prepare_cache, applied to this process -> "cold" or "warm"."""
-    env, state = prepare_cache(cache_dir, fresh)
-    os.environ.update(env)
-    return state
+    (cache / TEMP).mkdir(exist_ok=True)
+    return {"TORCHINDUCTOR_CACHE_DIR": str(cache), "TRITON_CACHE_DIR": str(cache / "triton"),
+            "TMPDIR": str(cache / TEMP)}, state
 
 
 @functools.cache

@@ -40,9 +40,10 @@ def slowdown(k: float) -> float:
     return g_lo + (g_hi - g_lo) * (k - lo) / (hi - lo)
 
 
-def checks(references: str, device: str, kept: Path | None = MEASURED_DIR) -> dict[int, float]:
+def checks(references: str, device: str, kept: Path | None = None) -> dict[int, float]:
     """k at once -> the median ratio of the compile_concurrency checks on `device` that ran k at once (the stored
-    studies' checks/compile_concurrency.json and those kept in `kept`, MEASURED_DIR); empty where none applied."""
+    studies' checks/compile_concurrency.json and those in `kept`: the estimate passes MEASURED_DIR); empty where none
+    applied."""
     found: dict[int, list[float]] = {}
     paths = glob.glob(f"{references}/*/checks/compile_concurrency.json") + (glob.glob(f"{kept}/*.json") if kept else [])
     for path in sorted(paths):

@@ -29,8 +29,8 @@ import statistics
 from pathlib import Path
 
 from compile_study.aggregate import costs, schedule, snakemake_time
+from compile_study.aggregate.at_once import MEASURED_DIR, factor_at
 from compile_study.aggregate.at_once import checks as at_once_checks
-from compile_study.aggregate.at_once import factor_at
 from compile_study.aggregate.costs import AT_ONCE
 from compile_study.core import grid, record
 from compile_study.core.layout import Layout
@@ -222,7 +222,7 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
     other = {rule: job_seconds(rule, logged, n) for rule, n in jobs.items() if n}
     if "method_check:concurrency" in other and gpus < 2 and not logged.get("method_check:concurrency"):
         other["method_check:concurrency"] = PRIOR_JOB_S["measure_peak"]  # one GPU: it only says it does not apply
-    measured = at_once_checks(references, device)
+    measured = at_once_checks(references, device, kept=MEASURED_DIR)
     known_c = costs.known_compiles(costs.plan_compiles(layout, references), device, model,
                                    lambda k: factor_at(k, measured))
     if "method_check:compile_concurrency" in other:  # its cell compiled cold, alone, one after another

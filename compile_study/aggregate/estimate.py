@@ -243,12 +243,16 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
                                                    zip(todo, per_run)], overlap, gpus)
     timed = runs_s + sum(v for r, v in other.items() if costs.timed_rule(r))
     rest = sum(v for r, v in other.items() if not costs.timed_rule(r))
+    # the floor (walltime.floor): what must hold the device alone, so that no schedule is shorter: the runs less
+    # their loads, the timed jobs (method checks, peak, claim) and the compiles that run alone (a GEMM search)
+    loads = sum(load_seconds(key, device, known) for key in todo)
+    floor = (timed - loads) / max(gpus, 1) + sum(s for c, s in cold if c["alone"])
     own = snakemake_time.learned(studies, device, model)
     snakemake = own.seconds(len(todo) + len(cold) + len(portable) + sum(jobs.values()))
     seconds = phase + timed / max(gpus, 1) - hidden + rest + snakemake
     return {"total": len(runs), "todo": len(todo), "measured": sum(m for _, m in per_run), "compiles": len(cold),
             "portable": len(portable), "compile_s": phase, "runs_s": runs_s, "hidden_s": hidden, "other_s": other,
-            "snakemake_s": snakemake, "seconds": seconds}
+            "snakemake_s": snakemake, "seconds": seconds, "floor_s": floor}
 
 
 def plan_message(runs: dict, layout: Layout, device: str, gpus: int = 1, jobs: dict | None = None,
@@ -268,7 +272,8 @@ def message(e: dict, device: str, gpus: int, slots: int) -> str:
     return (f"study plan: {e['compiles']} cold compiles{portable} and {e['todo']} of {e['total']} runs to do, about "
             f"{e['seconds'] / 60:.1f} min {where} ({e['seconds']:.0f} s in all: compile phase {e['compile_s']:.0f} s "
             f"({slots} at once), runs {e['runs_s']:.0f} s{hidden}, other jobs {sum(e['other_s'].values()):.0f} s, Snakemake "
-            f"{e['snakemake_s']:.0f} s; runs estimated from {source})")
+            f"{e['snakemake_s']:.0f} s; floor {e['floor_s']:.0f} s, the parts that hold the device alone; runs "
+            f"estimated from {source})")
 
 
 def progress_message(runs: dict, layout: Layout, device: str, gpus: int = 1, model: dict | None = None,

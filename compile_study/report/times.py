@@ -113,7 +113,8 @@ def plans(project: Path) -> list[str]:
             where = "one GPU (16 cores)" if device == "cuda" else "2 CPU cores"
             out.append(f"- {name}: {e['compiles']} cold compiles and {e['total']} runs, about {e['seconds'] / 60:.1f} "
                        f"min on {where} (compile phase {e['compile_s'] / 60:.1f} min, {slots} at once; runs "
-                       f"{e['runs_s'] / 60:.1f} min{hidden(e)}, {e['measured']} of them from stored records)")
+                       f"{e['runs_s'] / 60:.1f} min{hidden(e)}, {e['measured']} of them from stored records; floor, "
+                       f"the parts that hold the device alone: {e['floor_s'] / 60:.1f} min)")
     return out
 
 

@@ -108,6 +108,10 @@ def test_numbers_read_as_the_paper_shows_them():
     two = stats.speedup_interval([2.73, 3.18])  # n = 2: never a bracketed range, with or without the method
     assert numbers.interval(two) == numbers.interval(two, False) == "2.95× (n = 2, no interval)"
     assert numbers.interval({"point": 1.7, "low": None, "high": None, "n": 2}) == "1.70× (n = 2, no interval)"
+    open_above = stats.Interval(8219.3, 3626.6, float("inf"), "Bonferroni, 97.5% t on each side", 3, 0.95)
+    assert numbers.interval(open_above, True, numbers.steps) == "8,219 [3,627, never] (95%, Bonferroni, n = 3)"
+    no_low = stats.Interval(8219.3, nan, float("inf"), "", 3, 0.95)
+    assert numbers.interval(no_low, True, numbers.steps) == "8,219 (n = 3, no interval)"
     assert [numbers.sig(v) for v in (771.49, 51.138, 0.14231, 12345.6)] == ["771", "51.1", "0.142", "12,346"]
     assert numbers.steps(float("inf")) == "never" and numbers.word(1) == "one" and numbers.word(12) == "12"
     assert numbers.span([15.31, 17.6], numbers.seconds) == "15.3–17.6 s" == numbers.span([15.31, 17.6], "seconds")

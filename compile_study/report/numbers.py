@@ -101,16 +101,19 @@ def decided_interval(d: dict) -> Interval:
 
 def interval(iv: Interval | None, with_method: bool = True, fmt=times) -> str:
     """'1.52× [1.47, 1.58] (95% t, n = 5)'; with fewer than MIN_N processes no brackets, and the method is
-    always said ('1.24× (n = 2, no interval)'), so that a bare point is never read as an interval's."""
+    always said ('1.24× (n = 2, no interval)'), so that a bare point is never read as an interval's. A
+    break-even whose upper end is infinite (the step's saving may be nil) reads '8,219 [3,627, never]'."""
     if isinstance(iv, dict):  # claims.csv's evidence: {"point", "low", "high", "n"}, None for a missing end
         iv = Interval(*(iv.get(k) if iv.get(k) is not None else math.nan for k in ("point", "low", "high")), "",
                       int(iv.get("n") or 0), LEVEL)
     if iv is None or not finite(iv.point):
         return DASH
-    if iv.n < MIN_N or not (finite(iv.low) and finite(iv.high)):
+    open_above = finite(iv.low) and iv.high == math.inf  # a break-even whose saving's interval reaches 0
+    if iv.n < MIN_N or not (finite(iv.low) and (finite(iv.high) or open_above)):
         return f"{fmt(iv.point)} ({method(iv)})"
     unit = re.search(r"[^\d.,]*$", fmt(iv.point)).group()
-    body = f"{fmt(iv.point)} [{fmt(iv.low).removesuffix(unit)}, {fmt(iv.high).removesuffix(unit)}]"
+    high = fmt(iv.high).removesuffix(unit) if finite(iv.high) else "never" if fmt is steps else "unbounded"
+    body = f"{fmt(iv.point)} [{fmt(iv.low).removesuffix(unit)}, {high}]"
     return f"{body} ({method(iv)})" if with_method else body
 
 

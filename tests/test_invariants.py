@@ -60,6 +60,7 @@ def test_every_stored_paper_keeps_every_invariant(study):
     records, compile records and method checks (what the invariants re-derive their judgements from)."""
     from compile_study.aggregate.figures import read_index
     from compile_study.core import compile_record, record
+    from compile_study.core.layout import Layout
     from compile_study.report.build import build, read_checks
 
     d = REPO / "reference" / study
@@ -78,7 +79,7 @@ def test_every_stored_paper_keeps_every_invariant(study):
     context = {"config": config, "facts": facts, "decisions": decisions, "drawn": drawn, "parity": parity,
                "checks": by_name, "readme": (d / "README.md").read_text(),
                "runs": record.table(sorted(p for p in (d / "runs").rglob("r*.json") if "trace" not in p.name)),
-               "compiles": compile_record.table(sorted((d / "compiles").rglob("c*.json")))}
+               "compiles": compile_record.table(Layout(str(d)).stored_compiles())}  # cold compiles, portable starts
     found = inv.check(gen.Paper(spec, summary, rep, paper.render(rep, "md"), context))
     assert found == {}, json.dumps(found, indent=1)
 

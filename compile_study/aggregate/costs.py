@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from compile_study.aggregate import walltime
-from compile_study.aggregate.at_once import AT_ONCE, at_once_factor  # noqa: F401 (where the estimate reads them)
+from compile_study.aggregate.at_once import AT_ONCE, at_once_factor  # noqa: F401 (at_once_factor: read here by tests)
 from compile_study.core import compile_record, record, vocab
 from compile_study.core.layout import Layout
 

@@ -29,9 +29,8 @@ import statistics
 from pathlib import Path
 
 from compile_study.aggregate import costs, schedule, snakemake_time
-from compile_study.aggregate.at_once import MEASURED_DIR, factor_at
+from compile_study.aggregate.at_once import AT_ONCE, MEASURED_DIR, factor_at
 from compile_study.aggregate.at_once import checks as at_once_checks
-from compile_study.aggregate.costs import AT_ONCE
 from compile_study.core import grid, record
 from compile_study.core.layout import Layout
 from compile_study.measure import isolation
@@ -239,14 +238,13 @@ def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | Non
     factor = factor_at(min(slots, len(together)), measured)  # as many at once as the plan runs
     phase = phase_seconds(together, [s for c, s in cold if c["alone"]], slots, factor)
     runs_s = sum(s for s, _ in per_run)
-    hidden = runs_s / max(gpus, 1) - ordered_wall([(s, load_seconds(key, device, known)) for key, (s, _) in
-                                                   zip(todo, per_run)], overlap, gpus)
+    loaded = [(s, load_seconds(key, device, known)) for key, (s, _) in zip(todo, per_run)]
+    hidden = runs_s / max(gpus, 1) - ordered_wall(loaded, overlap, gpus)
     timed = runs_s + sum(v for r, v in other.items() if costs.timed_rule(r))
     rest = sum(v for r, v in other.items() if not costs.timed_rule(r))
     # the floor (walltime.floor): what must hold the device alone, so that no schedule is shorter: the runs less
     # their loads, the timed jobs (method checks, peak, claim) and the compiles that run alone (a GEMM search)
-    loads = sum(load_seconds(key, device, known) for key in todo)
-    floor = (timed - loads) / max(gpus, 1) + sum(s for c, s in cold if c["alone"])
+    floor = (timed - sum(load for _, load in loaded)) / max(gpus, 1) + sum(s for c, s in cold if c["alone"])
     own = snakemake_time.learned(studies, device, model)
     snakemake = own.seconds(len(todo) + len(cold) + len(portable) + sum(jobs.values()))
     seconds = phase + timed / max(gpus, 1) - hidden + rest + snakemake

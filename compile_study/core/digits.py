@@ -1,13 +1,14 @@
 """Numbers as the study writes them: a fixed count of significant digits, the same on every CPU.
 
-Vectorised reductions (numpy, pandas) sum in an order that depends on the CPU's instruction set, so the same
-records give 0.8259104106275778 on one machine and 0.8259104106275776 on another (same library versions). Every
-float the study writes into a file that is compared or committed passes through `fixed`: JSON through
-core/io.py `write_json_atomic` (and `dumps` where JSON sits inside another file), CSV through `csv_text`. The
-digits written are then the value rounded to SIGNIFICANT significant digits, printed as Python's shortest repr:
-a difference of a few units in the last place moves a written value only where it lies within those few units
-of a rounding boundary (about one value in 10^4 at 12 digits; tests/test_rebuild.py perturbs a study's
-reductions to show its files unchanged).
+Vectorised reductions (numpy, pandas) sum in an order that depends on the CPU's instruction set, so the same records
+give 0.8259104106275778 on one machine and 0.8259104106275776 on another (same library versions). Every float the
+study derives from records into a file that is compared or committed passes through `fixed`: JSON through `dumps`
+(decisions, environment, host effect, JSON inside another file), CSV through `csv_text`. The records themselves
+(runs, compiles, checks: core/io.py `write_json_atomic`) keep what was measured, as written once on the machine that
+measured it; nothing regenerates them. The digits `fixed` writes are the value rounded to SIGNIFICANT significant
+digits, printed as Python's shortest repr: a difference of a few units in the last place moves a written value only
+where it lies within those few units of a rounding boundary (about one value in 10^4 at 12 digits;
+tests/test_rebuild.py perturbs a study's reductions to show its files unchanged).
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def interval(iv: Interval | None, with_method: bool = True, fmt=times) -> str:
     if iv.n < MIN_N or not (finite(iv.low) and (finite(iv.high) or open_above)):
         return f"{fmt(iv.point)} ({method(iv)})"
     unit = re.search(r"[^\d.,]*$", fmt(iv.point)).group()
-    high = fmt(iv.high).removesuffix(unit) if finite(iv.high) else "never" if fmt is steps else "unbounded"
+    high = fmt(iv.high).removesuffix(unit) if finite(iv.high) or fmt is steps else "unbounded"  # steps: "never"
     body = f"{fmt(iv.point)} [{fmt(iv.low).removesuffix(unit)}, {high}]"
     return f"{body} ({method(iv)})" if with_method else body
 

@@ -104,13 +104,16 @@ def test_a_job_that_waited_for_the_host_past_what_it_still_fits_does_not_start(t
 
 @pytest.mark.dag
 def test_a_run_loads_on_its_own_core_beside_the_timed_part_before_it_and_the_timed_parts_never_overlap(tmp_path):
-    """Two configurations (each with its evidence, so that a timed part lasts seconds) on this host's two cores,
+    """Two configurations (200 timed steps each, so that a timed part lasts about 2 s) on this host's two cores,
     loads let overlap timed work: the second run's load ran on the other core while the first timed, its timed
     part began once the first's had ended, and each record and its host watch say so."""
     cmd = tiny_study(tmp_path, [8, 16])
     cfg = yaml.safe_load((tmp_path / "config.yaml").read_text())
     cfg["overlap_loads"] = True
     cfg["disturbance"] = {"redos": 0}  # a neighbour's load on this shared host flags a run, never redoes it
+    # a timed part of about 2 s (4 steps took 0.4 s): on a busy 2-core host (the suite's other test process
+    # compiling) the next run's process can start a few hundred ms after the go, and must still start beside it
+    cfg["grids"]["cpu"][0] |= {"timed_steps": 200, "interleave_chunk": 20}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     targets = [f"results/cpu/runs/static/fp32/eager/module/bs{b}/r0.json" for b in (8, 16)]
     res = subprocess.run(cmd + targets, cwd=tmp_path, capture_output=True, text=True, timeout=900)

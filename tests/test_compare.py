@@ -337,3 +337,23 @@ def test_the_readme_block_quotes_the_headline_and_the_table(tmp_path, stored):
     readme.write_text("no block\n")
     with pytest.raises(SystemExit, match="no reproduction block"):
         reproduction.update_readme(readme, result, NAMES)
+
+
+@pytest.mark.unit
+def test_rebuild_judges_the_readmes_quoted_pair_again_with_the_stored_host_effect(tmp_path):
+    """A block made under another host effect (here: none) is stale; refresh_readme judges the pair it quotes
+    again, with the project's reference/host-effect.json, as rebuild --all does: the project README's block."""
+    from .conftest import REPO
+
+    pair = reproduction.quoted_pair(REPO / "README.md")
+    assert pair is not None and all((REPO / name / "config.yaml").is_file() for name in pair)
+    stale = cmp.compare(cmp.load(REPO / pair[0]), cmp.load(REPO / pair[1]), pair, host_effect={})
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Title\n{reproduction.BEGIN}\nold\n{reproduction.END}\n")
+    reproduction.update_readme(readme, stale, pair)
+    assert "host effect between" not in readme.read_text()  # no host effect: the rule before it
+    assert reproduction.refresh_readme(readme, REPO) == pair
+    block = lambda text: text[text.index(reproduction.BEGIN):text.index(reproduction.END)]  # noqa: E731
+    assert block(readme.read_text()) == block((REPO / "README.md").read_text())
+    readme.write_text("no block\n")
+    assert reproduction.quoted_pair(readme) is None and reproduction.refresh_readme(readme, REPO) is None

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from compile_study.aggregate import calls, costs, estimate, walltime
+from compile_study.aggregate.at_once import at_once_factor
 from compile_study.core import compile_record, grid, record
 from compile_study.core.layout import Layout
 from compile_study.core.record import RunConfig, RunKey
@@ -161,13 +162,13 @@ def test_the_phase_factor_comes_from_the_stored_checks_and_compiles_made_among_o
     """The compile_concurrency checks of the stored studies set how much longer a compile takes among others
     (their median); a compile record made among others is priced as if alone, so the phase does not count the
     slowdown twice; without a check, AT_ONCE."""
-    assert costs.at_once_factor(str(tmp_path), "cuda") == costs.AT_ONCE
+    assert at_once_factor(str(tmp_path), "cuda") == costs.AT_ONCE
     for name, ratio, device in [("a", 1.4, "cuda"), ("b", 1.2, "cuda"), ("c", 1.3, "cuda"), ("d", 3.0, "cpu")]:
         (tmp_path / name / "checks").mkdir(parents=True)
         (tmp_path / name / "checks" / "compile_concurrency.json").write_text(json.dumps(
             {"applicable": True, "device": device, "summary": {"ratio": ratio}}))
-    assert costs.at_once_factor(str(tmp_path), "cuda") == pytest.approx(1.3)
-    assert costs.at_once_factor(str(tmp_path), "cpu") == pytest.approx(3.0)
+    assert at_once_factor(str(tmp_path), "cuda") == pytest.approx(1.3)
+    assert at_once_factor(str(tmp_path), "cpu") == pytest.approx(3.0)
     key = RunKey("default", "module", 32, "static", "bf16", 0)
     for i, at_once in enumerate([8, 1]):
         r = record.new(RunConfig("default", 32, "static", "bf16", 0, compile_scope="module"), {},

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from compile_study.aggregate import walltime
-from compile_study.aggregate.at_once import AT_ONCE, at_once_factor  # noqa: F401 (at_once_factor: read here by tests)
+from compile_study.aggregate.at_once import AT_ONCE
 from compile_study.core import compile_record, record, vocab
 from compile_study.core.layout import Layout
 
@@ -253,15 +253,19 @@ def plan_compiles(layout: Layout, references: str = "reference") -> list[str]:
             f"{references}/*/compiles/**/[cp]*.json", f"{references}/*/runs/**/r0.json"]
 
 
+def study_of_kind(runs: list[dict], device: str, model: dict | None = None) -> bool:
+    """Whether a study whose run records are `runs` ran on `device` with `model` (its first record says)."""
+    return bool(runs) and runs[0]["env"].get("device_type") == device and \
+        model_of(runs[0]["config"].get("model")) == model_of(model)
+
+
 def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> dict[str, list[float]]:
     """Rule -> seconds its jobs took in the logged calls of `model`'s studies (timed ones as under the launcher),
     newest studies first (calibrated on the rules both logged)."""
     by_study: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for study in studies:
         records = [r for r in (cached_record(p) for p in Layout(str(study)).stored_records()) if r]
-        if not records or records[0]["env"].get("device_type") != device:
-            continue
-        if model_of(records[0]["config"].get("model")) != model_of(model):
+        if not study_of_kind(records, device, model):
             continue
         old = [r for r in records if not r["env"].get("launcher")]
         start = _old_job_start(study, old, device) if old else 0.0

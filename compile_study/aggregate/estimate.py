@@ -143,7 +143,7 @@ def compile_seconds(key: record.RunKey, device: str, known: dict, search: str | 
 
 def phase_seconds(at_once: list[float], alone: list[float], slots: int, factor: float = AT_ONCE) -> float:
     """The compile phase's wall time: the `at_once` jobs (cold compiles, parity checks), longest first, each to the
-    slot free first, each `factor` times as long as alone (at_once_factor; the last slot to finish ends them);
+    slot free first, each `factor` times as long as alone (at_once.factor_at; the last slot to finish ends them);
     then the `alone` ones (GEMM searches) one by one."""
     ends = [0.0] * max(slots, 1)
     for seconds in sorted(at_once, reverse=True):

@@ -64,10 +64,7 @@ def logged_calls(studies: list[Path], device: str, model: dict | None = None) ->
         layout = Layout(str(study))
         paths = layout.stored_records() + layout.stored_compiles()
         records = {os.path.relpath(p, study): r for p in paths if (r := costs.cached_record(p))}
-        runs = [r for p, r in records.items() if p.startswith("runs")]
-        if not runs or runs[0]["env"].get("device_type") != device:
-            continue
-        if costs.model_of(runs[0]["config"].get("model")) != costs.model_of(model):
+        if not costs.study_of_kind([r for p, r in records.items() if p.startswith("runs")], device, model):
             continue
         for call in walltime.read_calls(study / "calls.jsonl"):
             log = study / "logs" / call.get("snakemake_log", "-")

@@ -102,6 +102,23 @@ def test_the_method_counts_the_phases_compiles_and_says_how_they_ran():
     old = words(Text("method", "costs", costs | {"cold": 3, "warm": 6, "phase": phase | {"p": {}}}))
     assert "3 were cold and 6 warm" in old and "compile phase" not in old  # a study made before the phase
     assert compile_phase(pd.DataFrame()) == {}
+    assert "inference graph" not in text  # records made before the first cold compiles compiled it
+
+
+def test_the_method_counts_the_first_cold_compiles_that_compiled_the_inference_graph():
+    """Only successful cold compiles that say so count (a portable start never compiles it; a record made before
+    the field has None)."""
+    compiles = pd.DataFrame(
+        [_compile("default", i, 30.0) | {"inference": i == 0} for i in range(3)]
+        + [_compile("reduce-overhead", 0, 30.0) | {"inference": True},
+           _compile("max-autotune", 0, 200.0, alone=True, status="failed") | {"inference": True},
+           _compile("default", 0, 13.0) | {"start": "portable", "inference": False}])
+    p = compile_phase(compiles)
+    assert p["inference"] == 2 and "inference" not in compile_phase(compiles.assign(inference=None))
+    phase = {"p": p, "n_cold": 3, "gpu": True, "check": None}
+    costs = {"cold": 0, "warm": 6, "recorded": True, "gpu": True, "train_rows": ROWS, "peaks": [], "payback": True}
+    text = words(Text("method", "costs", costs | {"phase": phase}))
+    assert "Two first cold compiles also compiled their configurations' inference graph" in text
 
 
 @pytest.mark.parametrize("ratios, verdict", [([1.04, 1.07, 1.05], "faster"), ([0.9, 1.1, 1.0], "underpowered"),

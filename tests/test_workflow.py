@@ -170,6 +170,13 @@ def check_tiny_paper(study_dir, real: bool) -> dict:
     assert set(records) == {"eager", "default"} and all(r["status"] == "ok" for r in records.values())
     assert records["default"]["metrics"]["graphs_compiled"] == 1 and records["eager"]["metrics"]["graphs_compiled"] == 0
     m = records["default"]["metrics"]
+    # its inference graph: compiled by the first cold compile after it saved the portable artifacts (which hold
+    # the training step alone: the portable start found every graph it needed), loaded by the run from the cache
+    c0, p0 = (json.loads((root / f"compiles/static/fp32/default/module/bs16/{n}.json").read_text()) for n in ("c0", "p0"))
+    assert c0["compile"]["inference"] and not p0["compile"]["inference"] and p0["metrics"]["fx_cache_misses"] == 0
+    assert c0["metrics"]["inference_prime_s"] > 0 and c0["metrics"]["inference_fx_cache_misses"] >= 1
+    assert c0["metrics"]["artifacts"]["inductor"] == c0["metrics"]["fx_cache_misses"]  # the training graphs alone
+    assert m["inference_fx_cache_misses"] == 0 and m["inference_fx_cache_hits"] >= 1
     summary = pd.read_csv(root / "summary.csv").set_index("compile_mode")
     assert summary.loc["default", "speedup"] == pytest.approx(m["in_process_speedup"])  # one process: its own ratio
     assert summary.loc["default", "speedup_method"] == "single run"

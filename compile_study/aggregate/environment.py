@@ -40,8 +40,9 @@ def compile_phase(compiles: pd.DataFrame, records: pd.DataFrame | None = None) -
     how many cold compiles of how many configurations, how many each, how many went at once at most on how many
     cores each, the modes whose compiles ran alone (a GEMM search benchmarks on the device) and those that started
     from another mode's GEMM search (gemm_search: shared; once per configuration); the configurations none of whose
-    compiles succeeded, and how many compiled timed runs (`records`) found their cache filled (warm) or not. Empty for a
-    study made before the compile phase (its cold compiles are its first runs')."""
+    compiles succeeded, how many compiled timed runs (`records`) found their cache filled (warm) or not, and how many
+    compiles filled it with an inference graph too. Empty for a study made before the compile phase (its cold
+    compiles are its first runs')."""
     if compiles is None or compiles.empty:
         return {}
     portable = compiles[compiles.start == "portable"]
@@ -61,7 +62,14 @@ def compile_phase(compiles: pd.DataFrame, records: pd.DataFrame | None = None) -
                                           key=vocab.COMPILE_MODES.index),
             "host_cores": sorted({len(c) for c in alone.cores if isinstance(c, list)}),
             "failed_configurations": len(per) - (ok.groupby(keys).ngroups if len(ok) else 0),
-            "timed_cache": _timed_cache(records), "portable": portable_counts(portable)}
+            "timed_cache": _timed_cache(records), "portable": portable_counts(portable)} | inference_primed(ok)
+
+
+def inference_primed(ok: pd.DataFrame) -> dict:
+    """{"inference": how many successful cold compiles compiled their configuration's inference graph too
+    (measure/cold.py), so that no timed run's evidence compiled it}, or {} where none did (a study made before)."""
+    primed = int(ok.inference.eq(True).sum()) if "inference" in ok else 0
+    return {"inference": primed} if primed else {}
 
 
 def portable_counts(portable: pd.DataFrame) -> dict:

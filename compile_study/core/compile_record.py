@@ -26,13 +26,15 @@ COMPILE = {
     "threads": "torch's threads in it: the timed runs' count (Inductor's CPU kernels are made for a thread count)",
     "alone": "whether it ran with the whole host to itself (a GEMM search benchmarks on the GPU)",
     "inductor_cache": "the cache it started from (vocab.CACHE_STATES): cold, or cold but for a shared GEMM search",
+    "inference": "whether it compiled its configuration's inference graph too, after the training compile it "
+                 "measures (a first cold compile where the timed runs time inference: none of them compiles)",
     "start": "how it reached the compiled step (vocab.COLD_STARTS): cold, or portable (the first cold compile's "
              "artifacts loaded into its empty cache); records made before portable starts are cold",
 }
 METRICS = ("cold_compile_s", "first_step_s", "epoch1_s", "epoch2_s", "epoch_steps", "graphs_compiled", "recompiles",
            "generated_kernels", "gemm_searches", "fx_cache_hits", "fx_cache_misses", "cudagraph_recordings",
            "compile_events_s", "recompile_limit_hit", "aot_cache_hits", "aot_cache_misses",
-           "artifacts_bytes", "artifacts_load_s", "peak_memory_bytes")
+           "artifacts_bytes", "artifacts_load_s", "peak_memory_bytes", "inference_prime_s")
 # what the portable artifacts held (saved by a first cold compile) or gave (loaded by a portable start), per kind of
 # cache entry (torch.compiler's CacheInfo: inductor, aot_autograd, autotune, pgo, ...): {kind: entries}
 ARTIFACTS = "artifacts"

@@ -111,6 +111,10 @@ class RunConfig:
     def regime(self) -> vocab.Regime:
         return vocab.Regime.parse(self.shape_regime)
 
+    @property
+    def times_inference(self) -> bool:
+        return vocab.times_inference(self.compile_scope, self.shape_regime)
+
     def key(self) -> RunKey:
         return RunKey.of(asdict(self))
 

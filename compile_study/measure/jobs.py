@@ -87,8 +87,8 @@ def compile_run(params, data_dir: str, record_path: str, log: str, progress: Cal
                 expected_s: Callable[[], float] | None = None) -> dict:
     """Rule cold_compile (and portable_start): one cold compile (or portable start) of a configuration in a fresh
     process on a compile slot, from an empty cache (params: run, compile {index, alone, cores_per_compile, slots,
-    threads, start}, cache_dir, search_cache, artifacts {save or load: path}, model, device) -> its record, written
-    (and returned). A cache of its own beyond the first cold compile's is removed afterwards.
+    threads, start, inference}, cache_dir, search_cache, artifacts {save or load: path}, model, device) -> its record,
+    written (and returned). A cache of its own beyond the first cold compile's is removed afterwards.
     `expected_s`: its estimated seconds, asked only where the call has a time limit (core/deadline.py)."""
     in_time(expected_s, record_path)
     clock = Clock()
@@ -103,7 +103,8 @@ def compile_run(params, data_dir: str, record_path: str, log: str, progress: Cal
             setup.threads = plan["threads"]
             setup.env |= isolation.thread_env(setup.threads)
         block = {"index": plan["index"], "alone": plan["alone"], "slots": slot["slots"], "cores": slot["cores"],
-                 "threads": setup.threads, "inductor_cache": state, "start": plan.get("start", "cold")}
+                 "threads": setup.threads, "inductor_cache": state, "start": plan.get("start", "cold"),
+                 "inference": bool(plan.get("inference"))}
         kwargs = {"model": dict(params["model"]), "run": run, "data_dir": data_dir, "device": device,
                   "threads": setup.threads, "host": host, "compile": block, "artifacts": params.get("artifacts")}
         outcome = launch.run(targets.compile_job, kwargs, setup, clock)

@@ -27,7 +27,7 @@ import torch
 from compile_study.core.batches import Batch
 from compile_study.core.record import RunConfig
 from compile_study.measure.compile import compile_model
-from compile_study.measure.compile_stats import CompileWatch
+from compile_study.measure.compile_stats import CompileWatch, fx_cache
 from compile_study.measure.steps import autocast, mark_step_begin
 from compile_study.measure.timing import synchronize, time_call, time_steps
 
@@ -141,16 +141,31 @@ def _infer(model, precision: str, device: torch.device):
     return call
 
 
+def inference_subject(model, cfg: RunConfig, device: torch.device):
+    """The subject's weights compiled afresh in the run's mode, called in eval mode without grad."""
+    return _infer(compile_model(model, cfg.compile_mode), cfg.precision, device)
+
+
+def warm_inference(subject, model, batches: list[Batch], device: torch.device) -> dict:
+    """`model` to eval mode, then INFERENCE_WARMUP calls of `subject` (inference_subject of it; its compile happens
+    in the first) -> their seconds and Inductor's FX graph cache hits and misses meanwhile (no miss: the compiled
+    graph came from the cache, as the first cold compile left it: measure/cold.py)."""
+    model.eval()
+    hits, misses = fx_cache()
+    warmup_s = [time_call(lambda i=i: subject(batches[i % len(batches)]), device) for i in range(INFERENCE_WARMUP)]
+    return {"inference_warmup_s": sum(warmup_s), "inference_fx_cache_hits": fx_cache()[0] - hits,
+            "inference_fx_cache_misses": fx_cache()[1] - misses}
+
+
 def inference_block(model, ref_model, cfg: RunConfig, batches: list[Batch], device: torch.device) -> dict:
     """Eval mode, no grad: the subject's weights compiled afresh in the run's mode vs the eager reference.
 
     Run after the training compile report, so its compilation is not counted with training's.
     """
-    subject = _infer(compile_model(model, cfg.compile_mode), cfg.precision, device)
+    subject = inference_subject(model, cfg, device)
     reference = _infer(ref_model, cfg.precision, device)
-    model.eval()
     ref_model.eval()
-    warmup_s = [time_call(lambda i=i: subject(batches[i % len(batches)]), device) for i in range(INFERENCE_WARMUP)]
+    warm = warm_inference(subject, model, batches, device)
     for i in range(INFERENCE_WARMUP):
         reference(batches[i % len(batches)])
     block = interleaved_block({"subject": subject, "reference": reference}, batches, cfg.timed_steps,
@@ -158,11 +173,10 @@ def inference_block(model, ref_model, cfg: RunConfig, batches: list[Batch], devi
     model.train()
     ref_model.train()
     subject_ms, ref_ms = statistics.median(block["times"]["subject"]), statistics.median(block["times"]["reference"])
-    return {
+    return warm | {
         "inference_step_ms": subject_ms,
         "inference_reference_step_ms": ref_ms,
         "inference_speedup": ref_ms / subject_ms,
-        "inference_warmup_s": sum(warmup_s),
     }
 
 

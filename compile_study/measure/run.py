@@ -162,7 +162,7 @@ def evidence(subject: Side, reference: Side, cfg: RunConfig, batches: list[Batch
                        lambda i: s(batches[i % len(batches)]), cfg.profile_steps, device, t))
                    for name, s, t in (("subject", subject.step, trace_path), ("reference", reference.step, None))}
     inference = {}
-    if cfg.shape_regime == "static" and cfg.compile_scope == "module":
+    if cfg.times_inference:
         with host_watch.window("inference", clock), clock.part("inference_s"):
             inference = guarded("inference", errors, lambda: inference_block(
                 subject.model, reference.model, cfg, batches, device)) or {}

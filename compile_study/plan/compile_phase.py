@@ -9,7 +9,7 @@ import functools
 import os
 
 from compile_study.aggregate import costs, estimate
-from compile_study.core import grid
+from compile_study.core import grid, vocab
 from compile_study.core.record import CONFIGURATION_KEYS, RunKey
 
 
@@ -50,7 +50,9 @@ class CompilePhase:
                             "slots": self.slots,  # the invocation's: Snakemake runs no more at once
                             # torch's threads as in the timed runs: Inductor's CPU kernels, and the cache key of
                             # the graphs holding them, depend on the thread count (the timed runs must find them)
-                            "threads": self.run_threads, "start": "cold"},
+                            "threads": self.run_threads, "start": "cold",
+                            # the inference graph the first repeat's evidence times, compiled here, not in it
+                            "inference": index == 0 and vocab.times_inference(key.compile_scope, key.shape_regime)},
                 "cache_dir": self.cache_dir_of(key) if index == 0 else scratch,
                 "search_cache": self.cache_dir_of(c["search_from"]) if c["search_from"] and index == 0 else None,
                 # the first cold compile saves the portable artifacts its configuration's portable starts load
@@ -77,7 +79,7 @@ class CompilePhase:
         cold = self._compile_job(key, 0, self.compiles[key])
         scratch = f"{self.cache_root}/cold/{os.path.basename(self.cache_dir_of(key))}-p{index}"
         return cold | {"run": cold["run"] | {"repeat": index},
-                       "compile": cold["compile"] | {"index": index, "alone": False, "start": "portable"},
+                       "compile": cold["compile"] | {"index": index, "alone": False, "start": "portable", "inference": False},
                        "cache_dir": scratch, "search_cache": None, "artifacts": {"load": self.artifacts_of(key)}}
 
     @property

@@ -83,6 +83,10 @@ def test_the_compile_phase_compiles_each_configuration_cold_n_times_and_a_gemm_s
     assert not start["compile"]["alone"] and P.portable_inputs(wc(ro, 1))["cold"] == P.layout.compile_record(ro, 0)
     # a GEMM search's portable start loads its search results: among the others, not alone
     assert not P.portable_params(wc(ma, 0))["compile"]["alone"]
+    # the inference graph the first run's evidence times: compiled by its configuration's first cold compile alone
+    infers = [key for key in P.compiles if P.compile_params(wc(key, 0))["compile"]["inference"]]
+    assert len(infers) == 7 and all(k.compile_scope == "module" and k.shape_regime == "static" for k in infers)
+    assert not third["compile"]["inference"] and not start["compile"]["inference"]
 
 
 def test_each_parity_check_runs_at_its_smallest_static_cell_on_that_cells_cache(gpu_plan):

@@ -49,7 +49,6 @@ SCALARS = {
     "inference_warmup_s": "inference warm-up: its compile, loaded from the cache its first cold compile filled",
     "inference_fx_cache_hits": "graphs the inference warm-up loaded from Inductor's FX graph cache",
     "inference_fx_cache_misses": "graphs the inference warm-up compiled (a timed run: 0 expected)",
-    "inference_prime_s": "a first cold compile's: its inference graph compiled into the cache (off the timed path)",
     "forward_ms": "forward + loss", "backward_ms": "backward", "optimizer_ms": "optimizer step",
     "reference_forward_ms": "forward + loss, eager reference", "reference_backward_ms": "backward, eager reference",
     "reference_optimizer_ms": "optimizer step, eager reference",

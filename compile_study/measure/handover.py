@@ -34,10 +34,10 @@ def ready(folder: str, clock: Clock, set_threads: Callable[[int], None], started
     load_cores, end = sorted(os.sched_getaffinity(0)), time.time()
     parts = dict(clock.parts)  # where the job's time went up to here: its load phase (and the wait before it)
     _write(Path(folder) / READY, {"load_s": end - started_unix})
-    waiting = time.perf_counter()
-    with clock.part("gpu_wait_s"):
+    with clock.part("gpu_wait_s"):  # the wait itself timed inside its booked part, which therefore holds it all
+        waiting = time.perf_counter()
         go = _wait_for(Path(folder) / GO, lambda: True)
-    waited = time.perf_counter() - waiting
+        waited = time.perf_counter() - waiting
     if go["cores"]:
         os.sched_setaffinity(0, go["cores"])
     set_threads(go["threads"])

@@ -34,9 +34,10 @@ COMPILE = {
 METRICS = ("cold_compile_s", "first_step_s", "epoch1_s", "epoch2_s", "epoch_steps", "graphs_compiled", "recompiles",
            "generated_kernels", "gemm_searches", "fx_cache_hits", "fx_cache_misses", "cudagraph_recordings",
            "compile_events_s", "recompile_limit_hit", "aot_cache_hits", "aot_cache_misses",
-           "artifacts_bytes", "artifacts_load_s", "peak_memory_bytes", "inference_prime_s")
-# inference_prime_s (with the inference_fx_cache_* counts of core/metrics.py): a first cold compile's seconds
-# compiling its configuration's inference graph into the cache, after the training compile (compile.inference)
+           "artifacts_bytes", "artifacts_load_s", "peak_memory_bytes",
+           # a first cold compile's seconds compiling its configuration's inference graph into the cache, after the
+           # training compile (compile.inference; its FX graph cache counts as core/metrics.py's inference_fx_cache_*)
+           "inference_prime_s")
 # what the portable artifacts held (saved by a first cold compile) or gave (loaded by a portable start), per kind of
 # cache entry (torch.compiler's CacheInfo: inductor, aot_autograd, autotune, pgo, ...): {kind: entries}
 ARTIFACTS = "artifacts"

@@ -48,13 +48,6 @@ SCOPE_MODES = {
     "graph-break": COMPILED_MODES,
 }
 CUDA_ONLY_SCOPES = ("step-graph",)
-
-
-def times_inference(scope: str, regime: str) -> bool:
-    """Whether a configuration's evidence times inference (measure/protocol.py inference_block): the module
-    compiled whole, static lengths. Its first cold compile compiles that graph as well (measure/cold.py), so that
-    no compile runs in its timed run."""
-    return scope == "module" and regime == "static"
 # the scopes one would train with; forward, backward and aot-eager are diagnostic baselines, graph-break a probe
 TRAINING_SCOPES = ("module", "fused-adamw", "regional", "step", "step-graph")
 # What only the built-in model can run, and why: a plugged model (config model.factory / model.hf_config) takes
@@ -148,6 +141,13 @@ def expand_regimes(names: list[str], bucket_sets: list[list[int]]) -> list[str]:
     for name in names:
         out += ["bucketed-" + "-".join(map(str, edges)) for edges in bucket_sets] if name == "bucketed" else [name]
     return out
+
+
+def times_inference(scope: str, regime: str) -> bool:
+    """Whether a configuration's evidence times inference (measure/protocol.py inference_block): the module
+    compiled whole, static lengths. Its first cold compile compiles that graph as well (measure/cold.py), so that
+    no compile runs in its timed run."""
+    return scope == "module" and regime == "static"
 
 
 def runs_with(mode: str, scope: str, regime: str) -> bool:

@@ -79,7 +79,8 @@ class CompilePhase:
         cold = self._compile_job(key, 0, self.compiles[key])
         scratch = f"{self.cache_root}/cold/{os.path.basename(self.cache_dir_of(key))}-p{index}"
         return cold | {"run": cold["run"] | {"repeat": index},
-                       "compile": cold["compile"] | {"index": index, "alone": False, "start": "portable", "inference": False},
+                       "compile": cold["compile"] | {"index": index, "alone": False, "start": "portable",
+                                                     "inference": False},
                        "cache_dir": scratch, "search_cache": None, "artifacts": {"load": self.artifacts_of(key)}}
 
     @property

@@ -98,6 +98,85 @@ def test_the_sessions_own_time_limit_tells_the_command_when_and_stops_it_there(t
         session.main(["--time-limit", "0", str(study), "--", "true"])
 
 
+def _gone(pid: int) -> bool:
+    """Whether a process has ended (gone, or a zombie left for its new parent to reap)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.dag  # it starts processes: a pytest session, or a command under a time limit
+def test_a_command_still_running_when_the_grace_ends_is_killed_with_all_it_started_and_the_call_is_logged(
+        tmp_path, monkeypatch):
+    """--grace: a job that outlives the time limit's SIGTERM (Snakemake lets its running jobs finish) is cut
+    `grace` seconds later, the command's whole process group with it, so a host's hard command limit never
+    finds the session still waiting and the call is booked."""
+    monkeypatch.chdir(tmp_path)
+    study, pids = tmp_path / "results" / "cuda", tmp_path / "pids"
+    stubborn = ("import os, signal, subprocess, sys, time\n"
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"  # finishing its job, as Snakemake does
+                "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+                f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+                "time.sleep(120)\n")
+    began = time.time()
+    rc = session.main(["--time-limit", "2", "--grace", "1.5", str(study), "--", sys.executable, "-c", stubborn])
+    assert rc == -9 and time.time() - began < 30
+    command_pid, child_pid = map(int, pids.read_text().split())
+    deadline = time.time() + 10
+    while not _gone(child_pid) and time.time() < deadline:
+        time.sleep(0.05)
+    assert _gone(command_pid) and _gone(child_pid)  # the job's own process too, not only the command
+    (line,) = (json.loads(x) for x in (study / "calls.jsonl").read_text().splitlines())
+    assert (line["stopped_by"], line["time_limit_s"], line["grace_s"], line["exit_status"]) == ("time limit", 2, 1.5, -9)
+    assert 3.4 <= line["killed_after_s"] <= line["wall_s"] < 30
+    # a command that ends within the grace is not killed, and the call says nothing of a kill
+    assert session.main(["--time-limit", "1", "--grace", "20", str(study), "--", sys.executable, "-c",
+                         "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); "
+                         "time.sleep(60)"]) == 0
+    last = json.loads((study / "calls.jsonl").read_text().splitlines()[-1])
+    assert last["stopped_by"] == "time limit" and last["grace_s"] == 20 and "killed_after_s" not in last
+    assert last["wall_s"] < 15
+
+
+@pytest.mark.dag  # it starts processes: a pytest session, or a command under a time limit
+def test_with_a_grace_the_sessions_interrupt_reaches_the_command_in_its_own_process_group(tmp_path):
+    """Under --grace the command runs in a process group of its own, which the terminal's ^C no longer reaches:
+    the session passes the SIGINT on, the command stops and the call is logged with it."""
+    import signal
+    import subprocess
+
+    study, started = tmp_path / "results" / "cuda", tmp_path / "started"
+    sleeper = f"import time; open({str(started)!r}, 'w'); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-m", "compile_study", "session", "--time-limit", "60", "--grace", "5",
+                             str(study), "--", sys.executable, "-c", sleeper], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=os.environ | {"PYTHONPATH": str(session.env.CODE)})
+    began = time.time()
+    while not started.exists() and proc.poll() is None and time.time() - began < 120:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)  # the session alone, as a terminal would reach it; the command is elsewhere
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode != 0 and "KeyboardInterrupt" in out, out  # the command's ^C, its exit status the session's
+    (line,) = (json.loads(x) for x in (study / "calls.jsonl").read_text().splitlines())
+    assert (line["stopped_by"], line["exit_status"]) == ("SIGINT", -2) and "killed_after_s" not in line
+    assert line["wall_s"] < 60
+
+
+@pytest.mark.unit
+def test_a_grace_needs_a_time_limit_and_comes_before_the_study(tmp_path, capsys):
+    study = str(tmp_path / "results" / "cuda")
+    for argv in (["--grace", "5", study, "--", "true"], ["--time-limit", "9", "--grace", "-1", study, "--", "true"]):
+        with pytest.raises(SystemExit):
+            session.main(argv)
+        assert "it needs --time-limit and a number of seconds >= 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        session.main(["--time-limit", "9", study, "--grace", "5", "--", "true"])
+    assert "put --grace before the study's directory" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.unit
 def test_a_run_that_would_not_end_before_the_calls_time_limit_is_not_started(tmp_path, monkeypatch):
     from compile_study.core import deadline

@@ -246,6 +246,8 @@ def test_each_calls_estimate_is_set_against_the_wall_time_from_its_start_to_the_
     rows = readme._calls(calls, tmp_path)
     assert "| 10.0 min (+0% of 10.0 min) | 1 (stopped: SIGTERM) |" in rows[2]
     assert "| 2.0 min (+20% of 1.7 min) | 0 |" in rows[3]
+    cut = CALL | host | {"wall_s": 95.0, "exit_status": -9, "stopped_by": "time limit", "killed_after_s": 94.6}
+    assert "| -9 (stopped: time limit), its running jobs killed at 95 s |" in readme._calls([cut], tmp_path)[2]
 
 
 def test_the_newest_study_sets_a_kind_and_an_older_one_adds_only_what_it_lacks_scaled(tmp_path):

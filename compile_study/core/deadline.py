@@ -1,6 +1,6 @@
 """A call's time limit, seen by its jobs: a run that would not end before it is not started.
 
-    python -m compile_study session results/cuda --time-limit 570 -- snakemake --cores all
+    python -m compile_study session --time-limit 540 --grace 30 results/cuda -- snakemake --cores all
 
 `session --time-limit` gives its command the limit's end as COMPILE_STUDY_DEADLINE (seconds since the epoch)
 and stops the command there. Every job that holds the device or a compile slot (a run, a cold compile, a parity
@@ -8,7 +8,8 @@ check, a method check, the MLP claim, the matmul peak) first compares its estima
 from the stored records), MARGIN times over, with the time left: a job that does not fit is not started, it
 fails with PastDeadline and Snakemake starts no other job, so the call ends between jobs instead of losing one
 cut in the middle (a cold max-autotune compile is minutes) or running past the limit (Snakemake lets the jobs
-it runs finish). The next call with the same command runs it. Without the variable nothing changes. Torch-free.
+it runs finish; `session --grace` kills what still runs that long after the limit). The next call with the
+same command runs it. Without the variable nothing changes. Torch-free.
 """
 
 from __future__ import annotations

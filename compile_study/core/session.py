@@ -10,8 +10,12 @@ the host's CPUs, GPUs and load averages and the code's commit; the call's Snakem
 says from these lines how long each call took. The exit status is the command's. With `--time-limit S` the
 session stops the command after S seconds as `timeout` would (SIGTERM), and tells it when: a job that would
 not end by then is not started (core/deadline.py: every job that holds the device or a compile slot), so the
-call ends between jobs. A config file the command layers (--configfile) that is empty or no mapping stops the
-call before it starts, named with its path (Snakemake's own message names none). Torch-free.
+call ends between jobs. Snakemake lets the jobs it started finish, so a job far slower than its estimate can
+still run past the limit; `--grace G` bounds that: G seconds after the limit the session kills the command and
+everything it started (its own process group), books the call (`killed_after_s`), and the next call redoes the
+jobs cut short (the profile's rerun-incomplete). Under a host's hard command limit, a call that stops itself
+is logged; one the host kills is not. A config file the command layers (--configfile) that is empty or no
+mapping stops the call before it starts, named with its path (Snakemake's own message names none). Torch-free.
 """
 
 from __future__ import annotations
@@ -77,16 +81,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run a study's command and note the call in calls.jsonl.")
     parser.add_argument("--time-limit", type=float, metavar="SECONDS",
                         help="stop the command after this long (SIGTERM); no run starts that would not end by then")
+    parser.add_argument("--grace", type=float, metavar="SECONDS",
+                        help="with --time-limit: kill the command and all it started this long after the limit, "
+                             "if its running jobs have not ended by then")
     parser.add_argument("study", type=Path, help="the study's directory, e.g. results/cuda")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given (put it after --)")
-    if command[0] == "--time-limit":
-        parser.error("put --time-limit before the study's directory")
+    if command[0] in ("--time-limit", "--grace"):
+        parser.error(f"put {command[0]} before the study's directory")
     if args.time_limit is not None and args.time_limit <= 0:
         parser.error(f"--time-limit {args.time_limit:g}: it must be a positive number of seconds")
+    if args.grace is not None and (args.time_limit is None or args.grace < 0):
+        parser.error(f"--grace {args.grace:g}: it needs --time-limit and a number of seconds >= 0")
     if study_lock.holder(".") is not None:  # refused before Snakemake starts: no call to log, nothing competes
         print(study_lock.refusal("."), file=sys.stderr)
         return 1
@@ -96,10 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logs = Path("logs") / args.study.name  # results/cuda -> logs/cuda, where the study's job logs go
     started, load_start = time.time(), os.getloadavg()
-    rc, stopped_by = run_to_the_end(command, args.time_limit)
+    rc, stopped_by, killed = run_to_the_end(command, args.time_limit, args.grace)
     load = {"load_avg_start": [round(x, 2) for x in load_start], "load_avg_end": [round(x, 2) for x in os.getloadavg()]}
     noted = load | ({"stopped_by": stopped_by} if stopped_by else {})  # the signal that cut the call short
     noted |= {"time_limit_s": args.time_limit} if args.time_limit is not None else {}
+    noted |= {"grace_s": args.grace} if args.grace is not None else {}
+    noted |= {"killed_after_s": killed} if killed is not None else {}  # its running jobs cut short, redone next call
     line = log_call(args.study, logs, command, started, time.time(), rc, noted)
     print(f"call {line['call']}: {line['wall_s']:.0f} s, exit status {rc} ({args.study}/calls.jsonl; "
           f"{len(line['gpus'])} GPU(s))", file=sys.stderr)
@@ -132,39 +143,60 @@ def configfile_problems(command: list[str]) -> list[str]:
 STOPS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # a time limit, a closed terminal, ^C
 
 
-def run_to_the_end(command: list[str], time_limit: float | None = None) -> tuple[int, str | None]:
-    """Run the command -> (its exit status, what stopped the call, if anything did). The session outlives
-    a stop signal and waits for the command to end, so that a call cut short is logged too: a time limit's
-    SIGTERM or a hang-up is passed on to the command (Snakemake then finishes its running jobs and exits); a
-    ^C is not, since the terminal sends it to the command as well (a second one would cut Snakemake's own
-    clean-up short). `time_limit`: the session's own limit, its end passed to the command (core/deadline.py)
-    and a SIGTERM sent when it comes ("time limit")."""
+def run_to_the_end(command: list[str], time_limit: float | None = None,
+                   grace: float | None = None) -> tuple[int, str | None, float | None]:
+    """Run the command -> (its exit status, what stopped the call, if anything did, and the seconds after the
+    start at which the session killed it, if it did). The session outlives a stop signal and waits for the
+    command to end, so that a call cut short is logged too: a time limit's SIGTERM or a hang-up is passed on to
+    the command (Snakemake then finishes its running jobs and exits); a ^C is not, since the terminal sends it
+    to the command as well (a second one would cut Snakemake's own clean-up short). `time_limit`: the session's
+    own limit, its end passed to the command (core/deadline.py) and a SIGTERM sent when it comes ("time
+    limit"). `grace`: the command then runs in a process group of its own (the terminal's ^C no longer reaches
+    it, so the session passes that on too), and `grace` seconds after the limit the whole group is killed."""
     extra = {deadline.VAR: f"{time.time() + time_limit:.3f}"} if time_limit is not None else {}
-    proc = subprocess.Popen(command, env=os.environ | extra)
+    grouped = grace is not None and time_limit is not None
+    started = time.time()
+    proc = subprocess.Popen(command, env=os.environ | extra, process_group=0 if grouped else None)
     stopped: list[str] = []
+    killed: list[float] = []
 
     def pass_on(signum, _frame):
         stopped.append(signal.Signals(signum).name)
-        if signum != signal.SIGINT:
+        if grouped or signum != signal.SIGINT:
             proc.send_signal(signum)
 
     def limit_reached():
         stopped.append("time limit")
         proc.send_signal(signal.SIGTERM)
 
-    timer = threading.Timer(time_limit, limit_reached) if time_limit is not None else None
+    def grace_over():
+        killed.append(round(time.time() - started, 1))
+        kill_group(proc.pid)
+
+    timers = [threading.Timer(time_limit, limit_reached)] if time_limit is not None else []
+    timers += [threading.Timer(time_limit + grace, grace_over)] if grouped else []
     previous = {sig: signal.signal(sig, pass_on) for sig in STOPS}
     try:
-        if timer is not None:
+        for timer in timers:
             timer.daemon = True
             timer.start()
         rc = proc.wait()
     finally:
-        if timer is not None:
+        for timer in timers:
             timer.cancel()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return rc, (stopped[0] if stopped else None)
+    if killed:  # the group's members outside the command's own process die with it; none may linger on the device
+        kill_group(proc.pid)
+    return rc, (stopped[0] if stopped else None), (killed[0] if killed else None)
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL every process of a process group (gone already: nothing to do)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 if __name__ == "__main__":

@@ -49,6 +49,8 @@ def _calls(calls: list[dict], logs: str | Path | None = None) -> list[str]:
         estimate = f"{planned / 60:.1f} min ({planned / rest - 1:+.0%} of {rest / 60:.1f} min)" if planned else "—"
         status = "—" if c["exit_status"] is None else c["exit_status"]
         status = f"{status} (stopped: {c['stopped_by']})" if c.get("stopped_by") else status
+        if c.get("killed_after_s") is not None:  # session --grace: jobs still running then were cut, redone later
+            status = f"{status}, its running jobs killed at {c['killed_after_s']:.0f} s"
         command = (f"`{' '.join(c['command'])}`" if c.get("command") else
                    f"not seen: logged afterwards from its Snakemake log `{c.get('adopted')}`")
         rows.append(f"| {c['call']} | {c['start_utc']} | {c['wall_s'] / 60:.1f} min | {estimate} | {status} "

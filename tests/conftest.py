@@ -149,6 +149,15 @@ def synthetic_data(tmp_path_factory) -> Path:
     return out
 
 
+def alive(pid: int) -> bool:
+    """Whether a process still runs (a zombie, left for its new parent to reap, has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def interruptible() -> None:
     """Popen's preexec_fn for a child a test stops with SIGINT (^C): the default disposition, whatever the test
     process inherited (a shell without job control starts its background commands with SIGINT ignored, and a

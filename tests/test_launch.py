@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, alive
 
 pytestmark = pytest.mark.compile  # every test starts job processes (the compile tier's child processes)
 
@@ -146,7 +146,7 @@ print(json.dumps(out))
         assert sum(parts.values()) == pytest.approx(got[way]["elapsed"], rel=0.05)  # every second booked
     assert got["refused"] == "not started: past the time limit"
     refused = int((tmp_path / "refused.pid").read_text())
-    assert not _alive(refused)  # ended with the refusal: nothing left running
+    assert not alive(refused)  # ended with the refusal: nothing left running
     assert "SIGABRT" in got["crash"] and got["asked_after_crash"] == 0
 
 
@@ -245,14 +245,6 @@ def test_no_child_outlives_the_process_that_launched_it(tmp_path):
     os.kill(driver.pid, signal.SIGKILL)  # like Snakemake killed: the server exits, its child dies with it
     driver.wait()
     deadline = time.time() + 20
-    while _alive(child) and time.time() < deadline:
+    while alive(child) and time.time() < deadline:
         time.sleep(0.1)
-    assert not _alive(child)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+    assert not alive(child)

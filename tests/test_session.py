@@ -98,21 +98,14 @@ def test_the_sessions_own_time_limit_tells_the_command_when_and_stops_it_there(t
         session.main(["--time-limit", "0", str(study), "--", "true"])
 
 
-def _gone(pid: int) -> bool:
-    """Whether a process has ended (gone, or a zombie left for its new parent to reap)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 @pytest.mark.dag  # it starts processes: a pytest session, or a command under a time limit
 def test_a_command_still_running_when_the_grace_ends_is_killed_with_all_it_started_and_the_call_is_logged(
         tmp_path, monkeypatch):
     """--grace: a job that outlives the time limit's SIGTERM (Snakemake lets its running jobs finish) is cut
     `grace` seconds later, the command's whole process group with it, so a host's hard command limit never
     finds the session still waiting and the call is booked."""
+    from .conftest import alive
+
     monkeypatch.chdir(tmp_path)
     study, pids = tmp_path / "results" / "cuda", tmp_path / "pids"
     stubborn = ("import os, signal, subprocess, sys, time\n"
@@ -125,9 +118,9 @@ def test_a_command_still_running_when_the_grace_ends_is_killed_with_all_it_start
     assert rc == -9 and time.time() - began < 30
     command_pid, child_pid = map(int, pids.read_text().split())
     deadline = time.time() + 10
-    while not _gone(child_pid) and time.time() < deadline:
+    while alive(child_pid) and time.time() < deadline:
         time.sleep(0.05)
-    assert _gone(command_pid) and _gone(child_pid)  # the job's own process too, not only the command
+    assert not alive(command_pid) and not alive(child_pid)  # the job's own process too, not only the command
     (line,) = (json.loads(x) for x in (study / "calls.jsonl").read_text().splitlines())
     assert (line["stopped_by"], line["time_limit_s"], line["grace_s"], line["exit_status"]) == ("time limit", 2, 1.5, -9)
     assert 3.4 <= line["killed_after_s"] <= line["wall_s"] < 30

@@ -21,6 +21,7 @@ mapping stops the call before it starts, named with its path (Snakemake's own me
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -169,9 +170,10 @@ def run_to_the_end(command: list[str], time_limit: float | None = None,
         stopped.append("time limit")
         proc.send_signal(signal.SIGTERM)
 
-    def grace_over():
+    def grace_over():  # SIGKILL to the command's whole process group (already gone: nothing to kill)
         killed.append(round(time.time() - started, 1))
-        kill_group(proc.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
     timers = [threading.Timer(time_limit, limit_reached)] if time_limit is not None else []
     timers += [threading.Timer(time_limit + grace, grace_over)] if grouped else []
@@ -186,17 +188,7 @@ def run_to_the_end(command: list[str], time_limit: float | None = None,
             timer.cancel()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if killed:  # the group's members outside the command's own process die with it; none may linger on the device
-        kill_group(proc.pid)
     return rc, (stopped[0] if stopped else None), (killed[0] if killed else None)
-
-
-def kill_group(pgid: int) -> None:
-    """SIGKILL every process of a process group (gone already: nothing to do)."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 if __name__ == "__main__":

@@ -76,6 +76,52 @@ def test_a_gpu_study_prices_the_pdf_from_the_cpu_studys_log_and_counts_its_repro
     assert e["other_s"]["reproduction"] == pytest.approx(statistics.median(gpu["reproduction"]))
 
 
+def test_an_mlp_claim_of_batch_sizes_a_study_ran_is_priced_as_that_studys_whole_job(monkeypatch):
+    """The claim's sizes are not alike: a kick-the-tires study's one size at batch 64 was mostly its job's start
+    (24 s, the first job of its call), the full study's two sizes took 20 s. The full grid's claim is the full
+    study's job (calibrated), not twice the kick-the-tires one; sizes no study ran are priced per size."""
+    monkeypatch.chdir(REPO)
+    logged = estimate.logged_jobs(costs.stored_studies(), "cuda")
+    full = grid.load_config([REPO / "config.yaml"])["claims"]["mlp"]["cuda"]["batch_sizes"]
+    assert full == [64, 8192] and costs.mlp_rule(full) == "mlp_claim:64+8192"
+    whole = logged[costs.mlp_rule(full)]
+    assert len(whole) == 1 and 15 < whole[0] < 30  # h200-full-2026-12-03's one job, scaled to the newer studies
+    assert estimate.job_seconds(costs.mlp_rule(full), logged, 2) == pytest.approx(whole[0])
+    assert estimate.job_seconds(costs.mlp_rule(full), logged, 2) < 2 * statistics.median(logged["mlp_claim"])
+    assert estimate.job_seconds("mlp_claim:3+5", logged, 2) == pytest.approx(2 * statistics.median(logged["mlp_claim"]))
+    assert not estimate.logged_jobs(costs.stored_studies(), "cpu").get("mlp_claim:3+5")
+
+
+def test_the_timer_check_is_priced_per_case(monkeypatch):
+    """The timer check times its cases one after another in one process: the stored GPU study's job held three
+    (before eager at batch 512 joined, checks/cells.py), so a case is its job over three, and today's plan of four
+    cases is priced four times that; the deadline asks the same of the job."""
+    from compile_study.checks.cells import TIMER_CASES
+
+    monkeypatch.chdir(REPO)
+    stored = REPO / "reference/h200-full-2026-12-03"
+    assert costs.PER_UNIT["method_check:timer_check"](stored) == 3
+    logged = estimate.logged_jobs(costs.stored_studies(), "cuda")
+    per_case = statistics.median(logged["method_check:timer_check"])
+    whole = [j for j in _jobs(stored) if j.rule == "method_check" and j.output.endswith("timer_check.json")]
+    assert len(whole) == 1 and per_case == pytest.approx((whole[0].end - whole[0].start) / 3, rel=0.3)
+    config = grid.load_config([REPO / "config.yaml"])
+    jobs = estimate.config_jobs(config, grid.expand(config["grids"]["cuda"]), "cuda", pdf=False)
+    assert jobs["method_check:timer_check"] == len(TIMER_CASES["cuda"]) == 4
+    assert jobs["method_check:compile_concurrency"] == 1
+    e, _ = estimate.config_estimate(config, "cuda", Layout("results/no-study"), pdf=False)
+    assert e["other_s"]["method_check:timer_check"] == pytest.approx(4 * per_case)
+
+
+def _jobs(study):
+    """The jobs of a stored study's logged calls (walltime.jobs_of)."""
+    from compile_study.aggregate import walltime
+
+    return [job for call in walltime.read_calls(study / "calls.jsonl")
+            for job in walltime.jobs_of((study / "logs" / call["snakemake_log"]).read_text(),
+                                        walltime._utc(call["start_utc"]))]
+
+
 def test_a_long_load_goes_beside_a_long_timed_part():
     """(seconds, of them the load): B loads for 8 s, A and D time for 9 and 8 s. Run first, B's load shows
     whole; the order puts it beside a long timed part, down to the bound (every timed part and the least load)."""

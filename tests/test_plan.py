@@ -196,8 +196,8 @@ def test_a_run_that_cannot_write_a_missing_output_says_where_and_what_is_stale(t
 
 def test_under_a_time_limit_a_job_that_would_not_end_before_it_is_not_started(gpu_plan, monkeypatch):
     """A method check, the MLP claim, the matmul peak and a parity check are priced like runs: with 100 s left, a
-    check estimated at 150 s (no stored study here: the priors) is refused, one of 60 s (81 s with the margin)
-    starts; without a limit nothing is refused."""
+    check estimated at 150 s (no stored study here: the priors) is refused, and so is the timer check, priced
+    per case (four of 30 s); the matmul peak (3 s) starts; without a limit nothing is refused."""
     from compile_study.core import deadline
     from compile_study.measure import jobs
 
@@ -206,7 +206,9 @@ def test_under_a_time_limit_a_job_that_would_not_end_before_it_is_not_started(gp
     monkeypatch.setenv(deadline.VAR, str(time.time() + 100))
     with pytest.raises(deadline.PastDeadline, match=r"compile_concurrency.json: not started: it takes about 150 s"):
         jobs.in_time(concurrency, "checks/compile_concurrency.json")
-    jobs.in_time(gpu_plan.expected_job_seconds("method_check:timer_check"), "checks/timer_check.json")  # 81 s
+    with pytest.raises(deadline.PastDeadline, match=r"timer_check.json: not started: it takes about 120 s"):
+        jobs.in_time(gpu_plan.expected_job_seconds("method_check:timer_check"), "checks/timer_check.json")
+    jobs.in_time(gpu_plan.expected_job_seconds("measure_peak"), "peak.json")
     with pytest.raises(deadline.PastDeadline, match="method check"):
         gpu_plan.method_check("compile_concurrency", "method check compile_concurrency", "log", 16)
 

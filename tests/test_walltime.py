@@ -187,11 +187,12 @@ def test_the_mlp_claim_is_estimated_per_batch_size_and_parity_per_check(tmp_path
     config = grid.load_config([REPO / "config.yaml"])
     runs = grid.expand(config["grids"]["cuda"])
     where = Layout(str(tmp_path / "results/cuda"))
-    one, two = (estimate.estimate(runs, where, "cuda", estimate.plan_jobs(n, [], pdf=False, mlp_sizes=n), slots=1)
+    sizes = {1: [3], 2: [3, 5]}  # batch sizes no stored study's claim ran: priced per size
+    one, two = (estimate.estimate(runs, where, "cuda", estimate.plan_jobs(n, [], pdf=False, mlp=sizes[n]), slots=1)
                 for n in (1, 2))
-    assert two["other_s"]["mlp_claim"] == pytest.approx(2 * one["other_s"]["mlp_claim"])
+    assert two["other_s"]["mlp_claim:3+5"] == pytest.approx(2 * one["other_s"]["mlp_claim:3"])
     assert two["compile_s"] == pytest.approx(2 * one["compile_s"])  # one slot, parity alone in the phase
-    assert estimate.mlp_sizes(config, "cuda") == len(config["claims"]["mlp"]["cuda"]["batch_sizes"])
+    assert estimate.mlp_sizes(config, "cuda") == config["claims"]["mlp"]["cuda"]["batch_sizes"]
 
 
 def test_progress_scales_what_is_left_by_how_the_study_compares_with_the_estimate(tmp_path, monkeypatch):

@@ -15,8 +15,8 @@ and calls, then those of the stored studies under reference/. Torch-free.
   compile_concurrency checks measured (their median ratio), scaled to as many at once as it ran with
   (at_once.py; AT_ONCE where none did);
 - every other job: the time of its rule's jobs in earlier calls' Snakemake logs (walltime.py), a timed one logged
-  before the launcher less that study's measured cost of a job start; two jobs grow with what they hold
-  (PER_UNIT): the parity job with its checks, the MLP claim with its batch sizes.
+  before the launcher less that study's measured cost of a job start; three jobs grow with what they hold
+  (PER_UNIT): the parity job with its checks, the MLP claim with its batch sizes, the timer check with its cases.
 Newest studies first (calibrated): a kind is known from the newest study that measured it (by its calls'
 dates; the study in progress, newest); an older study adds only the kinds no newer one measured, scaled by how
 the newer ones measured the kinds both know (the sum of their means over the older study's). Hosts differ (the
@@ -45,13 +45,30 @@ from compile_study.core.layout import Layout
 # an H200 measurement outside the study (an eager forked child's wall time less its CUDA init and
 # its steps, 0.15 s), doubled until the study's own H200 records say better.
 LAUNCHER_S = {"cpu": 0.6, "cuda": 0.3}
-# Jobs whose time grows with what they hold: rule -> how many units a stored study's job held. The plan
-# (plan_jobs) names the units of its own; PRIOR_JOB_S is per unit for these.
+# Jobs whose time grows with what they hold: rule (as rule_of names it) -> how many units a stored study's job
+# held. The plan (plan_jobs) names the units of its own; PRIOR_JOB_S is per unit for these.
 PER_UNIT = {
     "parity": lambda study: len(Layout(str(study)).stored_parity()),  # checks, run in the one job
     "mlp_claim": lambda study: len(json.loads(Path(Layout(str(study)).mlp).read_text())["rows"]),  # batch sizes
+    "method_check:timer_check":  # its cases, one after another in the one process (checks/cells.py TIMER_CASES)
+        lambda study: len(json.loads(Path(Layout(str(study)).check("timer_check")).read_text())["results"]),
 }
 TIMED_RULES = ("measure_peak", "mlp_claim", "method_check", "check_model")
+
+
+def mlp_rule(batch_sizes) -> str:
+    """The MLP claim's job as the plan and known_jobs name it when it holds exactly these batch sizes
+    ("mlp_claim:64+8192"): the sizes are not alike (a large batch's steps cost more; the job's start is most of a
+    small one), so a study that ran the same sizes prices the whole job better than a count of them does."""
+    return "mlp_claim:" + "+".join(str(b) for b in batch_sizes)
+
+
+def _mlp_sizes(study: Path) -> list[int]:
+    """The batch sizes of a stored study's MLP claim, in its rows' order ([] where it cannot be told)."""
+    try:
+        return [row["batch_size"] for row in json.loads(Path(Layout(str(study)).mlp).read_text())["rows"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 def rule_of(job: walltime.Job) -> str:
@@ -261,7 +278,8 @@ def study_of_kind(runs: list[dict], device: str, model: dict | None = None) -> b
 
 def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> dict[str, list[float]]:
     """Rule -> seconds its jobs took in the logged calls of `model`'s studies (timed ones as under the launcher),
-    newest studies first (calibrated on the rules both logged)."""
+    a PER_UNIT rule's per unit; the MLP claim's whole job also under mlp_rule of its batch sizes; newest studies
+    first (calibrated on the rules both logged)."""
     by_study: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for study in studies:
         records = [r for r in (cached_record(p) for p in Layout(str(study)).stored_records()) if r]
@@ -270,6 +288,7 @@ def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> d
         old = [r for r in records if not r["env"].get("launcher")]
         start = _old_job_start(study, old, device) if old else 0.0
         units = {rule: _units(count, study) for rule, count in PER_UNIT.items()}
+        mlp_sizes = _mlp_sizes(study)
         for call in walltime.read_calls(study / "calls.jsonl"):
             log = study / "logs" / call.get("snakemake_log", "-")
             if not log.is_file():
@@ -277,10 +296,13 @@ def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> d
             jobs = walltime.jobs_of(log.read_text(), walltime._utc(call["start_utc"]))
             one_each = sum(job.rule == "parity" for job in jobs) > 1  # a job per parity check (the compile phase)
             for job in jobs:
-                held = 1 if job.rule == "parity" and one_each else units.get(job.rule, 1)
+                held = 1 if job.rule == "parity" and one_each else units.get(rule_of(job), 1)
                 if job.end is not None and job.rule not in ("train_run", "cold_compile") and held:
                     cut = start if timed_rule(job.rule) else 0.0
-                    by_study[str(study)][rule_of(job)].append(max(0.0, job.end - job.start - cut) / held)
+                    seconds = max(0.0, job.end - job.start - cut)
+                    by_study[str(study)][rule_of(job)].append(seconds / held)
+                    if job.rule == "mlp_claim" and mlp_sizes:  # the whole job too, under its sizes
+                        by_study[str(study)][mlp_rule(mlp_sizes)].append(seconds)
     return calibrated(by_study)
 
 

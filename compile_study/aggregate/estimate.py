@@ -31,6 +31,7 @@ from pathlib import Path
 from compile_study.aggregate import costs, schedule, snakemake_time
 from compile_study.aggregate.at_once import AT_ONCE, MEASURED_DIR, factor_at
 from compile_study.aggregate.at_once import checks as at_once_checks
+from compile_study.checks.cells import TIMER_CASES
 from compile_study.core import grid, record
 from compile_study.core.layout import Layout
 from compile_study.measure import isolation
@@ -44,10 +45,11 @@ PRIOR_RUN_S = {
                    "max-autotune-no-cudagraphs": 200}, False: {"eager": 5, "compiled": 15}},
 }
 # Other jobs, by rule: 2-core CPU measurements of this project (2026-12-01), used for a GPU host too where its
-# own logs have none (its CPU is faster: an upper bound).
+# own logs have none (its CPU is faster: an upper bound); a PER_UNIT rule's per unit (the timer check's two CPU
+# cases took 60 s).
 PRIOR_JOB_S = {"prepare_data": 25, "study_config": 1, "study_facts": 1, "parity": 20, "measure_peak": 3,
                "mlp_claim": 20, "summarize": 8, "figures": 12, "paper": 6, "paper_pdf": 15, "study_readme": 4,
-               "check_model": 5, "method_check:timer_check": 60, "method_check:reference_drift": 60,
+               "check_model": 5, "method_check:timer_check": 30, "method_check:reference_drift": 60,
                "method_check:concurrency": 60, "method_check:launcher": 60, "method_check:compile_concurrency": 150,
                "reproduction": 5}
 # A cold compile of a kind never measured: the study's own cold runs (2026-12-02 H200 reference: 17-22 s a
@@ -162,31 +164,42 @@ def logged_jobs(studies: list[Path], device: str, model: dict | None = None) -> 
 
 
 def job_seconds(rule: str, logged: dict[str, list[float]], units: int = 1) -> float:
-    """A job's estimated seconds (rule as rule_of names it; `logged`: known_jobs): the median of its rule's
-    logged jobs, else PRIOR_JOB_S; a PER_UNIT rule's times its `units`."""
+    """A job's estimated seconds (rule as rule_of names it, the MLP claim as costs.mlp_rule; `logged`:
+    known_jobs): the median of its rule's logged jobs, else PRIOR_JOB_S; a PER_UNIT rule's times its `units`. An
+    MLP claim of batch sizes some study ran is that study's whole job; of others, the claim's per size."""
+    base = rule.split(":")[0]
+    if base == "mlp_claim" and rule != base:
+        return statistics.median(logged[rule]) if logged.get(rule) else job_seconds(base, logged, units)
     return units * (statistics.median(logged[rule]) if logged.get(rule) else PRIOR_JOB_S.get(rule, 60))
 
 
-def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None, mlp_sizes: int = 1,
-              reproduction: int = 0) -> dict[str, int]:
-    """Rule (method checks: by check) -> how many jobs of it a whole study has, the runs and cold compiles apart,
-    or for a PER_UNIT rule its units: `parity` checks (a job each), the MLP claim's `mlp_sizes` batch sizes, the
-    reproduction report where a yardstick is named."""
+def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None, mlp: list[int] | tuple = (64,),
+              reproduction: int = 0, device: str = "cuda") -> dict[str, int]:
+    """Rule (method checks: by check; the MLP claim: by its batch sizes, costs.mlp_rule) -> how many jobs of it a
+    whole study on `device` has, the runs and cold compiles apart, or for a PER_UNIT rule its units: `parity`
+    checks (a job each), the MLP claim's batch sizes `mlp`, the timer check's cases, the reproduction report where
+    a yardstick is named."""
     pdf = shutil.which("latexmk") is not None if pdf is None else pdf
     return {"prepare_data": 1, "study_config": 1, "study_facts": 1, "check_model": 1, "parity": parity,
-            "measure_peak": 1, "mlp_claim": mlp_sizes, "summarize": 1, "figures": 1, "paper": 1, "paper_pdf": int(pdf),
-            "study_readme": 1, "reproduction": reproduction} | {f"method_check:{name}": 1 for name in checks}
+            "measure_peak": 1, costs.mlp_rule(mlp): len(mlp), "summarize": 1, "figures": 1, "paper": 1,
+            "paper_pdf": int(pdf), "study_readme": 1, "reproduction": reproduction} | {
+            f"method_check:{name}": check_units(name, device) for name in checks}
+
+
+def check_units(name: str, device: str) -> int:
+    """A method check's units (costs.PER_UNIT): the timer check's cases on `device`, one for the others."""
+    return len(TIMER_CASES[device]) if name == "timer_check" else 1
 
 
 def config_jobs(config: dict, runs: dict, device: str, pdf: bool | None = None) -> dict[str, int]:
     """plan_jobs of a whole study of `config` on `device` (`runs`: its grid, expanded)."""
     return plan_jobs(len(grid.parity_pairs(runs)), (config.get("checks") or {}).get(device, []), pdf,
-                     mlp_sizes(config, device), int(bool((config.get("yardstick") or {}).get(device))))
+                     mlp_sizes(config, device), int(bool((config.get("yardstick") or {}).get(device))), device)
 
 
-def mlp_sizes(config: dict, device: str) -> int:
+def mlp_sizes(config: dict, device: str) -> list[int]:
     """The MLP claim's batch sizes on `device` in a config (its job's units)."""
-    return len(((config.get("claims") or {}).get("mlp") or {}).get(device, {}).get("batch_sizes", [64]))
+    return list(((config.get("claims") or {}).get("mlp") or {}).get(device, {}).get("batch_sizes", [64]))
 
 
 def search_kind(c: dict) -> str | None:

@@ -147,7 +147,11 @@ class TimedJobs:
         """A job's estimated seconds (aggregate/estimate.py job_seconds: the median of the rule's jobs in the
         stored studies' logs; a method check as `method_check:<check>`), asked by the job only where the call has
         a time limit (core/deadline.py)."""
-        units = estimate.mlp_sizes(self.config, self.device) if rule == "mlp_claim" else 1
+        sizes = estimate.mlp_sizes(self.config, self.device)
+        if rule == "mlp_claim":
+            rule, units = costs.mlp_rule(sizes), len(sizes)
+        else:
+            units = estimate.check_units(rule.split(":")[-1], self.device) if rule.startswith("method_check:") else 1
         return lambda: estimate.job_seconds(rule, self._known_jobs, units)
 
     @functools.cached_property
@@ -162,11 +166,11 @@ class TimedJobs:
 
         L = self.layout
         checks = [c for c in self.checks_on if not os.path.exists(L.check(c))]
-        planned = estimate.plan_jobs(missing(self.parity_records()), checks, bool(shutil.which("latexmk")),
-                                     reproduction=missing(self.reproduction_targets()[:1]))
+        sizes = estimate.mlp_sizes(self.config, self.device)
+        planned = estimate.plan_jobs(missing(self.parity_records()), checks, bool(shutil.which("latexmk")), sizes,
+                                     missing(self.reproduction_targets()[:1]), self.device)
         return planned | {"prepare_data": missing(self.data_files[-1:]), "measure_peak": missing([L.peak]),
-                          "check_model": missing([L.model]),
-                          "mlp_claim": missing([L.mlp]) * estimate.mlp_sizes(self.config, self.device)}
+                          "check_model": missing([L.model]), costs.mlp_rule(sizes): missing([L.mlp]) * len(sizes)}
 
     # --- resources -----------------------------------------------------------------------------------------
     def slurm_resources(self, partition: str, **request) -> dict:

@@ -224,18 +224,40 @@ def test_a_cpu_paper_never_recommends_compiling_when_nothing_compiled_is_faster(
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("env, check, said", [
+    ({"launcher": "warm"}, {"applicable": True}, "The launcher check compares such a process with a fresh Python process (appendix)."),
+    ({"launcher": "warm"}, None, "No launcher check compared such a process with a fresh Python process in this study."),
+    ({"launcher": "warm"}, "configured", "was configured but did not run."),
+    ({}, None, None),  # records made before the launcher: a process per job, nothing forked
+])
+def test_the_method_says_how_runs_were_started_and_whether_the_launcher_check_ran(env, check, said):
+    """Forked runs are said to be forked, with the launcher check's state; runs from before the launcher, neither."""
+    from types import SimpleNamespace
+
+    from compile_study.report import method
+    from compile_study.report.document import Text
+
+    ctx = SimpleNamespace(env=env, device="cuda", checks={"launcher": check} if isinstance(check, dict) else {},
+                          config={"checks": {"cuda": ["launcher"] if check == "configured" else ["timer_check"]}})
+    text = paper.words(Text("method", "timing", {"gpu": True, "autotune": None, "launcher": method.launcher(ctx)}))
+    assert ("forked by a launcher that imported torch" in text) == bool(env)
+    assert said is None and "launcher check" not in text or said in text
+
+
+@pytest.mark.unit
 def test_the_method_names_the_autotune_bound_its_records_keep_and_nothing_where_they_keep_none():
     """The method says what the max-autotune modes search; the appendix's Environment names the Inductor options."""
     from compile_study.measure.compile import autotune_search
     from compile_study.report.document import Text
 
     bound = autotune_search("max-autotune")
-    text = paper.words(Text("method", "timing", {"gpu": True, "autotune": bound}))
+    quiet = {"forked": False, "check": "not-configured"}
+    text = paper.words(Text("method", "timing", {"gpu": True, "autotune": bound, "launcher": quiet}))
     assert "search only the GEMMs' kernels" in text and "Environment" in text
     env = {"items": [], "cores": None, "records": 3, "statuses": [("ok", 3)]}
     assert f"`{bound}`" in paper.words(Text("appendix", "environment", env | {"autotune": bound}))
     two = paper.words(Text("appendix", "environment", env | {"autotune": ["a=1", "b=2"]}))  # two bounds: both named
     assert "`a=1`, `b=2`" in two
     for none in (None, []):  # records from before the bound was kept, or a study without the modes
-        assert "GEMM" not in paper.words(Text("method", "timing", {"gpu": True, "autotune": none}))
+        assert "GEMM" not in paper.words(Text("method", "timing", {"gpu": True, "autotune": none, "launcher": quiet}))
         assert "Inductor options" not in paper.words(Text("appendix", "environment", env | {"autotune": none}))

@@ -85,7 +85,8 @@ def blocks(ctx: Context) -> list:
     """The method section: model and data, timing, intervals, costs, time spent (the grid's table is the
     appendix's first: appendix.py sections)."""
     out = [Para(Text("method", "model_and_data", {"model": model(ctx), "data": data_facts(ctx)})),
-           Para(Text("method", "timing", {"gpu": ctx.gpu, "autotune": ctx.env.get("autotune_search")})),
+           Para(Text("method", "timing", {"gpu": ctx.gpu, "autotune": ctx.env.get("autotune_search"),
+                                          "launcher": launcher(ctx)})),
            Para(Text("method", "intervals", intervals())), Para(Text("method", "costs", costs(ctx)))]
     spent = time_spent(ctx)
     out.append(Para(Text("method", "time_spent", {"spent": spent, "gpu": ctx.gpu})))
@@ -107,6 +108,17 @@ def concurrency(ctx: Context) -> dict:
     state = ("ran" if check.get("applicable") else "not-applicable" if check else
              "missing" if configured else "not-configured")
     return {"at_once": max(at_once) if at_once else None, "check": state}
+
+
+def launcher(ctx: Context) -> dict:
+    """Whether the runs were forked by the warm launcher (measure/launch.py; environment.json `launcher`) and whether
+    the check comparing such a process with a fresh one ran (checks/launcher.json), did not apply, was configured
+    but is missing, or was not configured."""
+    check = ctx.checks.get("launcher") or {}
+    configured = "launcher" in (ctx.config.get("checks") or {}).get(ctx.device, [])
+    state = ("ran" if check.get("applicable") else "not-applicable" if check else
+             "missing" if configured else "not-configured")
+    return {"forked": ctx.env.get("launcher") == "warm", "check": state}
 
 
 def calls(ctx: Context) -> dict:

@@ -147,11 +147,10 @@ class TimedJobs:
         """A job's estimated seconds (aggregate/estimate.py job_seconds: the median of the rule's jobs in the
         stored studies' logs; a method check as `method_check:<check>`), asked by the job only where the call has
         a time limit (core/deadline.py)."""
-        sizes = estimate.mlp_sizes(self.config, self.device)
+        units = estimate.check_units(rule.split(":")[-1], self.device) if rule.startswith("method_check:") else 1
         if rule == "mlp_claim":
+            sizes = estimate.mlp_sizes(self.config, self.device)
             rule, units = costs.mlp_rule(sizes), len(sizes)
-        else:
-            units = estimate.check_units(rule.split(":")[-1], self.device) if rule.startswith("method_check:") else 1
         return lambda: estimate.job_seconds(rule, self._known_jobs, units)
 
     @functools.cached_property

@@ -45,11 +45,21 @@ from compile_study.core.layout import Layout
 # an H200 measurement outside the study (an eager forked child's wall time less its CUDA init and
 # its steps, 0.15 s), doubled until the study's own H200 records say better.
 LAUNCHER_S = {"cpu": 0.6, "cuda": 0.3}
+
+
+def _mlp_sizes(study: Path) -> list[int]:
+    """The batch sizes of a stored study's MLP claim, in its rows' order ([] where it cannot be told)."""
+    try:
+        return [row["batch_size"] for row in json.loads(Path(Layout(str(study)).mlp).read_text())["rows"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
 # Jobs whose time grows with what they hold: rule (as rule_of names it) -> how many units a stored study's job
 # held. The plan (plan_jobs) names the units of its own; PRIOR_JOB_S is per unit for these.
 PER_UNIT = {
     "parity": lambda study: len(Layout(str(study)).stored_parity()),  # checks, run in the one job
-    "mlp_claim": lambda study: len(json.loads(Path(Layout(str(study)).mlp).read_text())["rows"]),  # batch sizes
+    "mlp_claim": lambda study: len(_mlp_sizes(study)),  # batch sizes
     "method_check:timer_check":  # its cases, one after another in the one process (checks/cells.py TIMER_CASES)
         lambda study: len(json.loads(Path(Layout(str(study)).check("timer_check")).read_text())["results"]),
 }
@@ -61,14 +71,6 @@ def mlp_rule(batch_sizes) -> str:
     ("mlp_claim:64+8192"): the sizes are not alike (a large batch's steps cost more; the job's start is most of a
     small one), so a study that ran the same sizes prices the whole job better than a count of them does."""
     return "mlp_claim:" + "+".join(str(b) for b in batch_sizes)
-
-
-def _mlp_sizes(study: Path) -> list[int]:
-    """The batch sizes of a stored study's MLP claim, in its rows' order ([] where it cannot be told)."""
-    try:
-        return [row["batch_size"] for row in json.loads(Path(Layout(str(study)).mlp).read_text())["rows"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
 
 
 def rule_of(job: walltime.Job) -> str:

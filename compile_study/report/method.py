@@ -103,22 +103,22 @@ def concurrency(ctx: Context) -> dict:
     """How many timed runs went at once (the calls' `--resources timed_run=N`) and whether the check of what
     that costs ran (checks/concurrency.json), was configured but is missing, or was not configured."""
     at_once = [int(m[1]) for c in ctx.calls for m in TIMED_RUN.finditer(" ".join(c.get("command") or []))]
-    check = ctx.checks.get("concurrency") or {}
-    configured = "concurrency" in (ctx.config.get("checks") or {}).get(ctx.device, [])
-    state = ("ran" if check.get("applicable") else "not-applicable" if check else
-             "missing" if configured else "not-configured")
-    return {"at_once": max(at_once) if at_once else None, "check": state}
+    return {"at_once": max(at_once) if at_once else None, "check": check_state(ctx, "concurrency")}
 
 
 def launcher(ctx: Context) -> dict:
-    """Whether the runs were forked by the warm launcher (measure/launch.py; environment.json `launcher`) and whether
-    the check comparing such a process with a fresh one ran (checks/launcher.json), did not apply, was configured
-    but is missing, or was not configured."""
-    check = ctx.checks.get("launcher") or {}
-    configured = "launcher" in (ctx.config.get("checks") or {}).get(ctx.device, [])
-    state = ("ran" if check.get("applicable") else "not-applicable" if check else
-             "missing" if configured else "not-configured")
-    return {"forked": ctx.env.get("launcher") == "warm", "check": state}
+    """Whether the runs were forked by the warm launcher (measure/launch.py; environment.json `launcher`) and the
+    state of the check comparing such a process with a fresh one (checks/launcher.json; check_state)."""
+    return {"forked": ctx.env.get("launcher") == "warm", "check": check_state(ctx, "launcher")}
+
+
+def check_state(ctx: Context, name: str) -> str:
+    """Whether a method check ran (checks/<name>.json), did not apply, was configured but is missing, or was not
+    configured."""
+    check = ctx.checks.get(name) or {}
+    configured = name in (ctx.config.get("checks") or {}).get(ctx.device, [])
+    return ("ran" if check.get("applicable") else "not-applicable" if check else
+            "missing" if configured else "not-configured")
 
 
 def calls(ctx: Context) -> dict:

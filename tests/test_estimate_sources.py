@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from compile_study.aggregate import at_once, costs, estimate, schedule, snakemake_time
+from compile_study.aggregate import at_once, costs, estimate, schedule, snakemake_time, walltime
 from compile_study.aggregate.snakemake_time import CallTime
 from compile_study.core import compile_record, grid, record
 from compile_study.core.layout import Layout
@@ -103,7 +103,8 @@ def test_the_timer_check_is_priced_per_case(monkeypatch):
     assert costs.PER_UNIT["method_check:timer_check"](stored) == 3
     logged = estimate.logged_jobs(costs.stored_studies(), "cuda")
     per_case = statistics.median(logged["method_check:timer_check"])
-    whole = [j for j in _jobs(stored) if j.rule == "method_check" and j.output.endswith("timer_check.json")]
+    whole = [j for jobs in walltime.logged_jobs(stored) for j in jobs
+             if j.rule == "method_check" and j.output.endswith("timer_check.json")]
     assert len(whole) == 1 and per_case == pytest.approx((whole[0].end - whole[0].start) / 3, rel=0.3)
     config = grid.load_config([REPO / "config.yaml"])
     jobs = estimate.config_jobs(config, grid.expand(config["grids"]["cuda"]), "cuda", pdf=False)
@@ -111,15 +112,6 @@ def test_the_timer_check_is_priced_per_case(monkeypatch):
     assert jobs["method_check:compile_concurrency"] == 1
     e, _ = estimate.config_estimate(config, "cuda", Layout("results/no-study"), pdf=False)
     assert e["other_s"]["method_check:timer_check"] == pytest.approx(4 * per_case)
-
-
-def _jobs(study):
-    """The jobs of a stored study's logged calls (walltime.jobs_of)."""
-    from compile_study.aggregate import walltime
-
-    return [job for call in walltime.read_calls(study / "calls.jsonl")
-            for job in walltime.jobs_of((study / "logs" / call["snakemake_log"]).read_text(),
-                                        walltime._utc(call["start_utc"]))]
 
 
 def test_a_long_load_goes_beside_a_long_timed_part():

@@ -291,11 +291,7 @@ def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> d
         start = _old_job_start(study, old, device) if old else 0.0
         units = {rule: _units(count, study) for rule, count in PER_UNIT.items()}
         mlp_sizes = _mlp_sizes(study)
-        for call in walltime.read_calls(study / "calls.jsonl"):
-            log = study / "logs" / call.get("snakemake_log", "-")
-            if not log.is_file():
-                continue
-            jobs = walltime.jobs_of(log.read_text(), walltime._utc(call["start_utc"]))
+        for jobs in walltime.logged_jobs(study):
             one_each = sum(job.rule == "parity" for job in jobs) > 1  # a job per parity check (the compile phase)
             for job in jobs:
                 held = 1 if job.rule == "parity" and one_each else units.get(rule_of(job), 1)
@@ -326,11 +322,8 @@ def _old_job_start(study: Path, old: list[dict], device: str) -> float:
     logged time less the run's launcher-equivalent time)."""
     runs = {str(Path(p).relative_to(study)): cached_record(p) for p in Layout(str(study)).stored_records()}
     gaps = []
-    for call in walltime.read_calls(study / "calls.jsonl"):
-        log = study / "logs" / call.get("snakemake_log", "-")
-        if log.is_file():
-            for job in walltime.jobs_of(log.read_text(), walltime._utc(call["start_utc"])):
-                rec = runs.get(job.output)
-                if job.rule == "train_run" and job.end is not None and rec and run_cost(rec, device):
-                    gaps.append(job.end - job.start - run_cost(rec, device) + LAUNCHER_S[device])
+    for job in (job for jobs in walltime.logged_jobs(study) for job in jobs):
+        rec = runs.get(job.output)
+        if job.rule == "train_run" and job.end is not None and rec and run_cost(rec, device):
+            gaps.append(job.end - job.start - run_cost(rec, device) + LAUNCHER_S[device])
     return statistics.median(gaps) if gaps else 0.0

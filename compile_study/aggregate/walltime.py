@@ -64,6 +64,13 @@ def read_calls(path: str | Path) -> list[dict]:
     return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
 
 
+def logged_jobs(study: str | Path) -> list[list[Job]]:
+    """The jobs of each of a stored study's calls whose Snakemake log it keeps (logs/), call by call."""
+    study = Path(study)
+    logs = [(call, study / "logs" / call.get("snakemake_log", "-")) for call in read_calls(study / "calls.jsonl")]
+    return [jobs_of(log.read_text(), _utc(call["start_utc"])) for call, log in logs if log.is_file()]
+
+
 def _in_study(output: str) -> str:
     """A job's output as a path in its study (runs/...): the study ran as results/<device>[-<model>]."""
     return re.sub(r"^results/[^/]+/", "", output)

@@ -17,7 +17,11 @@
 from __future__ import annotations
 
 import importlib
+import shlex
+import subprocess
 import sys
+
+from compile_study.core.errors import InputError
 
 COMMANDS = {  # command -> (module, what it does)
     "estimate": ("aggregate.estimate", "a study's wall time, every job of its plan, from earlier records"),
@@ -41,6 +45,20 @@ def usage() -> str:
     return "usage: python -m compile_study <command> [args]\n\ncommands:\n" + "\n".join(lines)
 
 
+def one_line(e: BaseException) -> str | None:
+    """A known error as the one line a user needs (None: a fault of the code, whose traceback is kept): a bad
+    input named in its message (core/errors.py), a file that cannot be read or written, with its path, or a
+    child process that ended badly after printing its own message."""
+    if isinstance(e, InputError):
+        return str(e)
+    if isinstance(e, OSError):
+        paths = " -> ".join(str(p) for p in (e.filename, e.filename2) if p is not None)
+        return f"{paths}: {e.strerror}" if paths else str(e)  # a DiskFullError's str names its path
+    if isinstance(e, subprocess.CalledProcessError):
+        return f"{shlex.join(map(str, e.cmd[:3]))} ... ended with exit status {e.returncode} (its message is above)"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in COMMANDS:
@@ -48,7 +66,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     module = importlib.import_module(f"compile_study.{COMMANDS[argv[0]][0]}")
     sys.argv = [f"python -m compile_study {argv[0]}", *argv[1:]]
-    return module.main(argv[1:]) or 0
+    try:
+        return module.main(argv[1:]) or 0
+    except Exception as e:  # a known error is one line and exit status 2; any other keeps its traceback
+        line = one_line(e)
+        if line is None:
+            raise
+        print(f"{argv[0]}: {line}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from compile_study.core import config_check, grid
+from compile_study.core import config_check, config_schema, grid
 from compile_study.core.ag_news_csv import KNOWN_SHA256, load_csv, read_ag_news_csv
 from compile_study.core.config_problem import Problem
 from compile_study.core.corpus import DataError
@@ -24,7 +24,7 @@ def errors_of(config: dict) -> list[str]:
     """What the workflow reports: schema errors, else (defaults filled) the semantic ones."""
     from snakemake.utils import validate
 
-    errors = config_check.schema_errors(config, SCHEMA)
+    errors = config_schema.schema_errors(config, SCHEMA)
     if errors:
         return errors
     validate(config, str(SCHEMA))
@@ -338,13 +338,13 @@ SOURCES = [("config.yaml", {"data": {"seed": 0}, "grids": {"cpu": [{"name": "a"}
     ((("grids", "cpu", 0, "batch_size", 0),), "configs/overlay.yaml"),  # the overlay's list replaced config.yaml's
     ((("device",),), "--config"),
     ((("model", "d_model"), ("model", "n_heads")), "configs/overlay.yaml"),  # d_model is the schema's default
-    ((("data", "seed"), ("device",)), config_check.MERGED),
-    ((("train", "lr"),), config_check.MERGED),
-    ((), config_check.MERGED),
+    ((("data", "seed"), ("device",)), config_schema.MERGED),
+    ((("train", "lr"),), config_schema.MERGED),
+    ((), config_schema.MERGED),
 ])
 @pytest.mark.unit
 def test_an_error_is_named_under_the_source_that_set_its_keys(keys, source):
-    assert config_check.source_of(Problem("x", *keys), SOURCES) == source
+    assert config_schema.source_of(Problem("x", *keys), SOURCES) == source
 
 
 @pytest.mark.dag

@@ -14,7 +14,7 @@ import yaml
 
 from compile_study.aggregate import decide
 from compile_study.checks import concurrency, launcher, timer_check
-from compile_study.core import config_check
+from compile_study.core import config_schema
 from compile_study.core.layout import CHECKS
 from compile_study.report import method_checks, paper
 
@@ -66,7 +66,7 @@ def test_every_check_the_layout_names_is_one_a_config_may_turn_on():
     schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
     assert yaml.safe_load(schema.read_text())["definitions"]["checks"]["items"]["enum"] == list(CHECKS)
     config = yaml.safe_load((REPO / "config.yaml").read_text()) | {"checks": {"cuda": list(CHECKS)}}
-    assert config_check.schema_errors(config, schema) == []
+    assert config_schema.schema_errors(config, schema) == []
 
 
 @pytest.mark.compile

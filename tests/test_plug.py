@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from compile_study.core import config_check, layout, plug_check, vocab
+from compile_study.core import config_check, config_schema, layout, plug_check, vocab
 from compile_study.core.model import ModelConfig, TextClassifier
 from compile_study.core.plug import PlugError, Plugged, build_model, load_factory, model_class, n_params
 from compile_study.core.plug_check import check_fits, check_output, check_plug
@@ -150,7 +150,7 @@ def errors_of(model: dict, grids: list[dict] | None = None) -> list[str]:
     cfg["model"] |= model
     if grids is not None:
         cfg["grids"]["cpu"] = grids
-    assert config_check.schema_errors(cfg, SCHEMA) == []
+    assert config_schema.schema_errors(cfg, SCHEMA) == []
     validate(cfg, str(SCHEMA))
     return [str(e) for e in config_check.semantic_errors(cfg, devices=["cpu"])]
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from compile_study.core import config_check, grid, sizes, sources, splits
+from compile_study.core import config_check, config_schema, grid, sizes, sources, splits
 
 from .conftest import REPO, TINY_MODEL
 from .test_bad_input import BASE, edit, errors_of
@@ -62,7 +62,7 @@ def test_a_batch_or_length_that_cannot_fit_names_its_need(host_16_gib):
 def test_an_absurd_size_is_reported_under_the_file_that_set_it(host_16_gib):
     mine = {"model": {"max_len": 10**12}}
     problems = config_check.semantic_errors(edit("model.max_len", 10**12), devices=["cpu"])
-    text = config_check.format_errors(problems, [("config.yaml", BASE), ("mine.yaml", mine)])
+    text = config_schema.format_errors(problems, [("config.yaml", BASE), ("mine.yaml", mine)])
     assert text.startswith("mine.yaml is invalid:\n  - model.max_len: 1,000,000,000,000 gives the model")
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from compile_study.aggregate import walltime
 from compile_study.aggregate.walltime import _STAMP, _log_start, _stamp, _zone, jobs_of, read_calls
 from compile_study.core import record
+from compile_study.core.layout import require_study
 
 
 def adopt(study: Path, log_path: Path, logs: Path, stopped_by: str | None = None) -> dict:
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
                         "logged, from its Snakemake log (.snakemake/log/...); see adopt()")
     parser.add_argument("--stopped-by", help="with --adopt: what stopped that call, where it is known")
     args = parser.parse_args(argv)
+    require_study(args.study)
     paths = sorted(str(p) for p in args.study.glob("runs/**/r*.json") if not p.name.endswith(".trace.json.gz"))
     compiles = sorted(str(p) for pattern in ("c*.json", "p*.json") for p in args.study.glob(f"compiles/**/{pattern}"))
     logs = args.logs or (Path("logs") / args.study.name if args.study.parent.name == "results" else args.study / "logs")

@@ -323,12 +323,23 @@ def config_estimate(config: dict, device: str, layout: Layout, gpus: int = 1, co
     return e, slots
 
 
+def at_least_one(text: str) -> int:
+    """A count of GPUs or cores (argparse names the option and the value it refuses)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} is fewer than 1")
+    return n
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Estimate a study's wall time from its grid.")
     parser.add_argument("configs", nargs="+", help="config.yaml, then overlays")
     parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
-    parser.add_argument("--gpus", type=int, default=1, help="timed runs at once (one per GPU)")
-    parser.add_argument("--cores", type=int, default=None,
+    parser.add_argument("--gpus", type=at_least_one, default=1, help="timed runs at once (one per GPU)")
+    parser.add_argument("--cores", type=at_least_one, default=None,
                         help="the study host's cores (default: 16 for cuda, as the H200 hosts; this machine's for cpu)")
     args = parser.parse_args(argv)
     config = grid.load_config(args.configs)

@@ -21,6 +21,7 @@ import pandas as pd
 import yaml
 
 from compile_study.core import vocab
+from compile_study.core.layout import require_study
 
 CONFIG = ["device_type", "shape_regime", "precision", "batch_size", "compile_mode", "compile_scope"]
 SIDES = ("plugged", "builtin")
@@ -72,10 +73,15 @@ def speedup_comparison(plugged: pd.DataFrame, builtin: pd.DataFrame) -> dict:
 
 
 def compare_studies(plugged_dir: str | Path, builtin_dir: str | Path) -> dict:
-    """speedup_comparison of two study directories (their summary.csv), with each study's model named."""
+    """speedup_comparison of two study directories (their summary.csv), with each study's model named; refused
+    where the first is not a plugged model's study or the second not the built-in model's."""
     out = {}
-    for side, d in zip(SIDES, (Path(plugged_dir), Path(builtin_dir))):
+    for side, d in zip(SIDES, (require_study(plugged_dir), require_study(builtin_dir))):
         config = yaml.safe_load((d / "config.yaml").read_text()) or {}
+        if is_plugged(config) != (side == "plugged"):
+            raise SystemExit(f"{d}: a study of {'the built-in' if side == 'plugged' else 'a plugged'} model, given "
+                             f"as the {side} one: compare-models compares a plugged model's study (first) with "
+                             "the built-in model's (second); two studies of one model: python -m compile_study compare")
         out[f"{side}_model"] = ("built-in TextClassifier" if not is_plugged(config)
                                 else json.loads((d / "model.json").read_text())["class"] if (d / "model.json").is_file()
                                 else None)

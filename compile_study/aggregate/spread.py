@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
 
     from compile_study.core import record
-    from compile_study.core.layout import Layout
+    from compile_study.core.layout import Layout, require_study
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("studies", nargs="+", help="study directories (stored or live)")
@@ -201,13 +201,15 @@ def main(argv: list[str] | None = None) -> None:
                                                                            "SCOPE"))
     args = parser.parse_args(argv)
     regime, precision, batch, mode, scope = args.configuration
+    if not batch.isdigit():
+        raise SystemExit(f"--configuration: BATCH {batch!r} is not a batch size (a whole number, e.g. 512)")
     key = (regime, precision, int(batch), mode, scope)
     columns = ["repeat", "speedup", "floor_ms", "median_ms", "at_floor", "reference_ms", "sm_clock_mhz",
                "temperature_c", "power_w", "utilization", "cache", "generated_kernels", "device_busy_ms",
                "kernels_per_step"]
     with pd.option_context("display.width", 200, "display.precision", 3):
         for name in args.studies:
-            p = processes(_runs(record.table(Layout(name).stored_records()), key))
+            p = processes(_runs(record.table(Layout(str(require_study(name))).stored_records()), key))
             print(f"{name}: {' '.join(map(str, key))}, {len(p)} processes")
             print(p[columns].to_string(index=False) if len(p) else "  (none)")
             for kernels in p.get("top_kernels", []):

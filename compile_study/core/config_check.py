@@ -1,7 +1,8 @@
 """Readable config errors, found before any job runs.
 
-The workflow calls `schema_errors` (types, enums, ranges, required and unknown keys, from the JSON
-schema), then Snakemake's `validate` (which fills in the defaults), then `semantic_errors` (what
+The workflow refuses a config file with a key given twice (`file_problems`), calls `schema_errors`
+(core/config_schema.py: every number finite and within 64 bits, then types, enums, ranges, required and
+unknown keys, from the JSON schema), then Snakemake's `validate` (which fills in the defaults), then `semantic_errors` (what
 a schema cannot say, the grid's expansion included: core/grid_errors.py, core/plug_errors.py, the data and
 sizes), and `device_errors` (the one check that imports torch: a warning at load, so that a dry run may plan a
 GPU study anywhere, and an error when a run starts). Each error names the key, the bad value and the fix;
@@ -15,54 +16,18 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-import jsonschema
 import yaml
 
-from compile_study.core import sizes
+from compile_study.core import grid, sizes
 from compile_study.core.ag_news_csv import CSV_LAYOUT, KNOWN_SHA256, csv_files, csv_sha256, read_ag_news_csv
 from compile_study.core.config_problem import Problem
+from compile_study.core.config_schema import source_of
 from compile_study.core.corpus import DataError
 from compile_study.core.data_check import csv_dir_named, named_csv_dir_problems
 from compile_study.core.grid_errors import grid_errors
 from compile_study.core.plug_errors import model_errors, plug_grid_errors
 from compile_study.core.sources import split_labels
 from compile_study.core.splits import check_split
-
-MERGED = "the merged config"  # where a value came from when no single source set it
-
-
-def _key(path) -> str:
-    parts = []
-    for p in path:
-        parts.append(f"[{p}]" if isinstance(p, int) else f".{p}")
-    return "".join(parts).lstrip(".") or "(top level)"
-
-
-def _describe(err: jsonschema.ValidationError) -> Problem:
-    if err.validator == "oneOf" and err.context:  # e.g. a number or one per device: the branch of the value's type
-        fitting = [e for e in err.context if e.validator != "type"]
-        if fitting:
-            return _describe(fitting[0])
-    path = tuple(err.absolute_path)
-    key = _key(path)
-    if err.validator == "additionalProperties":
-        allowed = ", ".join(sorted(err.schema.get("properties", {})))
-        extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
-        return Problem(f"{key}: unknown key(s) {', '.join(map(repr, extra))}; allowed: {allowed}", path + (extra[0],))
-    if err.validator == "enum":
-        allowed = ", ".join(map(str, err.validator_value))
-        return Problem(f"{key}: {err.instance!r} is not allowed; allowed: {allowed}", path)
-    if err.validator == "type":
-        return Problem(f"{key}: {err.instance!r} has the wrong type; expected {err.validator_value}", path)
-    why = err.schema.get("$comment") if err.validator in ("maximum", "exclusiveMaximum") else None
-    return Problem(f"{key}: {err.message}" + (f" ({why})" if why else ""), path)
-
-
-def schema_errors(config: dict, schema_path: str | Path) -> list[Problem]:
-    schema = yaml.safe_load(Path(schema_path).read_text())
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (list(map(str, e.absolute_path)), e.message))
-    return [_describe(e) for e in errors]
 
 
 def semantic_errors(config: dict, devices: list[str] | None = None) -> list[Problem]:
@@ -174,16 +139,31 @@ def warn(problems: list[Problem], sources: list[tuple[str, Mapping]] = ()) -> No
         print(f"warning: {p} (set in {source_of(p, sources)})", file=sys.stderr)
 
 
-def config_sources(workflow) -> list[tuple[str, Mapping]]:
-    """The config's sources in Snakemake's merge order (later wins): the Snakefile's `configfile:`, the
-    --configfile files, then --config. Empty if this Snakemake does not say (messages then name MERGED)."""
+def config_files(workflow) -> list[Path]:
+    """The config files in Snakemake's merge order (later wins): the Snakefile's `configfile:`, then the
+    --configfile files ([] if this Snakemake does not say)."""
     try:
         settings = workflow.config_settings
         overlays = [Path(p) for p in settings.configfiles]
         own = [] if settings.replace_workflow_config else [
             Path(p) for p in workflow.configfiles if Path(p).absolute() not in overlays]
-        sources = [(_display(p), yaml.safe_load(p.read_text()) or {}) for p in own + overlays]
-        overrides = dict(settings.config)
+    except AttributeError:
+        return []
+    return own + overlays
+
+
+def file_problems(workflow) -> str | None:
+    """What Snakemake's own loader lets through in the config files (a key given twice keeps the last value),
+    each named with its file (None: every file is a strict mapping)."""
+    return "\n".join(filter(None, map(grid.config_file_problem, config_files(workflow)))) or None
+
+
+def config_sources(workflow) -> list[tuple[str, Mapping]]:
+    """The config's sources in Snakemake's merge order (later wins): the config files (config_files), then
+    --config. Empty if this Snakemake does not say (messages then name MERGED)."""
+    try:
+        sources = [(_display(p), yaml.safe_load(p.read_text()) or {}) for p in config_files(workflow)]
+        overrides = dict(workflow.config_settings.config)
     except (AttributeError, OSError, yaml.YAMLError):
         return []
     return sources + ([("--config", overrides)] if overrides else [])
@@ -194,39 +174,3 @@ def _display(path: Path) -> str:
         return str(path.absolute().relative_to(Path.cwd()))
     except ValueError:
         return str(path)
-
-
-def _sets(source, path: tuple) -> bool:
-    """Whether `source` gives the value at `path` (a list or scalar on the way replaces the subtree)."""
-    node = source
-    for part in path:
-        if not isinstance(node, Mapping):
-            return True
-        if part not in node:
-            return False
-        node = node[part]
-    return True
-
-
-def source_of(problem, sources: list[tuple[str, Mapping]]) -> str:
-    """The one source that set the problem's keys (the last to set each, as Snakemake merges), else MERGED."""
-    owners = set()
-    for path in getattr(problem, "keys", ()):
-        owner = next((label for label, content in reversed(sources) if path and _sets(content, path)), None)
-        if owner:  # a key no source sets has its schema default: the fix lies with the keys that were set
-            owners.add(owner)
-    return owners.pop() if len(owners) == 1 else MERGED
-
-
-def format_errors(errors: list[str], sources: list[tuple[str, Mapping]] = ()) -> str:
-    groups: dict[str, list[str]] = {}
-    for e in errors:
-        groups.setdefault(source_of(e, sources), []).append(e)
-    out = []
-    for label, errs in groups.items():
-        head = f"{label} is invalid:"
-        if label == "--config" and any("has the wrong type" in e for e in errs):
-            head = ("--config is invalid (Snakemake reads the values inside a --config mapping as strings; "
-                    "put them in a file given with --configfile):")
-        out.append(head + "".join(f"\n  - {e}" for e in errs))
-    return "\n".join(out)

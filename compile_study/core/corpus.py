@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from compile_study.core.errors import InputError
+
 CLASSES = ("World", "Sports", "Business", "Sci/Tech")
 
 
-class DataError(ValueError):
+class DataError(InputError):
     """Bad or missing input data; the message names the file and what is wrong."""
 
 

@@ -8,6 +8,7 @@ The records of one sub-grid, as Snakemake targets (to run part of a study first)
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import itertools
 from pathlib import Path
@@ -129,14 +130,19 @@ def merge(config: dict, overlay: dict) -> dict:
 
 def config_file_problem(path: str | Path) -> str | None:
     """Why a config file cannot be layered (None: a mapping of keys), naming the file: Snakemake's own message for
-    an empty or non-mapping one ("Config file must be given as JSON or YAML with keys at top level") does not."""
+    an empty or non-mapping one ("Config file must be given as JSON or YAML with keys at top level") does not,
+    and its loader keeps the last of a key given twice without a word."""
     import yaml
+
+    from compile_study.core.config_schema import DuplicateKey, load_yaml
 
     path = Path(path)
     try:
-        content = yaml.safe_load(path.read_text())
+        content = load_yaml(path.read_text())
     except OSError as e:
         return f"config file {path}: cannot be read ({e.strerror})"
+    except DuplicateKey as e:
+        return f"config file {path}: {e}"
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         return f"config file {path}: not valid YAML or JSON ({' '.join(str(e).split())})"
     if content is None:
@@ -149,21 +155,28 @@ def config_file_problem(path: str | Path) -> str | None:
 
 def read_config_file(path: str | Path) -> dict:
     """One config file's mapping; a file that is none stops with config_file_problem's message."""
-    import yaml
+    from compile_study.core.config_schema import load_yaml
 
     problem = config_file_problem(path)
     if problem:
         raise SystemExit(problem)
-    return yaml.safe_load(Path(path).read_text())
+    return load_yaml(Path(path).read_text())
 
 
 def load_config(paths) -> dict:
-    """config.yaml, then overlays, merged as Snakemake merges them and validated (the schema's defaults filled in)."""
+    """config.yaml, then overlays, merged as Snakemake merges them and validated (the schema's defaults filled in);
+    a bad value stops with the dry run's message, under the file that set it."""
     from snakemake.utils import validate
 
+    from compile_study.core.config_schema import format_errors, schema_errors
+
     config: dict = {}
-    for path in paths:
-        merge(config, read_config_file(path))
+    sources = [(str(path), read_config_file(path)) for path in paths]
+    for _, content in sources:
+        merge(config, copy.deepcopy(content))
+    errors = schema_errors(config, SCHEMA)
+    if errors:
+        raise SystemExit(format_errors(errors, sources))
     validate(config, str(SCHEMA))
     return config
 

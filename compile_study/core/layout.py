@@ -26,9 +26,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from compile_study.core.record import RunKey
+from compile_study.core.record import RECORD, RunKey
 
-RECORD = "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}.json"
 PARITY = "parity/{precision}/{compile_mode}.json"
 # A cold compile of the compile phase (core/compile_record.py): `index` counts a configuration's cold compiles
 COMPILE = "compiles/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/c{index}.json"
@@ -225,6 +224,13 @@ def is_stored_study(directory: str | Path = ".") -> bool:
     """A directory holding a study's config snapshot and its run records: its runs are done."""
     d = Path(directory)
     return (d / "config.yaml").is_file() and (d / "runs").is_dir()
+
+
+def require_study(directory: str | Path) -> Path:
+    """A study directory (is_stored_study), else a SystemExit naming it: what a command given one says."""
+    if not is_stored_study(directory):
+        raise SystemExit(f"{directory}: not a study directory (it needs config.yaml and runs/ with run records)")
+    return Path(directory)
 
 
 def stored_device(record_paths: list[str]) -> str:

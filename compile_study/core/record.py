@@ -13,6 +13,7 @@ reading (`upgrade`), so summary, figures, rebuild and `python -m compile_study r
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from compile_study.core import digits, vocab
+from compile_study.core.errors import InputError
 
 # the metrics a record may hold, declared in core/metrics.py and read everywhere as record.SCALARS, record.OVERHEAD...
 from compile_study.core.metrics import (  # noqa: F401
@@ -70,6 +72,16 @@ class RunKey(NamedTuple):
 
 
 RUN_KEYS = RunKey._fields
+# where a run's record lives below its study's root (core/layout.py places it; read() holds a record to it)
+RECORD = "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}.json"
+_RECORD_PATH = re.compile(r"(?:^|/)runs/(?P<shape_regime>[^/]+)/(?P<precision>[^/]+)/(?P<compile_mode>[^/]+)/"
+                          r"(?P<compile_scope>[^/]+)/bs(?P<batch_size>\d+)/r(?P<repeat>\d+)\.json$")
+
+
+def path_key(path: str | Path) -> RunKey | None:
+    """The run key a record's path stands for (RECORD read backwards); None for a path outside that layout."""
+    found = _RECORD_PATH.search(Path(path).as_posix())
+    return RunKey.of(found.groupdict()) if found else None
 CONFIGURATION_KEYS = RUN_KEYS[:-1]  # a configuration: a run key without its repeat
 
 
@@ -126,7 +138,7 @@ ENV_KEYS = ("device_type", "device_name", "torch", "triton", "cuda", "driver", "
             "cuda_matmul_allow_tf32", "autotune_search")
 
 
-class RecordError(ValueError):
+class RecordError(InputError):
     """A record that cannot be read: the message names the file and what is wrong with it."""
 
 
@@ -180,7 +192,8 @@ def upgrade(rec: dict, where: str = "record") -> dict:
 
 def problem(path: str | Path, key: RunKey | None = None) -> str | None:
     """What is wrong with the record at `path` (None if nothing): empty, incomplete JSON, not a run record's
-    shape, of an unreadable version, or (given the run key its path stands for) the record of another run."""
+    shape, of an unreadable version, or the record of another run than the one its path stands for (`key`, or
+    the path's own where it lies in the layout: path_key)."""
     try:
         _load(path, key)
     except RecordError as e:
@@ -211,7 +224,7 @@ def _load(path: str | Path, key: RunKey | None = None) -> dict:
         vocab.Regime.parse(rec["config"]["shape_regime"])
     except ValueError as e:
         raise RecordError(f"{path}: not a run record ({e})") from None
-    found = RunKey.of(rec["config"])
+    found, key = RunKey.of(rec["config"]), key or path_key(path)  # a copy under another run's path is no run
     if key is not None and found != key:
         raise RecordError(f"{path}: holds the record of another run ({found.compile_mode} {found.compile_scope} "
                           f"bs{found.batch_size} {found.shape_regime} {found.precision} r{found.repeat})")
@@ -226,7 +239,8 @@ def json_error(e: ValueError) -> str:
 
 
 def read(path: str | Path) -> dict:
-    """A record in today's shape; RecordError (naming the file) if it is damaged or not a run record."""
+    """A record in today's shape; RecordError (naming the file) if it is damaged, not a run record, or another
+    run's than its path says."""
     return _load(path)
 
 
@@ -280,7 +294,7 @@ def table(paths) -> pd.DataFrame:
     record, and every sum, does not depend on how the files were listed)."""
     rows = [_row(read(p)) for p in paths]
     if not rows:
-        raise ValueError("no run records to summarise")
+        raise RecordError("no run records to summarise")
     return pd.DataFrame(rows).sort_values(list(RUN_KEYS), kind="stable", ignore_index=True)
 
 

@@ -97,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--time-limit {args.time_limit:g}: it must be a positive number of seconds")
     if args.grace is not None and (args.time_limit is None or args.grace < 0):
         parser.error(f"--grace {args.grace:g}: it needs --time-limit and a number of seconds >= 0")
+    if args.study.exists() and not args.study.is_dir():
+        parser.error(f"{args.study}: not a directory (the study's, e.g. results/cuda, where calls.jsonl goes)")
     if study_lock.holder(".") is not None:  # refused before Snakemake starts: no call to log, nothing competes
         print(study_lock.refusal("."), file=sys.stderr)
         return 1

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from compile_study.core.ag_news_csv import csv_files, display_path, load_csv, read_ag_news_csv
-from compile_study.core.corpus import Corpus, DataError
+from compile_study.core.corpus import CLASSES, Corpus, DataError
 from compile_study.core.synthetic import SYNTHETIC, make_synthetic, synthetic_labels
 
 
@@ -49,10 +49,12 @@ def _resolve(host: str, found: list) -> None:
 
 
 def load_hf(name: str, cache_dir: str | os.PathLike) -> Corpus:
-    """AG News from the Hugging Face hub (`text`, `label` 0-3; train 120,000 / test 7,600)."""
+    """AG News from the Hugging Face hub (`text`, `label` 0-3; train 120,000 / test 7,600); a dataset that is not
+    AG News' four classes is refused (check_ag_news)."""
     import datasets  # imported here: only the hub source needs it
 
     ds = datasets.load_dataset(name, cache_dir=str(cache_dir))
+    check_ag_news(name, ds)
     train, test = ds["train"], ds["test"]
     return Corpus(
         train_texts=list(train["text"]),
@@ -64,6 +66,30 @@ def load_hf(name: str, cache_dir: str | os.PathLike) -> Corpus:
         notes=[f"loaded from the Hugging Face hub ({name}); eval = the official test split"],
         input_sha256={},
     )
+
+
+def check_ag_news(name: str, ds) -> None:
+    """A hub dataset the study may call AG News: train and test splits with `text` and `label`, the label's names
+    AG News' four classes in their order (or, unnamed, its values 0-3); else a DataError before any run."""
+    where = f"data.hf_name {name!r}"
+    missing = [s for s in ("train", "test") if s not in ds]
+    if missing:
+        raise DataError(f"{where}: no {' or '.join(missing)} split (it has {', '.join(ds)}); the study needs "
+                        "AG News' train and test splits")
+    absent = [c for c in ("text", "label") if c not in ds["train"].column_names]
+    if absent:
+        raise DataError(f"{where}: no column {' or '.join(absent)} (it has {', '.join(ds['train'].column_names)}); "
+                        "the study needs AG News' text and label")
+    names = getattr(ds["train"].features["label"], "names", None)
+    if names is not None:
+        found = f"its {len(names)} classes are {', '.join(map(str, names))}"
+        agrees = [str(n).lower() for n in names] == [c.lower() for c in CLASSES]
+    else:
+        values = sorted({int(v) for split in ("train", "test") for v in ds[split]["label"]})
+        found, agrees = f"its labels are {values}", set(values) <= set(range(len(CLASSES)))
+    if not agrees:
+        raise DataError(f"{where}: {found}, not AG News' {len(CLASSES)} classes ({', '.join(CLASSES)}); the study "
+                        "trains and reports on AG News: name an AG News dataset (default fancyzhx/ag_news)")
 
 
 def split_labels(data_cfg: dict) -> tuple[list[int], str] | None:
@@ -92,6 +118,8 @@ def load_corpus(data_cfg: dict, cache_dir: str | os.PathLike) -> Corpus:
     if hub_reachable(timeout_s=data_cfg["hf_timeout_s"]):
         try:
             return _with_notes(load_hf(data_cfg["hf_name"], cache_dir), tried)
+        except DataError:  # the hub answered with data that is not AG News: no reason to fall over
+            raise
         except Exception as e:  # any hub failure falls over to the next source, with the reason kept
             tried.append(f"hub {data_cfg['hf_name']}: {type(e).__name__}: {str(e)[:200]}")
     else:

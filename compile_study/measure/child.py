@@ -22,6 +22,7 @@ import time
 import traceback
 
 from compile_study.core.clock import Clock
+from compile_study.core.logs import one_line_for_full_disk
 from compile_study.measure import handover
 from compile_study.measure.hostwatch import JOBS_VAR
 
@@ -105,7 +106,7 @@ def main(spec: dict) -> None:
             value = fn(**spec["kwargs"], **_given(fn, spec, clock, started))
             answer = {"value": value, "clock": clock.state(), "handoff": time.perf_counter()}
     except BaseException:
-        traceback.print_exc()
+        one_line_for_full_disk(*sys.exc_info())  # a full disk as one line with the path; anything else its traceback
         answer = {"error": traceback.format_exc(limit=4).strip().splitlines()[-1]}
     _write(spec["result"], answer)
     sys.stdout.flush()

@@ -164,6 +164,7 @@ def write_trace(prof, trace_path: str | Path) -> None:
         with disk_full_named(trace_path):
             prof.export_chrome_trace(str(raw))
             _write_gzip(raw, trace_path)
-    finally:
-        raw.unlink(missing_ok=True)
+    finally:  # the profiler's own temporary beside it too (kineto writes <raw>.tmp, then renames it)
+        for left in raw.parent.glob(f"{raw.name}*"):
+            left.unlink(missing_ok=True)
 

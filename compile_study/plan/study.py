@@ -18,7 +18,7 @@ import shutil
 import sys
 
 from compile_study.aggregate import estimate
-from compile_study.core import config_check, damaged, data_check, grid, study_lock
+from compile_study.core import config_check, config_schema, damaged, data_check, grid, study_lock
 from compile_study.core.layout import (
     CHECKS,
     Layout,
@@ -101,16 +101,17 @@ class Plan(CompilePhase, TimedJobs):
         from snakemake.utils import validate
 
         config = self.config
+        config_check.refuse(config_check.file_problems(self.workflow))  # e.g. a key given twice
         self._sources = config_check.config_sources(self.workflow)
-        errors = config_check.schema_errors(config, self.schema)
+        errors = config_schema.schema_errors(config, self.schema)
         if errors:
-            sys.exit(config_check.format_errors(errors, self._sources))
+            sys.exit(config_schema.format_errors(errors, self._sources))
         validate(config, schema=self.schema)  # fills in the defaults
         self.device = self.resolve_device()  # the semantic checks concern the grid about to run
         config["model"] = for_device(config["model"], self.device)  # a value given per device: this device's
         errors = config_check.semantic_errors(config, devices=[self.device])
         if errors:
-            sys.exit(config_check.format_errors(errors, self._sources))
+            sys.exit(config_schema.format_errors(errors, self._sources))
         # device: cuda without a GPU: a dry run still plans the GPU study; a run stops before its first job
         self._device_errors = config_check.device_errors(config)
         config_check.warn_before_start(self._device_errors)
@@ -184,7 +185,7 @@ class Plan(CompilePhase, TimedJobs):
         a cluster executor the jobs run on hosts of their own), remove what shows a run whose record is gone,
         then print the runs to do and their estimated device time."""
         if self._device_errors and self.workflow.local_exec:
-            sys.exit(config_check.format_errors(self._device_errors, self._sources))
+            sys.exit(config_schema.format_errors(self._device_errors, self._sources))
         study_lock.hold(".")  # (the Snakefile took it already; a no-op then)
         if self.stored:
             return

@@ -10,6 +10,7 @@ core/config_check.py, so that both the workflow and the command line (`grid.load
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -108,11 +109,16 @@ def _about_a_number(err: jsonschema.ValidationError, numbers: list[Problem]) -> 
     return any(p.keys[0] == path for p in numbers)
 
 
+@functools.lru_cache(maxsize=4)
+def _validator(schema_path: str, mtime_ns: int) -> jsonschema.Draft202012Validator:
+    """The schema's validator, read once per version of the file."""
+    return jsonschema.Draft202012Validator(yaml.safe_load(Path(schema_path).read_text()))
+
+
 def schema_errors(config: dict, schema_path: str | Path) -> list[Problem]:
     """Every number not finite or past 64 bits (number_errors), then what the schema finds besides."""
     numbers = number_errors(config)
-    schema = yaml.safe_load(Path(schema_path).read_text())
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = _validator(str(schema_path), Path(schema_path).stat().st_mtime_ns)
     errors = sorted(validator.iter_errors(config), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     return numbers + [_describe(e) for e in errors if not _about_a_number(e, numbers)]
 

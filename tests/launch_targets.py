@@ -45,6 +45,10 @@ def fails() -> None:
     raise ValueError("a bad value, raised in the child")
 
 
+def disk_full() -> None:
+    raise OSError(28, "No space left on device", "/study/runs/r0.json")
+
+
 def sleeps(pid_file: str) -> None:
     with open(pid_file, "w") as f:
         f.write(str(os.getpid()))

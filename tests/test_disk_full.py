@@ -57,9 +57,9 @@ def test_a_tokenizer_saved_on_a_full_disk_is_a_disk_error(tmp_path):
 def test_a_trace_written_on_a_full_disk_leaves_no_temporary_and_a_killed_writers_is_cleared(tmp_path):
     from compile_study.measure import profiling
 
-    class FullDiskProfiler:
+    class FullDiskProfiler:  # as kineto does: a temporary of its own beside the path it was given
         def export_chrome_trace(self, path: str) -> None:
-            Path(path).write_text('{"traceEvents": [')
+            Path(path + ".tmp").write_text('{"traceEvents": [')
             enospc()
 
     trace = tmp_path / "runs" / "r0.trace.json.gz"

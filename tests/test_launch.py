@@ -181,6 +181,19 @@ print(json.dumps({"answered": crash.answered, "crash": crash.crash, "interrupted
     assert "ValueError: a bad value, raised in the child" in got["failed"]
 
 
+def test_a_child_on_a_full_disk_logs_one_line_and_no_traceback(tmp_path):
+    got = drive("""
+try:
+    go("disk_full", "fresh"); failed = None
+except launch.ChildError as exc:
+    failed = str(exc)
+print(json.dumps({"failed": failed}))
+""", tmp_path)
+    log = (tmp_path / "job.log").read_text()
+    assert "No space left on device" in got["failed"] and "Traceback" not in log
+    assert log.splitlines()[0].startswith("error: no space left on device writing /study/runs/r0.json (")
+
+
 def test_a_time_limit_that_stops_the_server_and_its_child_is_an_interrupt_and_the_next_job_runs(tmp_path):
     """`timeout` signals Snakemake's whole process group: the forkserver dies with the job's child, which then
     has no exit status to report (255); that is an interrupt (nothing recorded), not a crash of the run."""

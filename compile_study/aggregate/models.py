@@ -73,15 +73,10 @@ def speedup_comparison(plugged: pd.DataFrame, builtin: pd.DataFrame) -> dict:
 
 
 def compare_studies(plugged_dir: str | Path, builtin_dir: str | Path) -> dict:
-    """speedup_comparison of two study directories (their summary.csv), with each study's model named; refused
-    where the first is not a plugged model's study or the second not the built-in model's."""
+    """speedup_comparison of two study directories (their summary.csv), with each study's model named."""
     out = {}
-    for side, d in zip(SIDES, (require_study(plugged_dir), require_study(builtin_dir))):
+    for side, d in zip(SIDES, (Path(plugged_dir), Path(builtin_dir))):
         config = yaml.safe_load((d / "config.yaml").read_text()) or {}
-        if is_plugged(config) != (side == "plugged"):
-            raise SystemExit(f"{d}: a study of {'the built-in' if side == 'plugged' else 'a plugged'} model, given "
-                             f"as the {side} one: compare-models compares a plugged model's study (first) with "
-                             "the built-in model's (second); two studies of one model: python -m compile_study compare")
         out[f"{side}_model"] = ("built-in TextClassifier" if not is_plugged(config)
                                 else json.loads((d / "model.json").read_text())["class"] if (d / "model.json").is_file()
                                 else None)
@@ -95,6 +90,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("plugged", type=Path, help="the plugged model's study directory")
     parser.add_argument("builtin", type=Path, help="the built-in model's study directory")
     args = parser.parse_args(argv)
+    for side, d in zip(SIDES, (args.plugged, args.builtin)):  # one plugged model's study, then the built-in's
+        if is_plugged(yaml.safe_load((require_study(d) / "config.yaml").read_text()) or {}) != (side == "plugged"):
+            raise SystemExit(f"{d}: a study of {'the built-in' if side == 'plugged' else 'a plugged'} model, given "
+                             f"as the {side} one: compare-models compares a plugged model's study (first) with "
+                             "the built-in model's (second); two studies of one model: python -m compile_study compare")
     print(json.dumps(compare_studies(args.plugged, args.builtin), indent=1))
 
 

@@ -102,8 +102,8 @@ def test_spread_refuses_a_batch_that_is_no_number_and_a_directory_that_is_no_stu
                                            ("--gpus", "two")])
 def test_estimate_refuses_fewer_than_one_gpu_or_core(run, option, value):
     rc, err = run("estimate", REPO / "config.yaml", "--device", "cuda", option, value)
-    assert rc == 2 and last_line(err).endswith(f"error: argument {option}: " + (
-        f"{value} is fewer than 1" if value != "two" else "'two' is not a whole number"))
+    assert rc == 2 and last_line(err).endswith(f"error: argument {option}: '{value}' is not a whole number of at "
+                                               "least 1")
 
 
 @pytest.mark.unit

@@ -325,13 +325,9 @@ def config_estimate(config: dict, device: str, layout: Layout, gpus: int = 1, co
 
 def at_least_one(text: str) -> int:
     """A count of GPUs or cores (argparse names the option and the value it refuses)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n} is fewer than 1")
-    return n
+    if not text.lstrip("-").isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,8 +14,9 @@ call ends between jobs. Snakemake lets the jobs it started finish, so a job far 
 still run past the limit; `--grace G` bounds that: G seconds after the limit the session kills the command and
 everything it started (its own process group), books the call (`killed_after_s`), and the next call redoes the
 jobs cut short (the profile's rerun-incomplete). Under a host's hard command limit, a call that stops itself
-is logged; one the host kills is not. A config file the command layers (--configfile) that is empty or no
-mapping stops the call before it starts, named with its path (Snakemake's own message names none). Torch-free.
+is logged; one the host kills is not. A config file the command layers (--configfile) that is missing, a
+directory, empty, no mapping or gives a key twice stops the call before it starts, named with its path in one line
+(Snakemake's own message names none, or ends a traceback). Torch-free.
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ def configfiles(command: list[str]) -> list[str]:
 
 
 def configfile_problems(command: list[str]) -> list[str]:
-    """Each config file of the command that is empty, no mapping, unreadable or not YAML, named with its path."""
+    """Each config file of the command that is empty, no mapping, unreadable, not YAML or gives a key twice, named
+    with its path."""
     from compile_study.core.grid import config_file_problem
 
     return [p for p in map(config_file_problem, configfiles(command)) if p]

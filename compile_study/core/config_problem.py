@@ -1,4 +1,4 @@
-"""One config error: its message, with the config keys whose values cause it (so that core/config_check.py can
+"""One config error: its message, with the config keys whose values cause it (so that core/config_schema.py can
 name the file that set them)."""
 
 from __future__ import annotations

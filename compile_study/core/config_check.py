@@ -2,12 +2,12 @@
 
 The workflow refuses a config file with a key given twice (`file_problems`), calls `schema_errors`
 (core/config_schema.py: every number finite and within 64 bits, then types, enums, ranges, required and
-unknown keys, from the JSON schema), then Snakemake's `validate` (which fills in the defaults), then `semantic_errors` (what
-a schema cannot say, the grid's expansion included: core/grid_errors.py, core/plug_errors.py, the data and
-sizes), and `device_errors` (the one check that imports torch: a warning at load, so that a dry run may plan a
-GPU study anywhere, and an error when a run starts). Each error names the key, the bad value and the fix;
-`format_errors` reports all of them at once, each under the file (or `--config`) that set the bad value
-(`config_sources`, `source_of`), without a traceback.
+unknown keys, from the JSON schema), then Snakemake's `validate` (which fills in the defaults), then
+`semantic_errors` (what a schema cannot say, the grid's expansion included: core/grid_errors.py,
+core/plug_errors.py, the data and sizes), and `device_errors` (the one check that imports torch: a warning at
+load, so that a dry run may plan a GPU study anywhere, and an error when a run starts). Each error names the
+key, the bad value and the fix; config_schema's `format_errors` reports all of them at once, each under the file
+(or `--config`) that set the bad value (`config_sources` here, `source_of` there), without a traceback.
 """
 
 from __future__ import annotations

@@ -171,3 +171,17 @@ def test_rebuild_of_a_damaged_stored_study_ends_in_its_message_and_one_line(tmp_
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert "1 damaged record(s) in this stored study" in res.stderr and f"{COMPILED}/r1.json: empty file" in res.stderr
     assert res.stderr.strip().splitlines()[-1].endswith("ended with exit status 1 (its message is above)")
+
+
+@pytest.mark.dag
+def test_plain_snakemake_on_a_missing_or_directory_config_file_says_what_the_readme_says(tmp_path):
+    """Snakemake's own loader reads --configfile before the Snakefile: the README quotes its last line."""
+    from .test_bad_input import snakemake
+
+    (tmp_path / "adir").mkdir()
+    readme = " ".join((REPO / "README.md").read_text().split())
+    for given, said in (("gone.yaml", "FileNotFoundError: [Errno 2] No such file or directory: 'gone.yaml'"),
+                        ("adir", "IsADirectoryError: [Errno 21] Is a directory: 'adir'")):
+        res = snakemake(tmp_path, "-n", "--configfile", given)
+        assert res.returncode != 0 and said in (res.stdout + res.stderr).splitlines()  # the traceback's last line
+        assert said.split(": '")[0] in readme

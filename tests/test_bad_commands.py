@@ -99,11 +99,11 @@ def test_spread_refuses_a_batch_that_is_no_number_and_a_directory_that_is_no_stu
 
 @pytest.mark.unit
 @pytest.mark.parametrize("option, value", [("--gpus", "-3"), ("--gpus", "0"), ("--cores", "-4"), ("--cores", "0"),
-                                           ("--gpus", "two")])
-def test_estimate_refuses_fewer_than_one_gpu_or_core(run, option, value):
+                                           ("--gpus", "two"), ("--cores", str(10**20))])
+def test_estimate_refuses_fewer_than_one_gpu_or_core_or_a_typo(run, option, value):
     rc, err = run("estimate", REPO / "config.yaml", "--device", "cuda", option, value)
-    assert rc == 2 and last_line(err).endswith(f"error: argument {option}: '{value}' is not a whole number of at "
-                                               "least 1")
+    assert rc == 2 and last_line(err).endswith(f"error: argument {option}: '{value}' is not a whole number from 1 "
+                                               "to 65536")
 
 
 @pytest.mark.unit

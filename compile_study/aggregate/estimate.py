@@ -324,9 +324,9 @@ def config_estimate(config: dict, device: str, layout: Layout, gpus: int = 1, co
 
 
 def at_least_one(text: str) -> int:
-    """A count of GPUs or cores (argparse names the option and the value it refuses)."""
-    if not text.lstrip("-").isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    """A count of GPUs or cores, 1 to 65536 (a bound against typos; argparse names the option and the value)."""
+    if not text.lstrip("-").isdigit() or not 1 <= int(text) <= 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 65536")
     return int(text)
 
 

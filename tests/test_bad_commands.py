@@ -140,6 +140,9 @@ def test_session_refuses_a_file_for_a_study_and_names_a_missing_or_directory_con
     rc, err = run("session", "a-file", "--", "true")
     assert rc == 2 and last_line(err).endswith("error: a-file: not a directory (the study's, e.g. results/cuda, "
                                                "where calls.jsonl goes)")
+    for value in ("nan", "inf", "soon"):
+        rc, err = run("session", "--time-limit", value, "results/cpu", "--", "true")
+        assert rc == 2 and last_line(err).endswith(f"argument --time-limit: '{value}' is not a finite number of seconds")
     (tmp_path / "adir").mkdir()
     for given, why in (("gone.yaml", "No such file or directory"), ("adir", "Is a directory")):
         rc, err = run("session", "results/cpu", "--", "snakemake", "--configfile", given, "-n")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -79,11 +80,22 @@ def log_call(study: Path, logs: Path, command: list[str], started: float, ended:
     return line
 
 
+def seconds(text: str) -> float:
+    """A finite number of seconds (argparse names the option and the value it refuses)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run a study's command and note the call in calls.jsonl.")
-    parser.add_argument("--time-limit", type=float, metavar="SECONDS",
+    parser.add_argument("--time-limit", type=seconds, metavar="SECONDS",
                         help="stop the command after this long (SIGTERM); no run starts that would not end by then")
-    parser.add_argument("--grace", type=float, metavar="SECONDS",
+    parser.add_argument("--grace", type=seconds, metavar="SECONDS",
                         help="with --time-limit: kill the command and all it started this long after the limit, "
                              "if its running jobs have not ended by then")
     parser.add_argument("study", type=Path, help="the study's directory, e.g. results/cuda")

@@ -107,6 +107,14 @@ def test_estimate_refuses_fewer_than_one_gpu_or_core_or_a_typo(run, option, valu
 
 
 @pytest.mark.unit
+def test_model_refuses_a_vocabulary_below_one_and_a_device_it_does_not_know(run):
+    rc, err = run("model", REPO / "config.yaml", "--vocab-size", "0")
+    assert rc == 2 and last_line(err).endswith("argument --vocab-size: '0' is not a whole number from 1 to 2147483647")
+    rc, err = run("model", REPO / "config.yaml", "--device", "tpu")
+    assert rc == 2 and "argument --device: invalid choice: 'tpu'" in last_line(err)
+
+
+@pytest.mark.unit
 def test_estimate_on_an_invalid_overlay_is_the_dry_runs_message(tmp_path, run):
     (tmp_path / "bad.yaml").write_text("model: {n_layers: 0}\n")
     assert run("estimate", REPO / "config.yaml", tmp_path / "bad.yaml", "--device", "cpu") == (

@@ -33,6 +33,7 @@ from compile_study.aggregate.at_once import AT_ONCE, MEASURED_DIR, factor_at
 from compile_study.aggregate.at_once import checks as at_once_checks
 from compile_study.checks.cells import TIMER_CASES
 from compile_study.core import grid, record
+from compile_study.core.errors import count
 from compile_study.core.layout import Layout
 from compile_study.measure import isolation
 
@@ -323,19 +324,12 @@ def config_estimate(config: dict, device: str, layout: Layout, gpus: int = 1, co
     return e, slots
 
 
-def at_least_one(text: str) -> int:
-    """A count of GPUs or cores, 1 to 65536 (a bound against typos; argparse names the option and the value)."""
-    if not text.lstrip("-").isdigit() or not 1 <= int(text) <= 65536:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 65536")
-    return int(text)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Estimate a study's wall time from its grid.")
     parser.add_argument("configs", nargs="+", help="config.yaml, then overlays")
     parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
-    parser.add_argument("--gpus", type=at_least_one, default=1, help="timed runs at once (one per GPU)")
-    parser.add_argument("--cores", type=at_least_one, default=None,
+    parser.add_argument("--gpus", type=count(65536), default=1, help="timed runs at once (one per GPU)")
+    parser.add_argument("--cores", type=count(65536), default=None,
                         help="the study host's cores (default: 16 for cuda, as the H200 hosts; this machine's for cpu)")
     args = parser.parse_args(argv)
     config = grid.load_config(args.configs)

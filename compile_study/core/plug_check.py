@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from compile_study.core.errors import count
 from compile_study.core.flops import step_flops
 from compile_study.core.model import PAD_ID, ModelConfig, for_device, model_config_for
 from compile_study.core.plug import (
@@ -183,11 +184,11 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description="Check the configured model and print its facts.")
     parser.add_argument("configs", nargs="+", help="config.yaml, then overlays")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--data", help="the prepared data (a directory with facts.json: resources/data or a study's "
                         "directory); default: the first found beside the first config, in the study's directory for "
                         f"this config and device, in {DATA_DIR}; else config data.vocab_size, said so")
-    parser.add_argument("--vocab-size", type=int, default=None, help="count with this vocabulary instead")
+    parser.add_argument("--vocab-size", type=count(2**31 - 1), default=None, help="count with this vocabulary instead")
     args = parser.parse_args(argv)
     config = load_config(args.configs)
     if args.vocab_size:

@@ -12,6 +12,10 @@
     python -m compile_study spread reference/<a> reference/<b> --configuration static bf16 512 default module
     python -m compile_study model config.yaml configs/hf-bert.yaml   # check the configured model, print its facts
     python -m compile_study compare-models reference/<plugged> reference/<built-in>
+
+A bad input ends any command in its message, exit status 2, without a traceback: a command's refusal
+(SystemExit), a bad input it raised (core/errors.py InputError: a damaged record, data that cannot be used), a
+file that cannot be read or written (OSError, with its path) or a child process that failed after its message.
 """
 
 from __future__ import annotations
@@ -68,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     sys.argv = [f"python -m compile_study {argv[0]}", *argv[1:]]
     try:
         return module.main(argv[1:]) or 0
+    except SystemExit as stop:  # a command's own refusal (its message, as the interpreter would print it)
+        if not isinstance(stop.code, str):
+            raise
+        print(stop.code, file=sys.stderr)
+        return 2
     except Exception as e:  # a known error is one line and exit status 2; any other keeps its traceback
         line = one_line(e)
         if line is None:

@@ -162,9 +162,10 @@ AG_NEWS = ["World", "Sports", "Business", "Sci/Tech"]
     ({"train": [0, 1], "test": [1]}, ["neg", "pos"],
      "data.hf_name 'x/imdb': its 2 classes are neg, pos, not AG News' 4 classes (World, Sports, Business, Sci/Tech)"),
     ({"train": [0, 5], "test": [3]}, None, "data.hf_name 'x/imdb': its labels are [0, 3, 5], not AG News' 4 classes"),
+    ({"train": [0, 1], "test": [1]}, None, "data.hf_name 'x/imdb': its labels are [0, 1], not AG News' 4 classes"),
     ({"train": [0, 1]}, AG_NEWS, "data.hf_name 'x/imdb': no test split (it has train)"),
     ({"train": [0, 1], "test": [2]}, AG_NEWS + ["Health"], "data.hf_name 'x/imdb': its 5 classes are World, Sports, Business, Sci/Tech, Health"),
-], ids=["imdb", "unnamed-6", "no-test", "five"])
+], ids=["imdb", "unnamed-6", "unnamed-2", "no-test", "five"])
 def test_a_hub_dataset_that_is_not_ag_news_is_refused_before_any_run(monkeypatch, tmp_path, labels, names, message):
     datasets = pytest.importorskip("datasets")
     monkeypatch.setattr(datasets, "load_dataset", lambda name, cache_dir: hub(labels, names))
@@ -181,7 +182,8 @@ def test_a_hub_dataset_that_is_not_ag_news_is_refused_before_any_run(monkeypatch
 def test_ag_news_from_the_hub_passes_by_its_class_names_or_its_four_values(monkeypatch, tmp_path):
     datasets = pytest.importorskip("datasets")
     for names in (AG_NEWS, None):
-        monkeypatch.setattr(datasets, "load_dataset", lambda name, cache_dir: hub({"train": [0, 3], "test": [2]}, names))
+        monkeypatch.setattr(datasets, "load_dataset",
+                            lambda name, cache_dir: hub({"train": [0, 3, 1], "test": [2]}, names))
         corpus = sources.load_hf("fancyzhx/ag_news", tmp_path)
-        assert corpus.train_labels == [0, 3] and corpus.eval_labels == [2]
-        assert corpus.description.startswith("AG News (hub dataset fancyzhx/ag_news: 2 train / 1 test rows)")
+        assert corpus.train_labels == [0, 3, 1] and corpus.eval_labels == [2]
+        assert corpus.description.startswith("AG News (hub dataset fancyzhx/ag_news: 3 train / 1 test rows)")

@@ -70,7 +70,7 @@ def load_hf(name: str, cache_dir: str | os.PathLike) -> Corpus:
 
 def check_ag_news(name: str, ds) -> None:
     """A hub dataset the study may call AG News: train and test splits with `text` and `label`, the label's names
-    AG News' four classes in their order (or, unnamed, its values 0-3); else a DataError before any run."""
+    AG News' four classes in their order (or, unnamed, its values 0, 1, 2 and 3); else a DataError before any run."""
     where = f"data.hf_name {name!r}"
     missing = [s for s in ("train", "test") if s not in ds]
     if missing:
@@ -86,7 +86,7 @@ def check_ag_news(name: str, ds) -> None:
         agrees = [str(n).lower() for n in names] == [c.lower() for c in CLASSES]
     else:
         values = sorted({int(v) for split in ("train", "test") for v in ds[split]["label"]})
-        found, agrees = f"its labels are {values}", set(values) <= set(range(len(CLASSES)))
+        found, agrees = f"its labels are {values}", values == list(range(len(CLASSES)))
     if not agrees:
         raise DataError(f"{where}: {found}, not AG News' {len(CLASSES)} classes ({', '.join(CLASSES)}); the study "
                         "trains and reports on AG News: name an AG News dataset (default fancyzhx/ag_news)")

@@ -72,6 +72,7 @@ class RunKey(NamedTuple):
 
 
 RUN_KEYS = RunKey._fields
+CONFIGURATION_KEYS = RUN_KEYS[:-1]  # a configuration: a run key without its repeat
 # where a run's record lives below its study's root (core/layout.py places it; read() holds a record to it)
 RECORD = "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}.json"
 _RECORD_PATH = re.compile(r"(?:^|/)runs/(?P<shape_regime>[^/]+)/(?P<precision>[^/]+)/(?P<compile_mode>[^/]+)/"
@@ -82,7 +83,6 @@ def path_key(path: str | Path) -> RunKey | None:
     """The run key a record's path stands for (RECORD read backwards); None for a path outside that layout."""
     found = _RECORD_PATH.search(Path(path).as_posix())
     return RunKey.of(found.groupdict()) if found else None
-CONFIGURATION_KEYS = RUN_KEYS[:-1]  # a configuration: a run key without its repeat
 
 
 @dataclass(frozen=True)

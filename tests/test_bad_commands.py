@@ -92,7 +92,7 @@ def test_spread_refuses_a_batch_that_is_no_number_and_a_directory_that_is_no_stu
     rc, err = run("spread", CPU_STUDY, "--configuration", "static", "bf16", "abc", "default", "module")
     assert err == "--configuration: BATCH 'abc' is not a batch size (a whole number, e.g. 512)"
     rc, err = run("spread", tmp_path, "--configuration", "static", "fp32", "8", "default", "module")
-    assert err == f"{tmp_path}: not a study directory (it needs config.yaml and runs/ with run records)"
+    assert err == f"{tmp_path}: not a study directory (it has no runs/ and no calls.jsonl)"
 
 
 @pytest.mark.unit
@@ -121,11 +121,12 @@ def test_estimate_on_an_invalid_overlay_is_the_dry_runs_message(tmp_path, run):
 
 @pytest.mark.unit
 def test_walltime_refuses_a_directory_that_is_no_study_and_a_log_that_is_not_there(tmp_path, run):
-    assert run("walltime", tmp_path) == (2, f"{tmp_path}: not a study directory (it needs config.yaml and runs/ "
-                                            "with run records)")
+    assert run("walltime", tmp_path) == (2, f"{tmp_path}: not a study directory (it has no runs/ and no calls.jsonl)")
     study = study_copy(tmp_path)
     log = tmp_path / "gone.snakemake.log"
     assert run("walltime", study, "--adopt", log) == (2, f"walltime: {log}: No such file or directory")
+    (study / "config.yaml").unlink()  # a live study cut short before its config.yaml is written: still a study
+    assert command_line(["walltime", str(study)]) == 0
 
 
 @pytest.mark.unit

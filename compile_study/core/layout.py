@@ -227,10 +227,12 @@ def is_stored_study(directory: str | Path = ".") -> bool:
 
 
 def require_study(directory: str | Path) -> Path:
-    """A study directory (is_stored_study), else a SystemExit naming it: what a command given one says."""
-    if not is_stored_study(directory):
-        raise SystemExit(f"{directory}: not a study directory (it needs config.yaml and runs/ with run records)")
-    return Path(directory)
+    """A study's directory, live or stored, even one cut short (it holds runs/ or calls.jsonl; a live study writes
+    its config.yaml late), else a SystemExit naming it: what a command given one says."""
+    d = Path(directory)
+    if not ((d / "runs").is_dir() or (d / "calls.jsonl").is_file()):
+        raise SystemExit(f"{directory}: not a study directory (it has no runs/ and no calls.jsonl)")
+    return d
 
 
 def stored_device(record_paths: list[str]) -> str:

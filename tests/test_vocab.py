@@ -44,7 +44,7 @@ def test_each_word_is_listed_once_and_every_other_list_follows_it():
     assert set(vocab.SCOPE_MODES["step-graph"]) == set(compiled) - set(vocab.CUDAGRAPH_MODES)  # the capture is the graph
     assert GRAPH_COMPILE_MODES == ("eager", *vocab.SCOPE_MODES["step-graph"])
     # step-graph's control captures the same step eagerly: eager only, and CUDA only like the step graph
-    assert vocab.SCOPE_MODES["eager-step-graph"] == ("eager",) and vocab.UNCOMPILED_SCOPES == ("eager-step-graph",)
+    assert vocab.SCOPE_MODES["eager-step-graph"] == ("eager",)
     assert set(vocab.GRAPH_SCOPES) == set(vocab.CUDA_ONLY_SCOPES) == {"step-graph", "eager-step-graph"}
     assert vocab.EAGER_SCOPES == ("module", "fused-adamw", "eager-step-graph")
     assert list(MODE_COLOURS) == list(vocab.COMPILE_MODES)  # a mode without a colour would fail in a figure

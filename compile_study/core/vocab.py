@@ -52,8 +52,6 @@ SCOPE_MODES = {
 }
 # the scopes eager runs at (it runs every scope whose modes include it): module is the reference of every scope
 EAGER_SCOPES = tuple(s for s in COMPILE_SCOPES if "eager" in SCOPE_MODES[s])
-# the scopes that compile nothing: no cold compile, no portable start, no parity check; their cost to reach is 0
-UNCOMPILED_SCOPES = tuple(s for s in COMPILE_SCOPES if SCOPE_MODES[s] == ("eager",))
 CUDA_ONLY_SCOPES = ("step-graph", "eager-step-graph")  # refused in grids.cpu (core/grid_errors.py)
 # the whole step captured as one CUDA graph (measure/step_graph.py): the compiled model's, and eager's control
 GRAPH_SCOPES = ("step-graph", "eager-step-graph")

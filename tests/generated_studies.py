@@ -84,8 +84,9 @@ def studies(draw, device: str | None = None, max_batches: int = 3) -> Spec:
         st.lists(st.sampled_from(["bf16", "fp32"]), min_size=1, max_size=2, unique=True))
     modes = draw(st.lists(st.sampled_from(["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]),
                           min_size=1, max_size=2, unique=True))
-    scopes = ["module"] + draw(st.lists(st.sampled_from(
-        ["fused-adamw", "regional", "forward"] + (["step-graph"] if device == "cuda" else [])), max_size=1))
+    # on CUDA the whole-step graph with or without its eager control (eager-step-graph), or the control alone
+    graphs = [("step-graph",), ("step-graph", "eager-step-graph"), ("eager-step-graph",)] if device == "cuda" else []
+    scopes = ["module", *draw(st.sampled_from([(), ("fused-adamw",), ("regional",), ("forward",), *graphs]))]
     regimes = ["static"] + draw(st.lists(st.sampled_from(["dynamic", "packed"]), max_size=1))
     k = 8 if device == "cuda" else 2
     phase = draw(st.sampled_from([0, k]))
@@ -113,7 +114,9 @@ def studies(draw, device: str | None = None, max_batches: int = 3) -> Spec:
 def _configuration(draw, mode, scope, regime, precision, batch, plug) -> Configuration:
     repeats = draw(st.integers(1, 5))
     eager = mode == "eager"
-    speedup = 1.0 if eager else draw(st.sampled_from([0.5, 0.9, 1.0, 1.02, 1.3, 2.0, 4.0]))
+    # eager's own whole-step graph removes the host as the compiled one does: a speedup of its own
+    speedup = draw(st.sampled_from([0.5, 0.9, 1.0, 1.02, 1.3, 2.0, 4.0])) if not eager or scope in vocab.GRAPH_SCOPES \
+        else 1.0
     failed = None
     if plug and vocab.plug_not_applicable(scope, regime):
         failed = "not_applicable"

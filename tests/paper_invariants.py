@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import re
 
-from compile_study.core import stats
+from compile_study.core import stats, vocab
 from compile_study.report import numbers
 from compile_study.report.paper import sentences
 
 from . import cost_invariants as costs
 from . import judgement_invariants as judged
-from .paper_reading import tables, texts
+from .paper_reading import plain, tables, texts
 
 # words that compare measured configurations (with eager or with each other)
 COMPARATIVE = re.compile(r"faster than|slower than|fastest|the most\b|more than any|not distinguishable|measurably|"
@@ -166,9 +166,57 @@ def device_and_model(paper) -> list[str]:
     return out
 
 
+SPLIT = re.compile(r"Of `([\w-]+)` \(step-graph\)'s ([\d.,]+)× .*? at batch (\d+), ([\d.,]+)× .*? is the CUDA graph's "
+                   r"and ([\d.,]+)× .*? the compiler's\.")
+UNSPLIT = re.compile(r"How much of the speedup of (.*?) is the CUDA graph's and how much the compiler's is not yet measured")
+
+
+def graph_split(paper) -> list[str]:
+    """The step graph's speedup is split into the CUDA graph's share and the compiler's exactly where the study
+    measured both the step graph and its eager control (eager-step-graph) at a static cell of the main precision,
+    and said not yet measured wherever it measured the step graph alone; the graph's share is the control's own
+    speedup, the compiler's is re-derived from the two configurations' per-process speedups (stats.ratio_interval),
+    and the two multiply back to the step graph's speedup to the digits shown."""
+    s, out = paper.summary, []
+    md = plain(paper.markdown)
+    said = {(m[1], int(m[3])): m for m in SPLIT.finditer(md)}
+    unsaid = " ".join(m[1] for m in UNSPLIT.finditer(md))
+    main = judged._main_precision(s)
+    static = vocab.usable(s[(s.shape_regime == "static") & (s.precision == main)])
+    runs = paper.context["runs"]
+    runs = runs[(runs.status == "ok") & (runs.shape_regime == "static") & (runs.precision == main)]
+    for r in static[(static.compile_scope == "step-graph") & (static.compile_mode != "eager")].itertuples():
+        if not numbers.finite(r.speedup):
+            continue
+        c = static[(static.compile_scope == "eager-step-graph") & (static.batch_size == r.batch_size)]
+        label = f"{r.compile_mode} (step-graph) at batch {r.batch_size}"
+        m = said.pop((r.compile_mode, int(r.batch_size)), None)
+        if c.empty or not numbers.finite(c.speedup.iloc[0]):
+            out += [f"{label}: split without its control"] if m else []
+            out += [] if f"`{r.compile_mode}` (step-graph) at batch {r.batch_size}" in unsaid else [
+                f"{label}: measured without its control, and the paper does not say the split is not yet measured"]
+            continue
+        if m is None:
+            out.append(f"{label}: both it and its control were measured, and the paper does not split its speedup")
+            continue
+        mine = runs[(runs.compile_scope == "step-graph") & (runs.compile_mode == r.compile_mode)
+                    & (runs.batch_size == r.batch_size)].in_process_speedup
+        control = runs[(runs.compile_scope == "eager-step-graph") & (runs.batch_size == r.batch_size)].in_process_speedup
+        total, graph, compiler = (float(v.replace(",", "")) for v in (m[2], m[4], m[5]))
+        h = 0.005  # each shown to two decimals
+        derived = stats.ratio_interval(mine, control).point  # from the records; the paper's, from summary.csv's digits
+        if (f"{m[2]}×", f"{m[4]}×") != (numbers.times(r.speedup), numbers.times(c.speedup.iloc[0])) \
+                or abs(compiler - derived) > h + 1e-3 * derived:
+            out.append(f"{label}: the split reads {m[2]}, {m[4]}, {m[5]}; the records give {numbers.times(r.speedup)}, "
+                       f"{numbers.times(c.speedup.iloc[0])}, {numbers.times(derived)}")
+        if not ((graph - h) * (compiler - h) <= total + h and (graph + h) * (compiler + h) >= total - h):
+            out.append(f"{label}: {m[4]}× × {m[5]}× is not its {m[2]}×")
+    return out + [f"{k[0]} (step-graph) at batch {k[1]}: a split of no measured step graph" for k in said]
+
+
 INVARIANTS = {"comparative words": comparative_words, "recommendations": recommendations,
               "numbers traced": numbers_traced, "tables and names": tables_and_names,
-              "device and model": device_and_model} | judged.INVARIANTS | costs.INVARIANTS
+              "device and model": device_and_model, "graph split": graph_split} | judged.INVARIANTS | costs.INVARIANTS
 
 
 def check(paper) -> dict[str, list[str]]:

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from compile_study.core import config_check, config_schema, grid
+from compile_study.core import config_check, config_schema, grid, vocab
 from compile_study.core.ag_news_csv import KNOWN_SHA256, load_csv, read_ag_news_csv
 from compile_study.core.config_problem import Problem
 from compile_study.core.corpus import DataError
@@ -227,7 +227,8 @@ EMPTY_GRIDS = [
      "expands to no runs: max-autotune runs only at max_autotune_batch_sizes [], none of batch_size [8, 32]",
      "or null for all"),
     ({"compile_mode": ["eager", "reduce-overhead"], "compile_scope": ["forward"]},
-     "expands to no runs: eager runs at compile_scope module or fused-adamw only", "reduce-overhead does not run "
+     "expands to no runs: eager runs at compile_scope module, fused-adamw, eager-step-graph only",
+     "reduce-overhead does not run "
      "at compile_scope forward: reduce-overhead runs at fused-adamw, graph-break, module, regional, step"),
 ]
 
@@ -254,6 +255,27 @@ def test_a_listed_mode_without_runs_is_named_and_an_empty_device_grid_too():
     errors = errors_of(cfg)
     assert [e.split(" expands")[0] for e in errors[:2]] == ["grids.cpu[0] (a)", "grids.cpu[1] (b)"]
     assert errors[2] == "grids.cpu: no sub-grid has a run, so the study would have nothing to summarise"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("scope", vocab.CUDA_ONLY_SCOPES)
+def test_a_cuda_only_scope_in_a_cpu_grid_is_refused_in_one_line_naming_the_key(scope):
+    mode = vocab.SCOPE_MODES[scope][0]
+    cfg = edit("grids.cpu", [{"name": "graphs", "compile_mode": [mode], "compile_scope": [scope]}])
+    assert errors_of(cfg) == [f"grids.cpu[0].compile_scope: {scope} captures the whole step as a CUDA graph, which "
+                              "the CPU does not have: list it under grids.cuda"]
+    cfg = edit("grids.cuda", [{"name": "graphs", "compile_mode": [mode], "compile_scope": [scope]}])
+    assert not [e for e in errors_of(cfg) if "grids.cuda" in e]  # the same sub-grid is a GPU study's
+
+
+@pytest.mark.dag
+def test_the_eager_step_graph_in_a_cpu_grid_fails_the_dry_run(tmp_path):
+    cfg = edit("grids.cpu", [{"name": "graphs", "compile_mode": ["eager"], "compile_scope": ["eager-step-graph"]}])
+    cfg["device"] = "cpu"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    out = snakemake_dry_run(tmp_path)
+    assert "config.yaml is invalid:\n  - grids.cpu[0].compile_scope: eager-step-graph captures the whole step" in out
+    assert "Traceback" not in out and "Job stats" not in out
 
 
 @pytest.mark.dag

@@ -314,3 +314,40 @@ def test_an_abstract_with_terms_used_before_they_are_defined_is_caught():
     found = judged.abstract_readable(p)
     for term in ("static-shape", r"\(step-graph\)", "packed batches", r"\(module\)"):
         assert any(f"uses {term!r} before defining it" in v for v in found), term
+
+
+# --- issue 68: the step graph's speedup split into the CUDA graph's and the compiler's ----------------------------
+def _graph_study(control: bool) -> gen.Spec:
+    """Eager, the module and the step graph at batches 32 and 512; its eager control at 32 where `control`."""
+    C = gen.Configuration
+    configs = [C("eager", "module", "static", "bf16", b, 1.0, 0.01, 3, 1) for b in (32, 512)]
+    configs += [C("default", s, "static", "bf16", b, x, 0.05, 3, 3) for b in (32, 512)
+                for s, x in (("module", 1.5), ("step-graph", 6.0))]
+    configs += [C("eager", "eager-step-graph", "static", "bf16", 32, 4.0, 0.05, 3, 1)] if control else []
+    return gen.Spec("cuda", None, {("bf16", b): 10.0 for b in (32, 512)}, configs, seed=3)
+
+
+@pytest.mark.unit
+def test_the_step_graph_split_is_said_where_its_control_ran_and_a_wrong_or_missing_split_is_caught():
+    """The split sentence appears at batch 32 (control measured), the not-yet-measured one at 512 (none); its numbers
+    multiply back to the step graph's speedup. A split whose compiler share does not, a split dropped and a
+    not-yet-measured sentence dropped are each caught."""
+    import dataclasses
+    import re
+
+    p = gen.paper(_graph_study(control=True))
+    assert inv.graph_split(p) == []
+    (said,) = inv.SPLIT.finditer(inv.plain(p.markdown))
+    assert (said[1], said[3]) == ("default", "32")
+    assert "not yet measured" in p.markdown and "`default` (step-graph) at batch 512" in p.markdown
+    wrong = inv.plain(p.markdown).replace(f"and {said[5]}×", "and 9.99×")
+    assert any("the split reads" in v for v in inv.graph_split(dataclasses.replace(p, markdown=wrong)))
+    assert any("is not its" in v for v in inv.graph_split(dataclasses.replace(p, markdown=wrong)))
+    dropped = re.sub(r"Of `default` \(step-graph\)'s .*? the compiler's\.", "", inv.plain(p.markdown))
+    assert inv.graph_split(dataclasses.replace(p, markdown=dropped)) == [
+        "default (step-graph) at batch 32: both it and its control were measured, and the paper does not split its "
+        "speedup"]
+    q = gen.paper(_graph_study(control=False))
+    assert inv.graph_split(q) == [] and not inv.SPLIT.search(inv.plain(q.markdown))
+    quiet = inv.UNSPLIT.sub("", inv.plain(q.markdown))
+    assert len(inv.graph_split(dataclasses.replace(q, markdown=quiet))) == 2  # both batches unsaid

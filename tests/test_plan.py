@@ -40,7 +40,7 @@ def gpu_plan(tmp_path, monkeypatch) -> Plan:
 
 def test_the_gpu_plan_runs_the_whole_grid_with_evidence_once_per_configuration(gpu_plan):
     P = gpu_plan
-    assert P.device == "cuda" and len(P.runs) == 70 and P.layout.root == "results/cuda"
+    assert P.device == "cuda" and len(P.runs) == 76 and P.layout.root == "results/cuda"
     key = RunKey("reduce-overhead", "module", 32, "static", "bf16", 1)
     params = P.run_params(key._asdict())
     assert params["evidence"] is False and params["max_epoch_steps"] == 60 and params["lr"] == 3.0e-4
@@ -49,6 +49,9 @@ def test_the_gpu_plan_runs_the_whole_grid_with_evidence_once_per_configuration(g
     # every repeat waits for its configuration's first cold compile (its cache); an eager run for nothing
     assert P.compiled_cache(key._asdict()) == [P.layout.compile_record(key, 0)]
     assert P.compiled_cache(key._replace(compile_mode="eager")._asdict()) == []
+    # the whole step captured eagerly (step-graph's control) compiles nothing: it waits for no cold compile either
+    control = RunKey("eager", "eager-step-graph", 32, "static", "bf16", 0)
+    assert control in P.runs and P.compiled_cache(control._asdict()) == []
 
 
 def test_the_compile_phase_compiles_each_configuration_cold_n_times_and_a_gemm_search_once_alone(gpu_plan):
@@ -106,7 +109,7 @@ def test_each_parity_check_runs_at_its_smallest_static_cell_on_that_cells_cache(
 def test_the_targets_name_every_record_and_a_method_check_its_threads(gpu_plan):
     P = gpu_plan
     targets = P.all_targets()
-    assert sum("/runs/" in t for t in targets) == 70 and P.layout.summary in targets
+    assert sum("/runs/" in t for t in targets) == 76 and P.layout.summary in targets
     assert sum("/compiles/" in t for t in targets) == 44 + 42  # cold compiles and portable starts
     assert P.check_threads(SimpleNamespace(check="concurrency")) == 16  # two timed jobs' worth, capped by the cores
     assert P.check_threads(SimpleNamespace(check="timer_check")) == P.timed_threads

@@ -18,6 +18,7 @@ from compile_study.core.stats import (
     compare,
     pooled_chunk_sd,
     ratio_interval,
+    ratio_of_intervals,
     speedup_interval,
     speedup_table,
     top,
@@ -253,6 +254,23 @@ def test_a_gain_carries_both_sides_variance_and_covers_at_its_nominal_level():
     assert iv.point == pytest.approx(np.exp(np.mean(np.log([4.0, 4.4, 4.2])) - np.mean(np.log([1.0, 0.9, 1.1]))))
     assert iv.low < 4.2 / 1.1 and iv.high > 4.2 / 0.9 and iv.method == "Welch t on log ratio, n = 3 and 3"
     assert math.isnan(ratio_interval([2.0, 2.1], [1.0, 1.0, 1.0]).low)  # two processes: no interval
+
+
+@pytest.mark.unit
+def test_a_ratio_of_two_intervals_is_welchs_on_their_processes():
+    """ratio_of_intervals reads back each t interval's mean log and standard error, so it gives ratio_interval's
+    point, ends, method and n on the processes themselves; with fewer than MIN_N on a side, the point alone."""
+    step_graph, control = [10.1, 11.2, 9.6, 10.6], [6.3, 6.9, 6.1]
+    want = ratio_interval(step_graph, control)
+    got = ratio_of_intervals(speedup_interval(step_graph), speedup_interval(control))
+    assert (got.point, got.low, got.high) == pytest.approx((want.point, want.low, want.high), rel=1e-9)
+    assert got.method == want.method == "Welch t on log ratio, n = 4 and 3" and got.n == want.n == 3
+    # the split multiplies back: the control's speedup times the compiler's share is the step graph's
+    assert speedup_interval(control).point * got.point == pytest.approx(speedup_interval(step_graph).point)
+    few = ratio_of_intervals(speedup_interval([10.0, 11.0]), speedup_interval(control))
+    assert few.point == pytest.approx(ratio_interval([10.0, 11.0], control).point) and math.isnan(few.low)
+    assert few.method == "n = 2, no interval"
+    assert ratio_of_intervals(speedup_interval([]), speedup_interval(control)).method == "no run"
 
 
 @pytest.mark.unit

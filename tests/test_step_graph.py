@@ -150,3 +150,32 @@ def test_graphed_packed_step_trains_like_the_eager_packed_step():
     assert len(graphed.graphs) == 1  # one shape, whatever the masks
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     assert_same_trajectory(model, ref, start)
+
+
+@pytest.mark.gpu
+def test_the_eager_step_graph_scope_replays_the_eager_step():
+    """Scope eager-step-graph as a run builds it (measure/compile.py subject_model, build_step): nothing compiled,
+    a fused capturable AdamW with its learning rate on the device, the eager model's whole step captured once per
+    shape and replayed. fp32, dropout off: its losses and parameters stay close to the eager step's (AdamW foreach)
+    from the same seed, and Dynamo compiled no graph."""
+    from compile_study.core.record import RunConfig
+    from compile_study.measure.compile import build_step, new_model, subject_model
+    from compile_study.measure.compile_stats import CompileWatch
+
+    dev = torch.device("cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch._dynamo.reset()
+    run = RunConfig(compile_mode="eager", compile_scope="eager-step-graph", batch_size=8, shape_regime="static",
+                    precision="fp32", repeat=0, lr=1e-2)
+    data = batches([16, 32, 32, 16, 32], device=dev)
+    watch = CompileWatch().start()
+    model, opt = subject_model(MODEL, run, dev)
+    assert all(g["fused"] and g["capturable"] and torch.is_tensor(g["lr"]) for g in opt.param_groups)
+    graphed = build_step(model, opt, run, dev, watch)
+    ref, ref_opt = new_model(MODEL, run, dev)
+    start = flat(ref)
+    torch.testing.assert_close(flat(model), start, rtol=0, atol=0)  # the same seeded weights
+    got, want = run_pair(graphed, make_step(ref, ref_opt, "fp32", dev), data, 8)
+    assert len(graphed.graphs) == 2 and watch.report()["graphs_compiled"] == 0
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert_same_trajectory(model, ref, start)

@@ -147,3 +147,42 @@ def test_a_configuration_that_started_from_a_shared_gemm_search_is_charged_that_
     assert cold_column["max-autotune (module)"] == "12.5 s (single run)"
     rule = paper.words(Text("payback", "rule", {"p": payback(ctx), "figure": False, "side": 0.975}))
     assert "is charged the whole cold compile of `max-autotune` (module), whose GEMM search it started from" in rule
+
+
+def _split_row(mode, scope, batch, speedups, status="ok"):
+    from compile_study.aggregate.columns import columns
+    from compile_study.core import stats
+
+    return {"shape_regime": "static", "precision": "bf16", "batch_size": batch, "compile_mode": mode,
+            "compile_scope": scope, "status": status} | columns("speedup", stats.speedup_interval(speedups))
+
+
+def test_the_graph_split_divides_the_step_graphs_speedup_by_its_controls_where_both_ran():
+    """At batch 32 the step graph (four processes) and its eager control (three) ran: the graph's share is the
+    control's own interval, the compiler's the Welch ratio of the two, and they multiply back; at 512 the control
+    failed, and at 128 no step graph ran: the split is missing at 512 and absent at 128."""
+    import pandas as pd
+
+    from compile_study.aggregate.decide import graph_split
+    from compile_study.core import stats
+
+    graph, control = [10.1, 11.2, 9.6, 10.6], [6.3, 6.9, 6.1]
+    summary = pd.DataFrame([
+        _split_row("eager", "module", 32, [1.0, 1.01, 0.99]), _split_row("default", "step-graph", 32, graph),
+        _split_row("eager", "eager-step-graph", 32, control), _split_row("default", "step-graph", 512, [3.0, 3.1, 3.2]),
+        _split_row("eager", "eager-step-graph", 512, [], status="oom"),
+        _split_row("eager", "eager-step-graph", 128, [2.0, 2.1, 2.2])])
+    decided = graph_split(summary)
+    (split,) = decided["split"]
+    assert split["step_graph"] == {"mode": "default", "scope": "step-graph", "regime": "static", "precision": "bf16",
+                                   "batch": 32}
+    assert split["control"]["scope"] == "eager-step-graph" and split["control"]["mode"] == "eager"
+    want = stats.ratio_interval(graph, control)
+    assert (split["compiler"]["point"], split["compiler"]["low"], split["compiler"]["high"]) == pytest.approx(
+        (want.point, want.low, want.high))
+    assert split["compiler"]["method"] == "Welch t on log ratio, n = 4 and 3" and split["compiler"]["n"] == 3
+    assert split["graph"]["point"] == pytest.approx(stats.speedup_interval(control).point)
+    assert split["graph"]["method"] == "t on log ratio, n = 3"
+    assert split["graph"]["point"] * split["compiler"]["point"] == pytest.approx(split["total"]["point"])
+    assert decided["missing"] == [{"mode": "default", "scope": "step-graph", "regime": "static", "precision": "bf16",
+                                   "batch": 512}]

@@ -107,6 +107,31 @@ def test_step_graph_on_the_cpu_is_recorded_as_not_applicable(synthetic_data):
 
 
 @pytest.mark.unit
+def test_the_eager_step_graph_on_the_cpu_is_recorded_as_not_applicable(synthetic_data):
+    rec = run_and_record(tiny_model_cfg(synthetic_data), tiny_run(compile_scope="eager-step-graph"), synthetic_data,
+                         "cpu")
+    assert rec["status"] == "not_applicable" and rec["error"] == ("eager-step-graph captures the whole step as a CUDA "
+                                                                  "graph; there are none on cpu")
+    assert "traceback" not in rec and set(rec["metrics"]) == {"overhead_s"}
+
+
+@pytest.mark.gpu
+def test_an_eager_step_graph_run_is_timed_against_eager_and_recorded(synthetic_data):
+    """The control's run on CUDA: the record of an eager run (nothing compiled), its timed block interleaved with
+    the eager reference in the same process (the speedup and its steps), its evidence taken without phases (the
+    graph replays the whole step)."""
+    cfg = tiny_run(compile_scope="eager-step-graph")
+    rec = run_and_record(tiny_model_cfg(synthetic_data), cfg, synthetic_data, "cuda")
+    assert rec["status"] == "ok", rec["error"]
+    assert (rec["config"]["compile_mode"], rec["config"]["compile_scope"]) == ("eager", "eager-step-graph")
+    m = rec["metrics"]
+    assert len(m["step_times_ms"]) == len(m["reference_step_times_ms"]) == cfg.timed_steps
+    assert m["in_process_speedup"] == pytest.approx(m["reference_step_ms"] / m["steady_step_ms"])
+    assert m["graphs_compiled"] == 0 and np.isfinite(m["final_loss"])
+    assert m.get("forward_ms") is None  # a graphed step has no phases to mark
+
+
+@pytest.mark.unit
 def test_static_batches_have_one_shape_and_count_real_tokens(synthetic_data):
     ids, lengths, labels = load_split(synthetic_data, "train")
     batches = make_batches(ids, lengths, labels, 16, "static", 0, CPU)

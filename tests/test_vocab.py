@@ -43,6 +43,10 @@ def test_each_word_is_listed_once_and_every_other_list_follows_it():
     assert vocab.SCOPE_MODES["module"] == vocab.SCOPE_MODES["fused-adamw"] == vocab.COMPILE_MODES
     assert set(vocab.SCOPE_MODES["step-graph"]) == set(compiled) - set(vocab.CUDAGRAPH_MODES)  # the capture is the graph
     assert GRAPH_COMPILE_MODES == ("eager", *vocab.SCOPE_MODES["step-graph"])
+    # step-graph's control captures the same step eagerly: eager only, and CUDA only like the step graph
+    assert vocab.SCOPE_MODES["eager-step-graph"] == ("eager",)
+    assert set(vocab.GRAPH_SCOPES) == set(vocab.CUDA_ONLY_SCOPES) == {"step-graph", "eager-step-graph"}
+    assert vocab.EAGER_SCOPES == ("module", "fused-adamw", "eager-step-graph")
     assert list(MODE_COLOURS) == list(vocab.COMPILE_MODES)  # a mode without a colour would fail in a figure
     # so would a scope without a marker of its own
     assert set(SCOPE_MARKERS) == set(vocab.COMPILE_SCOPES) and len(set(SCOPE_MARKERS.values())) == len(SCOPE_MARKERS)
@@ -132,3 +136,18 @@ def test_run_and_model_defaults_are_the_schemas():
     model_props = schema["properties"]["model"]["properties"]
     model = {f.name: f.default for f in fields(ModelConfig) if f.name in model_props}
     assert model == {name: model_props[name]["default"] for name in model} and len(model) == len(model_props)
+
+
+def test_the_eager_step_graph_compiles_nothing_in_the_plan():
+    """The control runs as eager (compile mode eager at scope eager-step-graph, each repeat), so the compile phase
+    has no cold compile, portable start or parity check of it, whatever the sub-grid lists beside it."""
+    sub = grid.grid_defaults() | {"name": "graphs", "compile_mode": ["eager", "default"],
+                                  "compile_scope": ["step-graph", "eager-step-graph"], "batch_size": [32],
+                                  "precision": ["bf16"], "repeats": 3}
+    runs = grid.expand([sub])
+    assert sorted({(k.compile_mode, k.compile_scope) for k in runs}) == [("default", "step-graph"),
+                                                                         ("eager", "eager-step-graph")]
+    assert len(runs) == 6
+    compiles = grid.compiles(runs, n_cold=3, n_portable=2)
+    assert [(k.compile_mode, k.compile_scope) for k in compiles] == [("default", "step-graph")]
+    assert grid.parity_pairs(runs) == [("bf16", "default")]

@@ -284,16 +284,15 @@ def test_the_newest_study_sets_a_kind_and_an_older_one_adds_only_what_it_lacks_s
 
 def test_the_estimates_floor_is_what_holds_the_device_alone_and_matches_the_stored_quick_studys(monkeypatch):
     """The estimate's floor: the runs less their loads, the timed jobs and the compiles that run alone (the GEMM
-    search); below the wall time; for the kick-the-tires config within 15% of the floor its stored study measured
-    (walltime.floor of its breakdown: 129 s against 141 s estimated)."""
+    search); below the wall time; for the kick-the-tires config as its stored study ran it (its own config.yaml) within
+    15% of the floor that study measured (walltime.floor of its breakdown: 129 s against 141 s estimated)."""
     monkeypatch.chdir(REPO)
     nowhere = Layout("results/no-study")
     full, _ = estimate.config_estimate(grid.load_config([REPO / "config.yaml"]), "cuda", nowhere, pdf=True)
     timed_jobs = sum(v for r, v in full["other_s"].items() if costs.timed_rule(r))
     assert timed_jobs + full["runs_s"] / 2 < full["floor_s"] < full["seconds"] - full["compile_s"] / 4
-    quick_config = grid.load_config([REPO / "config.yaml", REPO / "configs/gpu-quick.yaml"])
-    quick, _ = estimate.config_estimate(quick_config, "cuda", nowhere, pdf=True)
     study = REPO / "reference/h200-quick-2026-12-05"
+    quick, _ = estimate.config_estimate(grid.load_config([study / "config.yaml"]), "cuda", nowhere, pdf=True)
     layout = Layout(str(study))
     _, parts = walltime.study_breakdown(walltime.read_calls(study / "calls.jsonl"), study / "logs",
                                         layout.stored_records() + layout.stored_compiles(), study)

@@ -57,10 +57,12 @@ def test_grid_expansion_of_the_shipped_gpu_grid():
     # deterministic evidence; the padding grid: 2 modes x 2 regimes x 1 batch size x 3, its static cells the
     # modes grid's (a configuration named twice runs once, in the first sub-grid that names it)
     assert per_grid == {"modes": 18, "autotune": 6, "precision": 6, "fused-optimizer": 6, "fused-graphs": 3,
-                        "whole-step": 6, "scopes": 6, "compiled-step": 1, "dynamic": 6, "padding": 12}
-    assert ("default", "module", 256, "dynamic", "bf16", 2) in runs and len(runs) == 70
+                        "whole-step": 6, "eager-whole-step": 6, "scopes": 6, "compiled-step": 1, "dynamic": 6,
+                        "padding": 12}
+    assert ("default", "module", 256, "dynamic", "bf16", 2) in runs and len(runs) == 76
     assert ("eager", "fused-adamw", 512, "static", "bf16", 2) in runs  # what fusing AdamW alone gives
     assert ("default", "step-graph", 32, "static", "bf16", 0) in runs
+    assert ("eager", "eager-step-graph", 512, "static", "bf16", 2) in runs  # its control: the graph without compiling
     assert ("reduce-overhead", "module", 512, "packed", "bf16", 1) in runs
     assert ("max-autotune", "module", 512, "static", "bf16", 2) in runs  # against reduce-overhead at 512
     assert ("max-autotune-no-cudagraphs", "module", 512, "static", "bf16", 2) in runs  # against default there

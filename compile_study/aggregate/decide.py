@@ -1,6 +1,7 @@
 """Every comparison the paper words, decided once from summary.csv by the rule of core/stats.py: the rankings
 (the group a recommendation may name, which pairs in it the rule still orders, which lie below, which ran too
-few processes), the batch trend per mode, the precisions, and the method checks' verdicts against their band.
+few processes), the batch trend per mode, the precisions, the method checks' verdicts against their band, and the
+step graph's speedup split into the CUDA graph's and the compiler's (graph_split).
 
     decisions = decide(summary, checks)   # rule summarize writes it as decisions.json; the report only reads it
 
@@ -264,6 +265,28 @@ def compile_concurrency(check: dict) -> dict | None:
             "alone_s": statistics.median(alone), "batch_s": statistics.median(among)}
 
 
+def graph_split(summary: pd.DataFrame) -> dict:
+    """How much of each compiled step-graph configuration's speedup over eager is the CUDA graph's and how much the
+    compiler's, where its control (eager-step-graph: the same step, eager model, same capture) ran at the same
+    static cell: `graph`, the control's speedup over eager (a same-process ratio, t on log ratio across its
+    processes); `compiler`, the step graph's speedup over the control's, the two sets of processes' per-process
+    speedups as stats.ratio_of_intervals has them (Welch t on the log ratio); `total`, the step graph's own
+    speedup, which the two multiply back to. `missing`: the step graph's configurations without a control."""
+    s = vocab.usable(summary[summary.shape_regime == "static"])
+    graphs = _compiled(s[s.compile_scope == "step-graph"])
+    controls = s[(s.compile_scope == "eager-step-graph") & (s.compile_mode == "eager")]
+    split, missing = [], []
+    for _, r in ordered(graphs, "precision", "batch_size").iterrows():
+        c = controls[(controls.precision == r.precision) & (controls.batch_size == r.batch_size)]
+        if c.empty or not math.isfinite(float(c.speedup.iloc[0])) or not math.isfinite(float(r.speedup)):
+            missing.append(key(r))
+            continue
+        total, graph = interval_of(r), interval_of(c.iloc[0])
+        split.append({"step_graph": key(r), "control": key(c.iloc[0]), "total": interval_json(total),
+                      "graph": interval_json(graph), "compiler": interval_json(stats.ratio_of_intervals(total, graph))})
+    return {"split": split, "missing": missing}
+
+
 def decide(summary: pd.DataFrame, checks: dict | None = None) -> dict:
     """decisions.json: the rule's constants, every ranking, the comparisons and the method checks' verdicts.
 
@@ -271,7 +294,7 @@ def decide(summary: pd.DataFrame, checks: dict | None = None) -> dict:
     summary = summary.copy()  # one block per dtype: a summary read column by column fragments when sorted
     ranks = rankings(summary)
     return {"rules": RULES, "rankings": ranks, "comparisons": comparisons(summary, ranks),
-            "checks": checks_decided(checks or {}, summary)}
+            "checks": checks_decided(checks or {}, summary), "graph_split": graph_split(summary)}
 
 
 def to_json(decisions: dict) -> str:

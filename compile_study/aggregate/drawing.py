@@ -34,7 +34,7 @@ MARKERS = "os^v<>pD"  # the module compiled, by shape regime, in the vocabulary'
 # one marker per scope wherever a figure draws it (none among MARKERS but the module's, so that a scope never
 # reads as a regime); the whole step in one CUDA graph is a star
 SCOPE_MARKERS = {"module": "o", "fused-adamw": "P", "forward": "X", "backward": "h", "aot-eager": "d", "step": "8",
-                 "step-graph": "*", "graph-break": "H", "regional": "2"}
+                 "step-graph": "*", "eager-step-graph": "x", "graph-break": "H", "regional": "2"}
 
 
 def marker(scope: str, regime: str, regimes: list[str]) -> str:

@@ -26,7 +26,7 @@ eager at batch 32 is host-bound, at 512 device-bound; CUDA graphs replay a whole
                                  moves with the host's CPU
   large batch, eager             eager against eager (the A/A control) at a device-bound batch
   large batch, device-bound      compiled, and the GPU's own work sets the step: it replays CUDA graphs
-                                 (vocab.CUDAGRAPH_MODES, the step-graph scope), or every profiled process of it
+                                 (vocab.CUDAGRAPH_MODES, the whole-step graph scopes, eager's too), or every profiled process of it
                                  (the one per study that took the evidence) was busy DEVICE_BOUND of its step or more
   large batch, waits on the host compiled, launching its kernels one by one from the host, and some profiled
                                  process's median step was more than DEVICE_BOUND times the GPU's busy time (or no
@@ -62,9 +62,9 @@ def class_of(batch_size: int, compile_mode: str, compile_scope: str, idle: float
     largest median step / GPU busy time of its profiled processes (None: none profiled)."""
     if int(batch_size) < LARGE_BATCH:
         return CLASSES[0]
-    if compile_mode == "eager":
+    graphs = compile_mode in vocab.CUDAGRAPH_MODES or compile_scope in vocab.GRAPH_SCOPES
+    if compile_mode == "eager" and not graphs:
         return CLASSES[1]
-    graphs = compile_mode in vocab.CUDAGRAPH_MODES or compile_scope == "step-graph"
     return CLASSES[2] if graphs or (idle is not None and idle <= DEVICE_BOUND) else CLASSES[3]
 
 

@@ -1,5 +1,6 @@
 """A sub-grid that cannot run as written: names that repeat, bucket sets that do not end at model.max_len,
-autotune batch sizes outside batch_size, and a sub-grid or compile mode that gets no run, each named with the fix."""
+autotune batch sizes outside batch_size, a CUDA-only scope in a CPU grid, and a sub-grid or compile mode that gets
+no run, each named with the fix."""
 
 from __future__ import annotations
 
@@ -24,11 +25,22 @@ def grid_errors(device: str, grids: list[dict], max_len: int) -> list[Problem]:
         if extra:
             out.append(Problem(f"{key}.max_autotune_batch_sizes: {sorted(extra)} are not in batch_size "
                                f"{g['batch_size']}", path))
+        out += cuda_only_scopes(device, key, path, g)
         out += runless_modes(f"{key} ({g['name']})", path, grid.grid_defaults() | g)
     if len(grids) > 1 and not grid.expand(grids):
         out.append(Problem(f"grids.{device}: no sub-grid has a run, so the study would have nothing to summarise",
                            ("grids", device)))
     return out
+
+
+def cuda_only_scopes(device: str, key: str, path: tuple, g: dict) -> list[Problem]:
+    """A scope that captures the whole step as a CUDA graph (vocab.CUDA_ONLY_SCOPES) in a CPU grid: the CPU has no
+    CUDA graphs, so every run of it would be recorded as not applicable."""
+    scopes = [s for s in g.get("compile_scope") or [] if s in vocab.CUDA_ONLY_SCOPES]
+    if device != "cpu" or not scopes:
+        return []
+    return [Problem(f"{key}.compile_scope: {', '.join(scopes)} captures the whole step as a CUDA graph, which the "
+                    "CPU does not have: list it under grids.cuda", path)]
 
 
 def runless_modes(label: str, path: tuple, g: dict) -> list[Problem]:
@@ -45,9 +57,9 @@ def _why_no_runs(g: dict, mode: str) -> str:
     scopes, batches, autotune = g["compile_scope"], g["batch_size"], g.get("max_autotune_batch_sizes")
     regimes = vocab.expand_regimes(g["shape_regime"], g.get("bucket_sets") or [])
     reasons = []
-    if mode == "eager" and not set(scopes) & {"module", "fused-adamw"}:
-        reasons.append("runs at compile_scope module or fused-adamw only (eager module is the reference of every "
-                       "scope): add module to compile_scope")
+    if mode == "eager" and not set(scopes) & set(vocab.EAGER_SCOPES):
+        reasons.append(f"runs at compile_scope {', '.join(vocab.EAGER_SCOPES)} only (eager module is the reference "
+                       "of every scope): add module to compile_scope")
     if mode == "eager" and all(vocab.Regime.parse(r).compiled_only for r in regimes):
         reasons.append(f"skips shape_regime {', '.join(regimes)} (the eager run of regime dynamic is their "
                        "reference): add dynamic or static to shape_regime")

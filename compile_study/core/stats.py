@@ -62,7 +62,7 @@ from scipy import stats
 from compile_study.core.intervals import BAND_SDS, LEVEL, MIN_N, NAN, Band, Interval
 
 __all__ = ["BAND_SDS", "LEVEL", "MIN_N", "NAN", "VERDICTS", "Band", "Interval", "aa_band", "above_chance",
-           "compare", "ratio_interval", "speedup_interval", "speedup_table", "top", "verdict"]
+           "compare", "ratio_interval", "ratio_of_intervals", "speedup_interval", "speedup_table", "top", "verdict"]
 # verdict codes (the templates word them): against the A/A band, or why there is none
 VERDICTS = ("faster", "slower", "within-noise", "indistinct", "few-runs", "no-control", "aa", "no-run", "disturbed")
 
@@ -98,18 +98,40 @@ def ratio_interval(subject: Iterable, yardstick: Iterable, level: float = LEVEL)
     logs, so that it carries both sides' variance. No interval unless both sides have MIN_N processes; `n` is
     the smaller side's."""
     a, b = np.log(finite_positive(subject)), np.log(finite_positive(yardstick))
-    n = min(len(a), len(b))
-    if n == 0:
+    if min(len(a), len(b)) < MIN_N:
+        return _welch(a.mean() if len(a) else NAN, NAN, len(a), b.mean() if len(b) else NAN, NAN, len(b), level)
+    return _welch(a.mean(), a.var(ddof=1) / len(a), len(a), b.mean(), b.var(ddof=1) / len(b), len(b), level)
+
+
+def ratio_of_intervals(subject: Interval, yardstick: Interval, level: float = LEVEL) -> Interval:
+    """ratio_interval from two speedup_intervals rather than their processes' values (where only a summary's rows
+    are at hand): a t interval on n logs gives back their mean (log of the point) and its squared standard error
+    ((log(high / low) / 2 / t quantile)**2), which is all Welch's interval reads, so the two agree (to the digits
+    the intervals were kept with)."""
+    def side(iv: Interval) -> tuple[float, float, int]:
+        n = int(iv.n) if np.isfinite(iv.n) else 0
+        mean = float(np.log(iv.point)) if np.isfinite(iv.point) and iv.point > 0 else NAN
+        if n < MIN_N or not (np.isfinite(iv.low) and np.isfinite(iv.high) and iv.low > 0):
+            return mean, NAN, n
+        se = np.log(iv.high / iv.low) / 2 / stats.t.ppf((1 + iv.level) / 2, n - 1)
+        return mean, float(se ** 2), n
+
+    return _welch(*side(subject), *side(yardstick), level)
+
+
+def _welch(ma: float, va: float, na: int, mb: float, vb: float, nb: int, level: float) -> Interval:
+    """exp(ma - mb) with Welch's t interval from each side's mean log, squared standard error and processes."""
+    n = min(na, nb)
+    if n == 0 or not (np.isfinite(ma) and np.isfinite(mb)):
         return Interval(NAN, NAN, NAN, "no run", 0, NAN)
-    point = float(np.exp(a.mean() - b.mean()))
-    if n < MIN_N:
+    point = float(np.exp(ma - mb))
+    if n < MIN_N or not (np.isfinite(va) and np.isfinite(vb)):
         return Interval(point, NAN, NAN, "single run" if n == 1 else f"n = {n}, no interval", n, NAN)
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     se = np.sqrt(va + vb)
     # Welch-Satterthwaite degrees of freedom (both variances zero: no spread to scale, the interval is the point)
-    dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if se > 0 else len(a) + len(b) - 2
+    dof = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1)) if se > 0 else na + nb - 2
     half = stats.t.ppf((1 + level) / 2, dof) * se
-    method = f"Welch t on log ratio, n = {len(a)} and {len(b)}"
+    method = f"Welch t on log ratio, n = {na} and {nb}"
     return Interval(point, float(point * np.exp(-half)), float(point * np.exp(half)), method, n, level)
 
 

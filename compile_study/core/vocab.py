@@ -33,7 +33,7 @@ COLD_STARTS = ("cold", "portable")
 # --- compile scopes: what is compiled (compile_study/measure/compile.py implements each; the paper's words for
 # each scope and shape regime are in paper/templates/sections/terms.j2) ------------------------------------------
 COMPILE_SCOPES = ("module", "fused-adamw", "regional", "forward", "backward", "aot-eager", "step", "step-graph",
-                  "graph-break")
+                  "eager-step-graph", "graph-break")
 # Which modes a scope runs with, made from the mode lists above, so that a new mode needs no edit here.
 SCOPE_MODES = {
     "module": COMPILE_MODES,
@@ -45,11 +45,18 @@ SCOPE_MODES = {
     "step": COMPILED_MODES,
     # the capture is the CUDA graph: no Inductor CUDA graphs inside it
     "step-graph": tuple(m for m in COMPILED_MODES if m not in CUDAGRAPH_MODES),
+    # step-graph's control: the same whole step captured with the eager model, nothing compiled, so that the step
+    # graph's gain splits into the CUDA graph's and the compiler's (aggregate/decide.py graph_split)
+    "eager-step-graph": ("eager",),
     "graph-break": COMPILED_MODES,
 }
-CUDA_ONLY_SCOPES = ("step-graph",)
+# the scopes eager runs at (it runs every scope whose modes include it): module is the reference of every scope
+EAGER_SCOPES = tuple(s for s in COMPILE_SCOPES if "eager" in SCOPE_MODES[s])
+CUDA_ONLY_SCOPES = ("step-graph", "eager-step-graph")  # refused in grids.cpu (core/grid_errors.py)
+# the whole step captured as one CUDA graph (measure/step_graph.py): the compiled model's, and eager's control
+GRAPH_SCOPES = ("step-graph", "eager-step-graph")
 # the scopes one would train with; forward, backward and aot-eager are diagnostic baselines, graph-break a probe
-TRAINING_SCOPES = ("module", "fused-adamw", "regional", "step", "step-graph")
+TRAINING_SCOPES = ("module", "fused-adamw", "regional", "step", "step-graph", "eager-step-graph")
 # What only the built-in model can run, and why: a plugged model (config model.factory / model.hf_config) takes
 # ids and an attention mask and nothing else; its runs of these are recorded as not applicable, with the reason.
 BUILTIN_ONLY_SCOPES = {
@@ -153,15 +160,15 @@ def times_inference(scope: str, regime: str) -> bool:
 def runs_with(mode: str, scope: str, regime: str) -> bool:
     """Whether a (mode, scope, regime) combination is a run of the study.
 
-    Eager runs the scopes that change what runs eagerly (module, fused-adamw) and the regimes that change the
-    batches (not dynamic-true/false/marked: the `dynamic` eager run is their reference); every other scope runs
-    with the modes SCOPE_MODES allows; packed batches run with PACKED_SCOPES only.
+    Eager runs the scopes that change what runs eagerly (EAGER_SCOPES: module, fused-adamw, eager-step-graph) and
+    the regimes that change the batches (not dynamic-true/false/marked: the `dynamic` eager run is their
+    reference); every other scope runs with the modes SCOPE_MODES allows; packed batches run with PACKED_SCOPES only.
     """
     r = Regime.parse(regime)
     if r.kind == "packed" and scope not in PACKED_SCOPES:
         return False
     if mode == "eager":
-        return scope in ("module", "fused-adamw") and not r.compiled_only
+        return scope in EAGER_SCOPES and not r.compiled_only
     return mode in SCOPE_MODES[scope]
 
 

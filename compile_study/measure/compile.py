@@ -24,6 +24,8 @@ compiled (paper/templates/sections/terms.j2 says it in one line each):
   (compiled optimizer; the learning rate a tensor so that it never forces a recompile).
 - `step-graph`: the compiled model, loss, backward and fused capturable AdamW captured as one CUDA graph
   (compile_study.measure.step_graph); on any other device the run is `NotApplicable`.
+- `eager-step-graph` (compile mode eager only): step-graph's control, the same capture and protocol with the
+  eager model (nothing compiled), so that step-graph's speedup splits into the graph's and the compiler's.
 - `graph-break`: `module` on a model whose pooling goes through `torch.nonzero` (a data-dependent shape),
   compiled with fullgraph=False: what one graph break costs. Its eager reference pools the same way.
 """
@@ -40,7 +42,7 @@ from compile_study.core.batches import Batch
 from compile_study.core.model import ModelConfig
 from compile_study.core.plug import build_model, model_class, plug_key, repeated_blocks
 from compile_study.core.record import RunConfig
-from compile_study.core.vocab import AUTOTUNE_MODES, plug_not_applicable, scope_not_applicable
+from compile_study.core.vocab import AUTOTUNE_MODES, GRAPH_SCOPES, plug_not_applicable, scope_not_applicable
 from compile_study.measure.compile_stats import CompileWatch
 from compile_study.measure.step_graph import make_graphed_step
 from compile_study.measure.steps import NotApplicable, forward_loss, make_batch_step, mark_step_begin, step_of
@@ -168,12 +170,14 @@ def make_compiled_step(model, optimizer, compile_mode: str, precision: str, devi
 
 
 def make_graph_step(model, optimizer, cfg: RunConfig, device: torch.device):
-    """Scope `step-graph`: the compiled model's whole training step replayed from one CUDA graph per shape.
+    """Scopes `step-graph` and `eager-step-graph`: the model's whole training step (compiled in the run's mode;
+    eager: not at all) replayed from one CUDA graph per shape.
 
     Each shape is captured when first seen, inside the timed warm-up steps, so that capture and
     compilation count as the run's compile cost as they do for every other scope."""
     if device.type != "cuda":
-        raise NotApplicable(f"step-graph captures the whole step as a CUDA graph; there are none on {device.type}")
+        raise NotApplicable(f"{cfg.compile_scope} captures the whole step as a CUDA graph; there are none on "
+                            f"{device.type}")
     compiled = compile_model(model, cfg.compile_mode, "step-graph", **cfg.regime.compile_kwargs())
     return make_graphed_step(compiled, optimizer, cfg.precision, device)
 
@@ -211,7 +215,7 @@ def subject_model(model_cfg: ModelConfig, run: RunConfig, device: torch.device):
     """The measured model and its optimizer, as the run's scope needs them."""
     compiled = run.compile_mode != "eager"
     scope = run.compile_scope
-    graph = scope == "step-graph"
+    graph = scope in GRAPH_SCOPES
     return new_model(scope_model_config(model_cfg, scope), run, device, fused=scope == "fused-adamw" or graph,
                      tensor_lr=(compiled and scope == "step") or graph, capturable=graph)
 
@@ -221,7 +225,7 @@ def build_step(model, optimizer, cfg: RunConfig, device: torch.device, watch: Co
     kwargs = cfg.regime.compile_kwargs()
     if cfg.compile_mode != "eager" and cfg.compile_scope == "step":
         return make_compiled_step(model, optimizer, cfg.compile_mode, cfg.precision, device, **kwargs)
-    if cfg.compile_scope == "step-graph":
+    if cfg.compile_scope in GRAPH_SCOPES:
         return make_graph_step(model, optimizer, cfg, device)
     compiled = compile_model(model, cfg.compile_mode, cfg.compile_scope, **kwargs)
     if cfg.regime.kind == "packed":

@@ -1,7 +1,7 @@
 """The whole training step in one CUDA graph, and the optimizer variants it is compared with.
 
-`make_graphed_step` captures forward (the model eager, or compiled without CUDA graphs of its own:
-default or max-autotune-no-cudagraphs), loss, `backward()` and a fused capturable AdamW step (its
+`make_graphed_step` captures forward (the model eager, as scope eager-step-graph, step-graph's control, has it, or
+compiled without CUDA graphs of its own: default or max-autotune-no-cudagraphs), loss, `backward()` and a fused capturable AdamW step (its
 learning rate a device tensor) with `torch.cuda.graph`, as in PyTorch's whole-network capture recipe:
 a few warm-up steps on a side stream (where compilation and the optimizer's lazy state creation
 happen), then the capture; each step copies the batch into the graph's static inputs and replays it.

@@ -79,11 +79,12 @@ def scopes_table(ctx: Context) -> Table | None:
         sel = ordered(sel.assign(_e=sel.compile_mode != "eager"), "_e")
         for _, r in sel.iterrows():
             ok, c = _ok(r), _ok(r) and r["compile_mode"] != "eager"
+            timed = c or _ok(r) and r["compile_scope"] in vocab.GRAPH_SCOPES  # eager's whole-step graph: a speedup
             phases = " / ".join(n.times(r[f"{p}_speedup"]) for p in ("forward", "backward", "optimizer"))
             rows.append([r["precision"], str(int(r["batch_size"])),
                          term("mode", c=config(r), code=False),
-                         n.ms(r["steady_step_ms"]) if ok else _failed(r), n.row_interval(r) if c else n.DASH,
-                         _verdict(r["verdict"]) if c else n.DASH, n.count(r["graphs_compiled"]) if c else n.DASH,
+                         n.ms(r["steady_step_ms"]) if ok else _failed(r), n.row_interval(r) if timed else n.DASH,
+                         _verdict(r["verdict"]) if timed else n.DASH, n.count(r["graphs_compiled"]) if c else n.DASH,
                          n.count(r["graph_breaks"]) if c else n.DASH, phases if c else n.DASH,
                          n.seconds(r["cold_start_s"]) if c else n.DASH])
     cols = _cols("precision|batch:r|what is compiled|step (ms):r|speedup [interval] (method):r|verdict|"

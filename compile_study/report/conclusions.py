@@ -39,7 +39,8 @@ def _profile(r) -> dict:
 
 def best_step(ctx: Context) -> dict:
     """At the smallest and largest profiled batch: eager and the best module-scope configuration by the
-    comparison rule (first of its top), each from its own profiler window; the whole step compiled."""
+    comparison rule (first of its top), each from its own profiler window; the whole step compiled; the whole-step
+    graph's speedup split into the graph's and the compiler's (graph_split)."""
     s = _profiled(ctx)
     tops = {r["batch"]: r["top"] for r in ctx.rankings("speedup-module")}
     ends = []
@@ -49,7 +50,8 @@ def best_step(ctx: Context) -> dict:
         best = compiled(g)[compiled(g).compile_mode == top[0]["mode"]] if top else g.iloc[:0]
         if len(eager) and len(best):
             ends.append({"batch": int(b), "eager": _profile(eager.iloc[0]), "best": _profile(best.iloc[0])})
-    return {"ends": ends, "graph": bool((ctx.summary.compile_scope == "step-graph").any()), "step": step_scope(ctx)}
+    return {"ends": ends, "graph": bool((ctx.summary.compile_scope == "step-graph").any()), "step": step_scope(ctx),
+            "split": graph_split(ctx)}
 
 
 def step_scope(ctx: Context) -> list[dict]:
@@ -132,6 +134,18 @@ def host_advice(ctx: Context) -> Text | None:
     graph = graph[(graph.compile_scope == "step-graph") & (graph.batch_size == best["batch"])]
     return Text("conclusions", "host", {"c": best, "bound": HOST_BOUND,
                                         "graph": _profile(graph.iloc[0]) if len(graph) else None})
+
+
+def graph_split(ctx: Context) -> dict:
+    """The step graph's speedup split into the CUDA graph's share and the compiler's (aggregate/decide.py
+    graph_split), main precision (`split`); the step graph's configurations without the eager control, whose split
+    is not yet measured (`missing`). Both empty where no step graph ran (or decisions.json predates the split)."""
+    decided = ctx.decisions.get("graph_split") or {"split": [], "missing": []}
+    split = [{"c": ctx.named(d["step_graph"]), "control": ctx.named(d["control"]),
+              **{part: n.decided_interval(d[part]) for part in ("total", "graph", "compiler")}}
+             for d in decided["split"] if d["step_graph"]["precision"] == ctx.precision]
+    missing = [ctx.named(k) for k in decided["missing"] if k["precision"] == ctx.precision]
+    return {"split": split, "missing": missing}
 
 
 def evidence_advice(ctx: Context) -> Text | None:

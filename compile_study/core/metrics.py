@@ -99,16 +99,21 @@ PROFILE = {
     "distinct_kernels": "distinct kernels",
 }
 PROFILE_SIDES = ("profile", "reference_profile")  # table columns: profile_<name>, reference_profile_<name>
-# Where a run's wall time went, from its job's start to its record written (core/clock.py; measure/launch.py):
-# waiting for the host (a lane's load slot or hold before the process starts; a run's wait for the timed hold
-# between its load and its timed part); the job's set-up and its process's creation; imports; CUDA's context; the environment
-# query; data; the model's FLOP count; compile; the timed protocol; the evidence passes; eval accuracy; the record;
-# the process's exit.
-# the host's readings at the timed blocks' ends (`watch_s`); earlier attempts of a run redone after a disturbance
-# (`redo_s`, from the job's start to the last attempt's).
-OVERHEAD = ("gpu_wait_s", "redo_s", "process_start_s", "imports_s", "cuda_init_s", "env_s", "data_load_s",
-            "flop_count_s", "compile_s", "timed_s", "watch_s", "phase_split_s", "profiler_s", "inference_s",
-            "accuracy_s", "record_s", "teardown_s", "total_s")
+# Where a run's wall time went, from its job's start to its record written (core/clock.py; measure/launch.py), in
+# seconds per part (the record's overhead_s; summary.csv's overhead_<part>)
+OVERHEAD = {
+    "gpu_wait_s": "waiting for the host: a lane's load slot or hold before the process starts, and the wait for the "
+                  "timed hold between the run's load and its timed part",
+    "redo_s": "earlier attempts of a run redone after a disturbance, from the job's start to the last attempt's",
+    "process_start_s": "the job's set-up and its process's creation", "imports_s": "imports",
+    "cuda_init_s": "CUDA's context", "env_s": "the environment query", "data_load_s": "loading the data",
+    "flop_count_s": "counting the model's FLOPs", "compile_s": "the model and its compile switch, the compiler's settings (the compiling itself is the warm-up's, in timed_s)",
+    "timed_s": "the timed protocol: warm-up, epochs, the steady-state block", "watch_s": "the host's readings at the timed blocks' ends",
+    "phase_split_s": "the evidence pass that times forward, backward and optimizer apart",
+    "profiler_s": "the profiler's evidence pass", "inference_s": "the inference timing",
+    "accuracy_s": "eval accuracy", "record_s": "writing the record", "teardown_s": "the process's exit",
+    "total_s": "the job's whole wall time, from its start to its record written",
+}
 WORK = ("redo_s", "compile_s", "timed_s", "watch_s", "phase_split_s", "profiler_s", "inference_s",
         "accuracy_s")  # the rest: fixed cost
 

@@ -1,6 +1,6 @@
 """The generated blocks of the project's README.md and docs/*.md, made from the stored studies under reference/,
 never typed: the results (the quoted study's headline cells), the commands' and studies' times (times.py), the
-tier records and the portable starts. Each block sits between its two marker lines.
+tier records, the portable starts and the dictionary of summary.csv's columns. Each block sits between its two marker lines.
 
     python -m compile_study readme README.md [reference/<name>]     # tests/test_rebuild.py checks they are current
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from compile_study.aggregate import models, walltime
+from compile_study.aggregate import column_dictionary, models, walltime
 from compile_study.core.io import write_text_atomic
 from compile_study.report import times
 from compile_study.report.readme import reproduction_verdict, test_line
@@ -188,12 +188,13 @@ def documents(project: Path) -> list[Path]:
 
 def update_documents(project: Path, study: Path) -> dict[Path, str]:
     """Each document (documents) with the generated blocks it holds replaced: the results (project_block), the
-    commands' times (times.commands_block), the studies' times (times.block) and the tier records (tested_block).
+    commands' times (times.commands_block), the studies' times (times.block), the tier records (tested_block), the
+    portable starts (portable_block) and summary.csv's columns (aggregate/column_dictionary.py block).
     Every block must be in one document."""
     blocks = ((BEGIN, END, lambda: project_block(study, project)),
               (times.COMMANDS[0], times.COMMANDS[1], lambda: times.commands_block(project)),
               (times.BEGIN, times.END, lambda: times.block(project)), (*TESTED, lambda: tested_block(project)),
-              (*PORTABLE, lambda: portable_block(project)))
+              (*PORTABLE, lambda: portable_block(project)), (*column_dictionary.COLUMNS, column_dictionary.block))
     texts = {path: path.read_text() for path in documents(project)}
     for begin, end, make in blocks:
         holders = [path for path, text in texts.items() if begin in text and end in text]

@@ -62,7 +62,7 @@ def detail_table(ctx: Context) -> Table:
                      n.times(r["cross_process_speedup"]) if c else n.DASH, warm,
                      n.fixed(r["memory_ratio"]) if c else n.DASH, n.percent(r["eval_accuracy"]) if ok else n.DASH,
                      n.ms(r["inference_step_ms"]) if ok else n.DASH, n.row_interval(r, "inference") if c else n.DASH])
-    cols = _cols("precision|batch:r|mode|n ok:r|step (ms):r|eager, same process (ms):r|speedup [interval]:r|"
+    cols = _cols("precision|batch:r|mode|n ok:r|median step (ms):r|eager, same process (ms):r|speedup [interval]:r|"
                  "cross-process speedup:r|warm compile (warm runs):r|memory ratio:r|eval acc.:r|inference (ms):r|"
                  "inference speedup:r")
     return Table("detail", Text("appendix", "detail_caption"), cols, rows)
@@ -87,7 +87,7 @@ def scopes_table(ctx: Context) -> Table | None:
                          _verdict(r["verdict"]) if timed else n.DASH, n.count(r["graphs_compiled"]) if c else n.DASH,
                          n.count(r["graph_breaks"]) if c else n.DASH, phases if c else n.DASH,
                          n.seconds(r["cold_start_s"]) if c else n.DASH])
-    cols = _cols("precision|batch:r|what is compiled|step (ms):r|speedup [interval] (method):r|verdict|"
+    cols = _cols("precision|batch:r|what is compiled|median step (ms):r|speedup [interval] (method):r|verdict|"
                  "graphs:r|graph breaks:r|phase speedups fwd / bwd / opt (one process)|cold start:r")
     scopes = sorted(set(s.compile_scope), key=vocab.COMPILE_SCOPES.index)
     return Table("scopes", Text("appendix", "scopes_caption", {"scopes": scopes}), cols, rows)

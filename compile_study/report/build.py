@@ -49,7 +49,7 @@ def modes_table(ctx: Context) -> Table:
                      n.ms(r["steady_step_ms"]) if ok else failed_cell(r),
                      n.row_interval(r) if c else n.DASH, verdict, n.percent(r["mfu"]) if ok else n.DASH])
     cols = [Column("precision"), Column("batch", "r"), Column("mode"),
-            Column("step (ms)", "r"), Column("speedup [interval] (method)", "r"), Column("verdict"),
+            Column("median step (ms)", "r"), Column("speedup [interval] (method)", "r"), Column("verdict"),
             Column("MFU", "r")]
     return Table("modes", Text("modes", "table_caption", {"rows": ctx.train_rows,
                                                          "payback": findings.payback(ctx) is not None}), cols, rows)
@@ -98,7 +98,7 @@ def best_step_table(ctx: Context) -> Table | None:
         rows.append([str(int(r["batch_size"])), term("mode", c=config(r), code=False), n.ms(r["steady_step_ms"]),
                      n.ms(r["profile_wall_ms_per_step"]), n.ms(r["profile_device_busy_ms_per_step"]),
                      n.percent(r["profile_idle_fraction"], 2), n.times(r["host_ratio"])])
-    cols = [Column("batch", "r"), Column("what runs"), Column("timed step (ms)", "r"),
+    cols = [Column("batch", "r"), Column("what runs"), Column("median timed step (ms)", "r"),
             Column("profiled step (ms)", "r"), Column("device busy (ms/step)", "r"), Column("device idle", "r"),
             Column("timed step / device busy", "r")]
     return Table("beststep", Text("beststep", "table_caption", {"precision": ctx.precision}), cols, rows)
@@ -185,7 +185,7 @@ def payback_table(ctx: Context, p: dict) -> Table:
                      *ways, words(Text("payback", "when", {"code": c["code"], "recommended": c["recommended"]}))])
     heads = [Column(words(Text("payback", "way_header", {"way": w, "what": what})), "r") for w in shown
              for what in ("cost", "steps")]
-    cols = [Column("precision"), Column("batch", "r"), Column("what runs"), Column("step (ms) [interval]", "r"), *heads,
+    cols = [Column("precision"), Column("batch", "r"), Column("what runs"), Column("step (ms), geometric mean [interval]", "r"), *heads,
             Column("when it pays")]
     caption = Text("payback", "table_caption", {"train_rows": ctx.train_rows, "portable": "portable" in shown})
     return Table("payback", caption, cols, rows)

@@ -125,12 +125,13 @@ def regime_rows(ctx: Context) -> pd.DataFrame:
 
 
 def config(r) -> dict:
-    """One configuration as the templates name it: labels, intervals, verdict code and the medians."""
+    """One configuration as the templates name it: labels, intervals, verdict code and the medians, each under its
+    summary column's name (docs/columns.md: `steady_step_ms` the median, `step` the interval of `step_ms`)."""
     get = r.get if hasattr(r, "get") else (lambda k, d=None: getattr(r, k, d))
     return {"mode": get("compile_mode"), "scope": get("compile_scope"), "regime": get("shape_regime"),
             "kind": vocab.Regime.parse(get("shape_regime")).kind, "precision": get("precision"),
             "batch": int(get("batch_size")), "speedup": n.row_iv(r), "gain": n.row_iv(r, "gain"),
-            "step": n.row_iv(r, "step"), "step_ms": get("steady_step_ms"), "verdict": get("verdict"),
+            "step": n.row_iv(r, "step"), "steady_step_ms": get("steady_step_ms"), "verdict": get("verdict"),
             "n": int(get("n_ok")) if n.finite(get("n_ok")) else 0, "padding": get("padding_fraction"),
             "band": {"low": get("aa_low"), "high": get("aa_high")} if n.finite(get("aa_low")) else None}
 

@@ -34,7 +34,7 @@ def project_block(study: Path, project: Path) -> str:
     calls = walltime.read_calls(study / "calls.jsonl")
     head = summary[(summary.precision == "bf16") & (summary.shape_regime == "static")
                    & summary.compile_scope.isin(["module", "step-graph"]) & (summary.compile_mode != "eager")]
-    rows = ["| batch | mode (scope) | step (ms) | vs eager, same process [interval] (method) | verdict against the A/A band |",
+    rows = ["| batch | mode (scope) | median step (ms) | vs eager, same process [interval] (method) | verdict against the A/A band |",
             "|---:|---|---:|---|---|"]
     for r in head.sort_values(["batch_size", "steady_step_ms"], ascending=[True, False]).itertuples():
         scope = "" if r.compile_scope == "module" else f" ({r.compile_scope})"
@@ -157,7 +157,7 @@ def portable_block(project: Path) -> str:
     s = pd.read_csv(study / "summary.csv")
     env = json.loads((study / "environment.json").read_text())
     rows = s[s.portable_start_s.notna()].sort_values(["batch_size", "compile_mode", "compile_scope"])
-    head = ["| batch | mode (scope) | step (ms) | " + " | ".join(
+    head = ["| batch | mode (scope) | step (ms), geometric mean [interval] | " + " | ".join(
         f"start {WAY_WORDS[w]} (s) | break-even (steps)" for w in ("cold", "portable", "warm")) + " |",
         "|---:|---|---:|" + "---:|" * 6]
     for _, r in rows.iterrows():

@@ -144,7 +144,7 @@ def test_a_run_is_priced_from_its_warm_cache_and_a_cold_compile_as_a_job_of_its_
     assert estimate.compile_seconds(key, "cuda", cold) == pytest.approx(fixed + 20.0 + 2 * 0.5)
     # a search never measured is priced by the prior; one that shares another's is priced as a plain compile
     ma = key._replace(compile_mode="max-autotune", batch_size=512)
-    assert estimate.compile_seconds(ma, "cuda", {}, "own") == estimate.PRIOR_COMPILE_S["cuda"]["max-autotune"]
+    assert estimate.compile_seconds(ma, "cuda", {}, "own") == estimate.PRIOR_COMPILE_S["cuda"]["searching"]
     assert estimate.compile_seconds(ma, "cuda", {}, "shared") == estimate.PRIOR_COMPILE_S["cuda"]["compiled"]
 
 

@@ -18,6 +18,8 @@ import json
 import statistics
 from pathlib import Path
 
+from compile_study.core.layout import Layout
+
 # Until a study's compile_concurrency check says: 8 at once on 2 cores each took 19.9-25.1 s against 19.9-23.0 s
 # alone (one H200 host, torch 2.11).
 AT_ONCE = 1.15
@@ -46,7 +48,7 @@ def checks(references: str, device: str, kept: Path | None = None) -> dict[int, 
     studies' checks/compile_concurrency.json and those in `kept`: the estimate passes MEASURED_DIR); empty where none
     applied."""
     found: dict[int, list[float]] = {}
-    paths = glob.glob(f"{references}/*/checks/compile_concurrency.json") + (glob.glob(f"{kept}/*.json") if kept else [])
+    paths = glob.glob(Layout(f"{references}/*").check("compile_concurrency")) + (glob.glob(f"{kept}/*.json") if kept else [])
     for path in sorted(paths):
         check = json.loads(Path(path).read_text())
         ratio = (check.get("summary") or {}).get("ratio")

@@ -19,7 +19,7 @@ from pathlib import Path
 from compile_study.aggregate import walltime
 from compile_study.aggregate.walltime import _STAMP, _log_start, _stamp, _zone, jobs_of, read_calls
 from compile_study.core import record
-from compile_study.core.layout import require_study
+from compile_study.core.layout import LIVE, Layout, log_root, require_study
 
 
 def adopt(study: Path, log_path: Path, logs: Path, stopped_by: str | None = None) -> dict:
@@ -29,7 +29,7 @@ def adopt(study: Path, log_path: Path, logs: Path, stopped_by: str | None = None
     host and commit are its records'; its command and exit status were not seen (None), and `adopted` names the
     log. The calls are kept in time order: later ones are numbered on, their kept logs renamed with them."""
     text = log_path.read_text()
-    runs = {str(p.relative_to(study)): record.read(p) for p in study.glob("runs/**/r*.json")}
+    runs = {os.path.relpath(p, study): record.read(p) for p in Layout(str(study)).stored_records()}
     local0 = _log_start(text)
     local = jobs_of(text, local0)  # the log's own clock
     window = {path: (rec.get("metrics") or {}).get("job_window_unix") for path, rec in runs.items()}
@@ -49,7 +49,7 @@ def adopt(study: Path, log_path: Path, logs: Path, stopped_by: str | None = None
             "adopted": log_path.name, "stopped_by": stopped_by,
             "git_commit": ", ".join(sorted({r["env"].get("git_commit") for r in made} - {None})),
             "git_dirty": any(r["env"].get("git_dirty") for r in made)}
-    calls = sorted(read_calls(study / "calls.jsonl") + [line], key=lambda c: c["start_utc"])
+    calls = sorted(read_calls(Layout(str(study)).calls) + [line], key=lambda c: c["start_utc"])
     (logs / "calls").mkdir(parents=True, exist_ok=True)
     for n, c in reversed(list(enumerate(calls, 1))):  # renumber from the last: no kept log is overwritten
         if c is line:
@@ -59,7 +59,7 @@ def adopt(study: Path, log_path: Path, logs: Path, stopped_by: str | None = None
         if c is line or c.get("snakemake_log"):
             c["snakemake_log"] = f"calls/{n}.snakemake.log"
         c["call"] = n
-    (study / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls))
+    Path(Layout(str(study)).calls).write_text("".join(json.dumps(c) + "\n" for c in calls))
     return line
 
 
@@ -76,13 +76,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stopped-by", help="with --adopt: what stopped that call, where it is known")
     args = parser.parse_args(argv)
     require_study(args.study)
-    paths = sorted(str(p) for p in args.study.glob("runs/**/r*.json") if not p.name.endswith(".trace.json.gz"))
-    compiles = sorted(str(p) for pattern in ("c*.json", "p*.json") for p in args.study.glob(f"compiles/**/{pattern}"))
-    logs = args.logs or (Path("logs") / args.study.name if args.study.parent.name == "results" else args.study / "logs")
+    layout = Layout(str(args.study))
+    paths, compiles = layout.stored_records(), layout.stored_compiles()
+    logs = args.logs or Path(log_root(str(args.study)) if args.study.parent.name == LIVE else layout.own_logs)
     if args.adopt:
         line = adopt(args.study, args.adopt, logs, args.stopped_by)
         print(f"adopted {args.adopt} as call {line['call']} of {args.study} ({line['wall_s']:.0f} s)")
-    calls, parts = walltime.study_breakdown(walltime.read_calls(args.study / "calls.jsonl"), logs, paths + compiles, args.study)
+    calls, parts = walltime.study_breakdown(walltime.study_calls(args.study), logs, paths + compiles, args.study)
     for call in calls:
         planned = walltime.plan_seconds((logs / call["snakemake_log"]).read_text())
         printed = f"{planned:.0f} s ({planned / call['wall_s'] - 1:+.0%})" if planned else "none"

@@ -37,7 +37,8 @@ from pathlib import Path
 from compile_study.aggregate import walltime
 from compile_study.aggregate.at_once import AT_ONCE
 from compile_study.core import compile_record, record, vocab
-from compile_study.core.layout import Layout
+from compile_study.core.layout import STORED, Layout, study_of
+from compile_study.core.layout import stored_studies as studies_holding
 
 # Seconds, where nothing was measured yet.
 # The launcher's own cost per run (process start, the imports the server did not preload, the environment,
@@ -145,18 +146,12 @@ def cached_record(path: str) -> dict | None:
     return _READ[path][1]
 
 
-def study_of(path: str) -> str:
-    """The study a record belongs to: the directory above its runs/ or compiles/ tree (else its own folder)."""
-    for tree in ("/runs/", "/compiles/"):
-        if tree in path:
-            return path.rsplit(tree, 1)[0]
-    return os.path.dirname(path)
 
 
 def _newest(study: str) -> str:
     """When a study last ran (its last call's start, UTC ISO); a study without logged calls counts as newest
     (the study in progress, a test's records)."""
-    calls = walltime.read_calls(Path(study) / "calls.jsonl")
+    calls = walltime.study_calls(study)
     return max((c.get("start_utc", "") for c in calls), default="~")
 
 
@@ -214,9 +209,9 @@ def known_runs(patterns: list[str], device: str, model: dict | None = None) -> d
     return calibrated(by_study, _configuration_level)
 
 
-def plan_records(layout: Layout, references: str = "reference") -> list[str]:
+def plan_records(layout: Layout, references: str = STORED) -> list[str]:
     """Where the estimate finds the records it learns from: this study's and the stored studies'."""
-    return [layout.records_glob, f"{references}/*/runs/**/r*.json"]
+    return [layout.records_glob, Layout(f"{references}/*").records_glob]
 
 
 def compile_cost(rec: dict, device: str) -> float | None:
@@ -266,10 +261,11 @@ def known_compiles(patterns: list[str], device: str, model: dict | None = None,
     return calibrated(by_study, _configuration_level)
 
 
-def plan_compiles(layout: Layout, references: str = "reference") -> list[str]:
-    """Where the estimate finds the cold compiles it learns from: compile records, and cold runs of older studies."""
-    return [layout.compiles_glob, layout.compiles_glob.replace("/c*.json", "/p*.json"),
-            f"{references}/*/compiles/**/[cp]*.json", f"{references}/*/runs/**/r0.json"]
+def plan_compiles(layout: Layout, references: str = STORED) -> list[str]:
+    """Where the estimate finds the cold compiles it learns from: compile records and portable starts, and the
+    first runs of older studies (cold before the compile phase)."""
+    return [g for lay in (layout, Layout(f"{references}/*")) for g in (lay.compiles_glob, lay.portables_glob)] + [
+        Layout(f"{references}/*").records_glob.replace("/r*.json", "/r0.json")]
 
 
 def study_of_kind(runs: list[dict], device: str, model: dict | None = None) -> bool:
@@ -304,9 +300,9 @@ def known_jobs(studies: list[Path], device: str, model: dict | None = None) -> d
     return calibrated(by_study)
 
 
-def stored_studies(references: str = "reference") -> list[Path]:
+def stored_studies(references: str = STORED) -> list[Path]:
     """The stored studies whose logged calls the estimate reads (known_jobs)."""
-    return sorted(Path(p).parent for p in glob.glob(f"{references}/*/calls.jsonl"))
+    return studies_holding(Layout(".").calls, references)
 
 
 def _units(count, study: Path) -> int:

@@ -32,19 +32,16 @@ from compile_study.aggregate import costs, schedule, snakemake_time
 from compile_study.aggregate.at_once import AT_ONCE, MEASURED_DIR, factor_at
 from compile_study.aggregate.at_once import checks as at_once_checks
 from compile_study.checks.cells import TIMER_CASES
-from compile_study.core import grid, record
+from compile_study.core import grid, record, vocab
 from compile_study.core.errors import count
-from compile_study.core.layout import Layout
+from compile_study.core.layout import STORED, Layout, study_root
 from compile_study.measure import isolation
 
 # Seconds, where nothing was measured yet; each says where it comes from.
-# A run of a kind never measured: first H200 runs (imports taken out) and 2-core CPU runs, cold and warm.
-PRIOR_RUN_S = {
-    "cuda": {True: {"eager": 8, "default": 24, "reduce-overhead": 24, "max-autotune": 140,
-                    "max-autotune-no-cudagraphs": 140}, False: {"eager": 5, "compiled": 6}},
-    "cpu": {True: {"eager": 8, "default": 60, "reduce-overhead": 60, "max-autotune": 200,
-                   "max-autotune-no-cudagraphs": 200}, False: {"eager": 5, "compiled": 15}},
-}
+# A run of a kind never measured, by whether it takes the evidence (repeat 0) and whether it is compiled: first
+# H200 runs (imports taken out) and 2-core CPU runs, from a warm cache (the compile phase compiled it).
+PRIOR_RUN_S = {"cuda": {True: {"eager": 8}, False: {"eager": 5, "compiled": 6}},
+               "cpu": {True: {"eager": 8}, False: {"eager": 5, "compiled": 15}}}
 # Other jobs, by rule: 2-core CPU measurements of this project (2026-12-01), used for a GPU host too where its
 # own logs have none (its CPU is faster: an upper bound); a PER_UNIT rule's per unit (the timer check's two CPU
 # cases took 60 s).
@@ -62,8 +59,10 @@ PRIOR_JOB_S = {"prepare_data": 25, "study_config": 1, "study_facts": 1, "parity"
 # artifacts loaded into an empty cache took 2.6, 2.2, 2.8 s to the first step, the same local cache warm 1.8-2.5 s:
 # 2.53 / 2.15).
 PORTABLE_OVER_WARM = {"cuda": 2.53 / 2.15}
-PRIOR_COMPILE_S = {"cuda": {"compiled": 25, "max-autotune": 210, "max-autotune-no-cudagraphs": 210, "portable": 8},
-                   "cpu": {"compiled": 60, "max-autotune": 200, "max-autotune-no-cudagraphs": 200, "portable": 50}}
+# By kind: "searching" is every mode of vocab.AUTOTUNE_MODES that searches its own GEMMs (prior_kind), so that a
+# new searching mode is priced as one.
+PRIOR_COMPILE_S = {"cuda": {"compiled": 25, "searching": 210, "portable": 8},
+                   "cpu": {"compiled": 60, "searching": 200, "portable": 50}}
 COMPILE_RULES = ("parity",)  # jobs of the compile phase beside the cold compiles (a compile slot each)
 
 
@@ -80,9 +79,9 @@ def run_seconds(key: record.RunKey, device: str, known: dict) -> tuple[float, bo
     load = next((statistics.mean(known[("warm", lv[:-1])]) for lv in levels if known.get(("warm", lv[:-1]))), 0.0)
     if rest is not None:
         return rest + load, True
-    prior = PRIOR_RUN_S[device][False]
-    return prior.get(key.compile_mode, prior.get("compiled" if cls[1] else "eager", 60)) + (
-        PRIOR_RUN_S[device][True].get("eager", 8) - prior["eager"] if cls[0] else 0.0), False
+    prior = PRIOR_RUN_S[device]
+    return prior[False]["compiled" if cls[1] else "eager"] + (
+        prior[True]["eager"] - prior[False]["eager"] if cls[0] else 0.0), False
 
 
 # A run's load besides its warm-cache load where no record says (process, CUDA, data, model): on an H200 (outside
@@ -141,7 +140,13 @@ def compile_seconds(key: record.RunKey, device: str, known: dict, search: str | 
                       if known.get(lv)), None)
         ratio = PORTABLE_OVER_WARM.get(device)
         return fixed + ratio * warm if None not in (fixed, ratio, warm) else prior["portable"]
-    return prior.get(key.compile_mode, prior["compiled"]) if search == "own" else prior["compiled"]
+    return prior[prior_kind(key.compile_mode, search)]
+
+
+def prior_kind(mode: str, search: str | None) -> str:
+    """A cold compile's kind among PRIOR_COMPILE_S's: a mode of vocab.AUTOTUNE_MODES searching its own GEMMs is
+    "searching"; every other compile (one that starts from another's search too) "compiled"."""
+    return "searching" if search == "own" and mode in vocab.AUTOTUNE_MODES else "compiled"
 
 
 def phase_seconds(at_once: list[float], alone: list[float], slots: int, factor: float = AT_ONCE) -> float:
@@ -221,7 +226,7 @@ def portable_todo(compiles: dict, layout: Layout) -> list[record.RunKey]:
 
 
 def estimate(runs: dict, layout: Layout, device: str, jobs: dict[str, int] | None = None, gpus: int = 1,
-             references: str = "reference", model: dict | None = None, compiles: dict | None = None,
+             references: str = STORED, model: dict | None = None, compiles: dict | None = None,
              slots: int = 1, overlap: bool = False) -> dict:
     """The plan's cold compiles (`compiles`: core/grid.py compiles, `slots` at once), runs and other jobs still to
     do -> seconds by part (`hidden_s`: the runs' loads hidden beside timed runs where loads overlap them), and how
@@ -293,7 +298,7 @@ def progress_message(runs: dict, layout: Layout, device: str, gpus: int = 1, mod
     """Cold compiles and runs done / planned, and the estimate of the runs left (runs_wall), scaled by how this
     study's runs compare with it."""
     done = [key for key in runs if Path(layout.record(key)).exists()]
-    known = costs.known_runs(["reference/*/runs/**/r*.json"], device, model)
+    known = costs.known_runs([Layout(f"{STORED}/*").records_glob], device, model)
     measured = [(costs.cached_record(layout.record(key)), run_seconds(key, device, known)[0]) for key in done]
     actual = [(costs.run_cost(rec, device), guess) for rec, guess in measured if rec and costs.run_cost(rec, device)]
     scale = sum(a for a, _ in actual) / sum(g for _, g in actual) if actual else 1.0
@@ -310,7 +315,7 @@ HOST_CORES = {"cuda": 16}
 
 
 def config_estimate(config: dict, device: str, layout: Layout, gpus: int = 1, cores: int | None = None,
-                    references: str = "reference", pdf: bool | None = None) -> tuple[dict, int]:
+                    references: str = STORED, pdf: bool | None = None) -> tuple[dict, int]:
     """The estimate of a whole study of a (validated) config -> (estimate's parts, compile slots): its grid, its
     compile phase (`cores` / compile_phase.cores_per_compile at once), its runs (their loads beside timed runs
     where config overlap_loads lets them, for `cores` / `gpus` cores a GPU) and every other job."""
@@ -333,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="the study host's cores (default: 16 for cuda, as the H200 hosts; this machine's for cpu)")
     args = parser.parse_args(argv)
     config = grid.load_config(args.configs)
-    e, slots = config_estimate(config, args.device, Layout(f"results/{args.device}"), args.gpus, args.cores)
+    e, slots = config_estimate(config, args.device, Layout(study_root(args.device, config.get("model"))), args.gpus, args.cores)
     print(message(e, args.device, args.gpus, slots))
 
 

@@ -21,7 +21,7 @@ import pandas as pd
 import yaml
 
 from compile_study.core import vocab
-from compile_study.core.layout import require_study
+from compile_study.core.layout import Layout, require_study
 
 CONFIG = ["device_type", "shape_regime", "precision", "batch_size", "compile_mode", "compile_scope"]
 SIDES = ("plugged", "builtin")
@@ -75,12 +75,12 @@ def speedup_comparison(plugged: pd.DataFrame, builtin: pd.DataFrame) -> dict:
 def compare_studies(plugged_dir: str | Path, builtin_dir: str | Path) -> dict:
     """speedup_comparison of two study directories (their summary.csv), with each study's model named."""
     out = {}
-    for side, d in zip(SIDES, (Path(plugged_dir), Path(builtin_dir))):
-        config = yaml.safe_load((d / "config.yaml").read_text()) or {}
+    for side, d in zip(SIDES, (Layout(str(plugged_dir)), Layout(str(builtin_dir)))):
+        config = yaml.safe_load(Path(d.config).read_text()) or {}
         out[f"{side}_model"] = ("built-in TextClassifier" if not is_plugged(config)
-                                else json.loads((d / "model.json").read_text())["class"] if (d / "model.json").is_file()
+                                else json.loads(Path(d.model).read_text())["class"] if Path(d.model).is_file()
                                 else None)
-    summaries = [pd.read_csv(Path(d) / "summary.csv") for d in (plugged_dir, builtin_dir)]
+    summaries = [pd.read_csv(Layout(str(d)).summary) for d in (plugged_dir, builtin_dir)]
     return out | speedup_comparison(*summaries)
 
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("builtin", type=Path, help="the built-in model's study directory")
     args = parser.parse_args(argv)
     for side, d in zip(SIDES, (args.plugged, args.builtin)):  # one plugged model's study, then the built-in's
-        if is_plugged(yaml.safe_load((require_study(d) / "config.yaml").read_text()) or {}) != (side == "plugged"):
+        if is_plugged(yaml.safe_load(Path(Layout(str(require_study(d))).config).read_text()) or {}) != (side == "plugged"):
             raise SystemExit(f"{d}: a study of {'the built-in' if side == 'plugged' else 'a plugged'} model, given "
                              f"as the {side} one: compare-models compares a plugged model's study (first) with "
                              "the built-in model's (second); two studies of one model: python -m compile_study compare")

@@ -27,7 +27,7 @@ import pandas as pd
 from compile_study.aggregate import compare as cmp
 from compile_study.aggregate import hosts, measured, spread
 from compile_study.core import compile_record, record
-from compile_study.core.layout import PROJECT, Layout, is_stored_study
+from compile_study.core.layout import PROJECT, STORED, Layout, is_stored_study, stored_studies
 
 
 def _model(directory: Path) -> dict:
@@ -40,14 +40,14 @@ def stored(project: str | Path = PROJECT) -> dict[str, dict[str, cmp.Study]]:
     studies those that trained on the data of its study with the most records (names: reference/<dir>)."""
     root = Path(project)
     kinds: dict[str, dict[str, cmp.Study]] = {}
-    for d in sorted(p.parent for p in (root / "reference").glob("*/config.yaml")):
+    for d in stored_studies(Layout(".").config, root / STORED):
         model = _model(d) if is_stored_study(d) else None
         if model is None or model.get("name") or model.get("factory") or model.get("hf_config"):
             continue
         study = cmp.load(d)
         names = set(study.records.device_name.dropna())
         if len(names) == 1:
-            kinds.setdefault(names.pop(), {})[f"reference/{d.name}"] = study
+            kinds.setdefault(names.pop(), {})[f"{STORED}/{d.name}"] = study
     return {kind: _same_data(found) for kind, found in kinds.items()}
 
 

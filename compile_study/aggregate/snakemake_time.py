@@ -66,8 +66,8 @@ def logged_calls(studies: list[Path], device: str, model: dict | None = None) ->
         records = {os.path.relpath(p, study): r for p in paths if (r := costs.cached_record(p))}
         if not costs.study_of_kind([r for p, r in records.items() if p.startswith("runs")], device, model):
             continue
-        for call in walltime.read_calls(study / "calls.jsonl"):
-            log = study / "logs" / call.get("snakemake_log", "-")
+        for call in walltime.study_calls(study):
+            log = walltime.call_log(study, call)
             if log.is_file() and (t := call_time(call, log.read_text(), records)):
                 out.append(t)
     return out

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from compile_study.core import record, vocab
+from compile_study.core.layout import Layout
 
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 _START = re.compile(r"^(?:local)?rule (\w+):$")
@@ -64,10 +65,19 @@ def read_calls(path: str | Path) -> list[dict]:
     return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
 
 
+def study_calls(study: str | Path) -> list[dict]:
+    """A study directory's logged calls (its Layout's calls.jsonl)."""
+    return read_calls(Layout(str(study)).calls)
+
+
+def call_log(study: str | Path, call: dict) -> Path:
+    """Where a stored study keeps the Snakemake log of one of its calls (Layout.stored_log)."""
+    return Path(Layout(str(study)).stored_log(call.get("snakemake_log", "-")))
+
+
 def logged_jobs(study: str | Path) -> list[list[Job]]:
     """The jobs of each of a stored study's calls whose Snakemake log it keeps (logs/), call by call."""
-    study = Path(study)
-    logs = [(call, study / "logs" / call.get("snakemake_log", "-")) for call in read_calls(study / "calls.jsonl")]
+    logs = [(call, call_log(study, call)) for call in study_calls(study)]
     return [jobs_of(log.read_text(), _utc(call["start_utc"])) for call, log in logs if log.is_file()]
 
 

@@ -20,6 +20,7 @@ from compile_study.core import grid
 from compile_study.core.ag_news_csv import CSV_LAYOUT, csv_files
 from compile_study.core.corpus import DataError
 from compile_study.core.data import read_facts
+from compile_study.core.layout import Layout
 from compile_study.core.sources import is_real_data, synthetic_fallback
 
 
@@ -68,7 +69,7 @@ def yardstick_refusal(config: dict, device: str, yardstick: str | None, data_dir
     text, and it would train on the synthetic stand-in (source auto finding neither csv_dir's test.csv nor the
     hub), which its reproduction report could only call "not comparable". None where there is no yardstick, the
     yardstick trained on the stand-in, the data is real, or it was prepared from real text already (data_dir)."""
-    theirs = read_facts(Path(yardstick) / "facts.json") if yardstick else None
+    theirs = read_facts(Layout(str(yardstick)).facts) if yardstick else None
     if not is_real_data(theirs) or is_real_data(read_facts(Path(data_dir) / "facts.json")):
         return None
     data = config["data"]

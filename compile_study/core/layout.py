@@ -36,7 +36,9 @@ PORTABLE = COMPILE.replace("/c{index}.json", "/p{index}.json")
 # How much hosts of one kind differ (aggregate/hosts.py, written by aggregate/reruns.py from every stored study):
 # the project's file, not a study's; the reproduction rule reads it from any study's directory
 PROJECT = Path(__file__).resolve().parents[2]
-HOST_EFFECT = "reference/host-effect.json"
+STORED = "reference"  # the project's stored studies: reference/<name>/
+LIVE = "results"  # the studies one runs: results/<device>[-<model>] (study_root)
+HOST_EFFECT = f"{STORED}/host-effect.json"
 CHECKS = ("timer_check", "reference_drift", "concurrency", "launcher", "compile_concurrency")  # optional method checks (checks/<name>.py)
 
 
@@ -90,6 +92,11 @@ class Layout:
     def compiles_glob(self) -> str:
         """Every cold compile's record of the study (glob.glob with recursive=True); portable starts apart."""
         return self._p("compiles/**/c*.json")
+
+    @property
+    def portables_glob(self) -> str:
+        """Every portable start's record of the study (glob.glob with recursive=True)."""
+        return self._p("compiles/**/p*.json")
 
     def compile_record(self, key: RunKey, index: int) -> str:
         """The index-th cold compile of key's configuration (its repeat is ignored)."""
@@ -183,6 +190,34 @@ class Layout:
     def log(self, name: str) -> str:
         return f"{self.logs}/{name}.log"
 
+    # the job logs of the rules that make a study's files mirror the study's tree under `logs`
+    @property
+    def record_log(self) -> str:
+        return self.log(RECORD.removesuffix(".json"))
+
+    @property
+    def compile_log(self) -> str:
+        return self.log(COMPILE.removesuffix(".json"))
+
+    @property
+    def portable_log(self) -> str:
+        return self.log(PORTABLE.removesuffix(".json"))
+
+    @property
+    def parity_log(self) -> str:
+        return self.log(PARITY.removesuffix(".json"))
+
+    def check_log(self, name: str) -> str:
+        return self.log(f"checks/{name}")
+
+    @property
+    def own_logs(self) -> str:
+        """A stored study's own logs (its calls' Snakemake logs, calls.jsonl `snakemake_log`): its logs/."""
+        return self._p("logs")
+
+    def stored_log(self, name: str) -> str:
+        return f"{self.own_logs}/{name}"
+
     # a stored study: what is on disk
     def stored_records(self) -> list[str]:
         return sorted(str(p) for p in Path(self.root or ".").glob("runs/**/*.json"))
@@ -212,7 +247,26 @@ def study_root(device: str, model: dict | None = None) -> str:
     """A live study's directory: results/<device>, or results/<device>-<name> for a named or plugged model, so
     that the studies of two models never share records, Inductor caches or logs."""
     name = model_name(model)
-    return f"results/{device}" if name is None else f"results/{device}-{name}"
+    return f"{LIVE}/{device}" if name is None else f"{LIVE}/{device}-{name}"
+
+
+def stored_studies(holding: str = "config.yaml", references: str | Path = STORED) -> list[Path]:
+    """The stored studies (`references`/<name>: STORED from the project's root) that hold the file `holding`
+    (relative to a study: "summary.csv", "calls.jsonl", ...), in name order."""
+    return sorted(p.parent for p in Path(references).glob(f"*/{holding}"))
+
+
+def study_of(path: str) -> str:
+    """The study a record belongs to: the directory above its runs/ or compiles/ tree (else its own folder)."""
+    for tree in {f"/{pattern.split('/', 1)[0]}/" for pattern in (RECORD, COMPILE)}:
+        if tree in path:
+            return path.rsplit(tree, 1)[0]
+    return os.path.dirname(path)
+
+
+def log_root(root: str) -> str:
+    """Where a live study's job logs go: logs/<its directory's name>, beside results/ (never into a study)."""
+    return f"logs/{os.path.basename(root)}"
 
 
 def host_effect_path(project: str | Path = PROJECT) -> Path:

@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from compile_study.core import deadline, env, study_lock
+from compile_study.core.layout import Layout
 
 
 def _gpus() -> list[str]:
@@ -63,7 +64,7 @@ def log_call(study: Path, logs: Path, command: list[str], started: float, ended:
     """Append the call to study/calls.jsonl and keep its Snakemake log under logs/calls/ -> the line. `load`: the
     host's load averages at the start and the end (a shared host's other work slows every part of a call), and
     the signal that stopped the call where one did."""
-    calls = study / "calls.jsonl"
+    calls = Path(Layout(str(study)).calls)
     n = sum(1 for _ in calls.open()) + 1 if calls.exists() else 1
     line = {"call": n, "start_utc": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
             "end_utc": datetime.fromtimestamp(ended, UTC).isoformat(timespec="seconds"),
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     noted |= {"grace_s": args.grace} if args.grace is not None else {}
     noted |= {"killed_after_s": killed} if killed is not None else {}  # its running jobs cut short, redone next call
     line = log_call(args.study, logs, command, started, time.time(), rc, noted)
-    print(f"call {line['call']}: {line['wall_s']:.0f} s, exit status {rc} ({args.study}/calls.jsonl; "
+    print(f"call {line['call']}: {line['wall_s']:.0f} s, exit status {rc} ({Layout(str(args.study)).calls}; "
           f"{len(line['gpus'])} GPU(s))", file=sys.stderr)
     return rc
 

@@ -21,8 +21,10 @@ from compile_study.aggregate import estimate
 from compile_study.core import config_check, config_schema, damaged, data_check, grid, study_lock
 from compile_study.core.layout import (
     CHECKS,
+    STORED,
     Layout,
     is_stored_study,
+    log_root,
     model_difference,
     same_study,
     stored_device,
@@ -78,9 +80,9 @@ class Plan(CompilePhase, TimedJobs):
         self.timed_threads = max(1, workflow.cores // max(1, self.gpus))
         # one Inductor cache tree per study directory (results/cpu -> resources/inductor_cache/cpu)
         self.cache_root = f"resources/inductor_cache/{os.path.basename(L.root)}"
-        self.call_logs = "logs" if self.stored else L.logs  # where core/session.py keeps each call's log
+        self.call_logs = L.own_logs if self.stored else L.logs  # where core/session.py keeps each call's log
         # how the README names the study's directory in its rebuild command
-        self.study_dir = f"reference/{os.path.basename(os.getcwd())}" if self.stored else L.root
+        self.study_dir = f"{STORED}/{os.path.basename(os.getcwd())}" if self.stored else L.root
         self.yardstick = self._yardstick()
         if not self.stored:  # not the synthetic stand-in unseen where the yardstick trained on real text
             config_check.refuse(data_check.yardstick_refusal(config, self.device, self.yardstick, DATA_DIR))
@@ -117,7 +119,7 @@ class Plan(CompilePhase, TimedJobs):
         config_check.warn_before_start(self._device_errors)
         config_check.warn(config_check.data_warnings(config["data"]), self._sources)
         root = study_root(self.device, config["model"])  # results/<device>[-<model>], its logs alike
-        self.layout = Layout(root, logs=f"logs/{os.path.basename(root)}")
+        self.layout = Layout(root, logs=log_root(root))
 
     def resolve_device(self) -> str:
         """Config `device`, or cuda when torch sees a GPU (asked only where nvidia-smi lists one: importing torch

@@ -17,7 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compile_study.core.layout import is_stored_study
+from compile_study.core.layout import STORED, Layout, is_stored_study
+from compile_study.core.layout import stored_studies as studies_holding
 
 PROJECT = Path(__file__).resolve().parents[2]
 SNAKEFILE = PROJECT / "Snakefile"
@@ -33,11 +34,11 @@ def rebuild(directory: str | Path) -> Path:
     if not is_stored_study(directory):
         raise SystemExit(f"{directory}: not a stored study (it needs config.yaml and runs/)")
     subprocess.run(command(directory), check=True)
-    return Path(directory) / "paper.md"
+    return Path(Layout(str(directory)).paper("md"))
 
 
 def stored_studies(project: Path = PROJECT) -> list[Path]:
-    return sorted(p.parent for p in (project / "reference").glob("*/config.yaml") if is_stored_study(p.parent))
+    return [s for s in studies_holding(Layout(".").config, project / STORED) if is_stored_study(s)]
 
 
 def rebuild_all(project: Path = PROJECT) -> list[Path]:

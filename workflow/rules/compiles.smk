@@ -10,9 +10,7 @@ rule cold_compile:
     output:
         L.compile_pattern,
     log:
-        L.log(
-            "compiles/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/c{index}"
-        ),
+        L.compile_log,
     priority: 10
     threads: P.compile_threads
     resources:
@@ -40,9 +38,7 @@ rule portable_start:
     output:
         L.portable_pattern,
     log:
-        L.log(
-            "compiles/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/p{index}"
-        ),
+        L.portable_log,
     priority: 10
     threads: P.cores_per_compile
     resources:
@@ -70,7 +66,7 @@ rule parity:
     output:
         L.parity_pattern,
     log:
-        L.log("parity/{precision}/{compile_mode}"),
+        L.parity_log,
     priority: 10
     threads: P.cores_per_compile
     resources:

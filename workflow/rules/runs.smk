@@ -21,9 +21,7 @@ rule train_run:
         record=L.record_pattern,
         trace=L.trace_pattern,
     log:
-        L.log(
-            "runs/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/r{repeat}"
-        ),
+        L.record_log,
     priority: P.run_priority
     threads: P.run_threads
     resources:
@@ -108,7 +106,7 @@ rule method_check:
     output:
         L.check("{check}"),
     log:
-        L.log("checks/{check}"),
+        L.check_log("{check}"),
     wildcard_constraints:
         check="|".join(P.method_checks),
     threads: P.check_threads

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -67,6 +68,20 @@ def test_every_check_the_layout_names_is_one_a_config_may_turn_on():
     assert yaml.safe_load(schema.read_text())["definitions"]["checks"]["items"]["enum"] == list(CHECKS)
     config = yaml.safe_load((REPO / "config.yaml").read_text()) | {"checks": {"cuda": list(CHECKS)}}
     assert config_schema.schema_errors(config, schema) == []
+
+
+@pytest.mark.unit
+def test_every_method_check_has_each_place_the_change_table_names():
+    """ARCHITECTURE.md's row "a method check": the schema describes it, the report has a key for it (a check a config
+    turns on without one would fail the paper), and the estimate a prior for its job (else it is priced at 60 s)."""
+    from compile_study.aggregate.estimate import PRIOR_JOB_S
+    from compile_study.report.appendix import CHECK_KEYS
+
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    described = schema["properties"]["checks"]["description"]
+    assert [c for c in CHECKS if not re.search(rf"(?<![\w-]){c}(?![\w-])", described)] == []
+    assert sorted(CHECK_KEYS) == sorted(CHECKS)
+    assert [c for c in CHECKS if f"method_check:{c}" not in PRIOR_JOB_S] == []
 
 
 @pytest.mark.compile

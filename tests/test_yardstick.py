@@ -186,6 +186,19 @@ def test_a_study_against_itself_with_another_commit_and_torch_still_reproduces(s
 
 
 @pytest.mark.unit
+def test_records_from_a_dirty_tree_differ_by_their_count_not_by_the_studies_sizes(stored):
+    """The README once listed "made from a dirty tree (0 of 70 records against 0 of 24 records)" as a difference."""
+    records = stored.records.assign(git_dirty=False)
+    fewer = records.iloc[: len(records) // 2]
+    v = cmp._versions(records, fewer)
+    assert v.loc["git_dirty", "stored"] != v.loc["git_dirty", "study"] and not v.loc["git_dirty", "differs"]
+    one_dirty = fewer.assign(git_dirty=[True] + [False] * (len(fewer) - 1))
+    assert cmp._versions(records, one_dirty).loc["git_dirty", "differs"]
+    result = cmp.compare(cmp.Study(records, stored.facts), cmp.Study(fewer, stored.facts), NAMES)
+    assert "made from a dirty tree" not in reproduction.readme_block(result, NAMES)
+
+
+@pytest.mark.unit
 def test_the_data_facts_compared_are_each_sides_own():
     from compile_study.aggregate import measured
 

@@ -276,6 +276,9 @@ def _versions(stored: pd.DataFrame, study: pd.DataFrame) -> pd.DataFrame:
         return out
     table = pd.DataFrame({"stored": column(stored), "study": column(study)})
     table["differs"] = table.stored != table.study
+    # records made from a dirty tree differ by their count, not by the studies' sizes ("0 of 70" against "0 of 24")
+    dirty = [int(records.git_dirty.fillna(True).astype(bool).sum()) for records in (stored, study)]
+    table.loc["git_dirty", "differs"] = dirty[0] != dirty[1]
     return table
 
 

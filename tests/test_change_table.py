@@ -37,9 +37,8 @@ NAMED = {"a compile mode": ["tests/test_vocab.py"],
                             "tests/test_targets.py"],
          "a summary column": ["tests/test_columns.py"],
          "a sentence of the paper": ["tests/test_readability.py::test_main_text_sentences_are_short_enough_to_finish"],
-         "where a file of a study lives": [
-             "tests/test_change_table.py::test_no_module_or_rule_file_writes_a_study_path_but_the_layout",
-             "tests/test_rebuild.py::test_a_live_and_a_stored_study_share_one_layout"]}
+         # (its other check, that no module writes a study path, reads every module but layout.py: run here, below)
+         "where a file of a study lives": ["tests/test_rebuild.py::test_a_live_and_a_stored_study_share_one_layout"]}
 UNTRIED = ["tests/test_columns.py::test_the_docs_page_shows_the_dictionary_as_declared"]
 
 
@@ -70,7 +69,7 @@ class Copy:
         for name in COPIED:
             src = REPO / name
             if src.is_dir():
-                shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
+                shutil.copytree(src, root / name, ignore=shutil.ignore_patterns(".hypothesis"))  # the bytecode too: it holds
             else:
                 shutil.copy2(src, root / name)
 
@@ -218,7 +217,7 @@ def test_each_row_of_the_change_table_holds_in_a_throwaway_copy(tmp_path):
     code, said = run_in_copy(c.root, ["-q", "-m", "unit", *checks, *(f"--deselect={d}" for d in UNTRIED)])
     assert code == 0, said[-6000:]
     passed = int(re.search(r"(\d+) passed", said)[1])
-    assert passed >= 20 and not re.search(r"\d+ (failed|error)", said), said[-2000:]
+    assert passed >= 25 and not re.search(r"\d+ (failed|error)", said), said[-2000:]
 
 
 def run_in_copy(root: Path, args: list[str]) -> tuple[int, str]:
@@ -292,6 +291,8 @@ def test_no_module_or_rule_file_writes_a_study_path_but_the_layout():
     package, (files, trees) = REPO / "compile_study", _study_names()
     found = [hit for path in sorted(package.rglob("*.py")) if path != package / "core" / "layout.py"
              for hit in study_paths_written(path.read_text(), path.relative_to(package).as_posix(), (files, trees))]
+    found += [hit for path in sorted((REPO / "workflow" / "scripts").glob("*.py"))  # the rules' shims
+              for hit in study_paths_written(path.read_text(), path.relative_to(REPO).as_posix(), (files, trees))]
     for rules in sorted((REPO / "workflow" / "rules").glob("*.smk")):
         code = re.sub(r"#.*", "", re.sub(r'"""[\s\S]*?"""', "", rules.read_text()))  # docstrings and comments aside
         found += [f"{rules.name}: {s!r}" for s in re.findall(r'"([^"\n]*)"', code)

@@ -59,7 +59,7 @@ MEANING = {
     break_even_prefix("warm"): ("steps after which compiling pays from a filled cache (inf: never)", "steps",
                                 "aggregate/payback.py payback_cells"),
 }
-ENDS = {"low": ("lower end of the {level:.0%} interval of `{point}` (empty: fewer than 3 processes)", "{unit}"),
+ENDS = {"low": ("lower end of the {level:.0%} interval of `{point}` (empty: fewer than {min_n} values)", "{unit}"),
         "high": ("upper end of the {level:.0%} interval of `{point}`", "{unit}"),
         "method": ("how the interval of `{point}` was made, or why it has none", "text"),
         "n": ("values (processes, compiles) the interval of `{point}` rests on", "count")}

@@ -132,7 +132,7 @@ def config(r) -> dict:
             "kind": vocab.Regime.parse(get("shape_regime")).kind, "precision": get("precision"),
             "batch": int(get("batch_size")), "speedup": n.row_iv(r), "gain": n.row_iv(r, "gain"),
             "step": n.row_iv(r, "step"), "steady_step_ms": get("steady_step_ms"), "verdict": get("verdict"),
-            "n": int(get("n_ok")) if n.finite(get("n_ok")) else 0, "padding": get("padding_fraction"),
+            "n_ok": int(get("n_ok")) if n.finite(get("n_ok")) else 0, "padding": get("padding_fraction"),
             "band": {"low": get("aa_low"), "high": get("aa_high")} if n.finite(get("aa_low")) else None}
 
 

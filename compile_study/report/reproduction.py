@@ -159,7 +159,7 @@ def table_lines(result: cmp.Comparison) -> list[str]:
     if result.table.empty:
         return ["The two studies share no configuration."]
     lines = ["| configuration | stored [interval] (method) | this study [interval] (method) | ratio [95%: Welch + "
-             "hosts] | host effect (SD) | margin | verdict | step ms: stored, this study (ratio) |",
+             "hosts] | host effect (SD) | margin | verdict | median step ms: stored, this study (ratio) |",
              "|---|---|---|---|---|---:|---|---|"]
     for _, r in result.table.iterrows():
         steps = f"{numbers.ms(r.stored_step_ms)}, {numbers.ms(r.study_step_ms)} ({numbers.times(r.step_ratio)})"

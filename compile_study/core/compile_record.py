@@ -15,7 +15,7 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from compile_study.core import record
+from compile_study.core import compile_stages, record
 
 KIND = "cold_compile"
 COMPILE = {
@@ -37,7 +37,10 @@ METRICS = ("cold_compile_s", "first_step_s", "epoch1_s", "epoch2_s", "epoch_step
            "artifacts_bytes", "artifacts_load_s", "peak_memory_bytes",
            # a first cold compile's seconds compiling its configuration's inference graph into the cache, after the
            # training compile (compile.inference; its FX graph cache counts as core/metrics.py's inference_fx_cache_*)
-           "inference_prime_s")
+           "inference_prime_s",
+           # where the cold compile's seconds went (core/compile_stages.py): their sum and the latency's rest; each
+           # stage is a column stage_<name>_s of the table (None where the record predates them: not measured)
+           "compile_stages_s", "compile_rest_s")
 # what the portable artifacts held (saved by a first cold compile) or gave (loaded by a portable start), per kind of
 # cache entry (torch.compiler's CacheInfo: inductor, aot_autograd, autotune, pgo, ...): {kind: entries}
 ARTIFACTS = "artifacts"
@@ -64,9 +67,11 @@ def table(paths) -> pd.DataFrame:
         cfg, m = rec["config"], rec["metrics"]
         row = {k: cfg[k] for k in record.CONFIGURATION_KEYS} | {"device_type": rec["env"].get("device_type")}
         row |= {k: rec["compile"].get(k) for k in COMPILE} | {k: m.get(k) for k in METRICS}
+        row |= compile_stages.columns(m.get("compile_stages"))
         row["start"] = row["start"] or "cold"
         row |= {"status": rec["status"], "error": rec.get("error"),
                 "total_s": (m.get("overhead_s") or {}).get("total_s")}
         rows.append(row)
-    columns = [*record.CONFIGURATION_KEYS, "device_type", *COMPILE, *METRICS, "status", "error", "total_s"]
+    columns = [*record.CONFIGURATION_KEYS, "device_type", *COMPILE, *METRICS, *compile_stages.columns(None), "status",
+               "error", "total_s"]
     return pd.DataFrame(rows, columns=columns)

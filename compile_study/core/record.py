@@ -38,9 +38,11 @@ from compile_study.core.metrics import (  # noqa: F401
     fixed_cost_s,
 )
 
-SCHEMA_VERSION = 6  # 2: compile_scope; 3: phases, profiler, inference; 4: overhead breakdown, chunk order;
+SCHEMA_VERSION = 7  # 2: compile_scope; 3: phases, profiler, inference; 4: overhead breakdown, chunk order;
 # 5: what else ran on the host per timed block (host_load), `disturbed` and the redone runs' `earlier_attempts`;
 # 6: a run's load phase and timed part (`load_phase`, `timed_part`: cores, times) and host_load's `neighbours`
+# 7: where the compiles' seconds went (`compile_stages`, `compile_stages_s`, `compile_rest_s`): absent before, which
+# reads as not measured (no upgrade fills them in: a zero would claim a compile that took no time)
 OLDEST_READABLE = 2  # version 1 records lack the in-process reference: render them with the commit that made them
 
 

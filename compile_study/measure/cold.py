@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from compile_study.core import compile_record
+from compile_study.core import compile_record, compile_stages
 from compile_study.core import env as env_mod
 from compile_study.core.batches import mark_dynamic_lengths
 from compile_study.core.clock import Clock
@@ -65,8 +65,10 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
     cold = epochs["epoch1_s"] - epochs["epoch2_s"]
     clock.move("timed_s", "compile_s", max(cold, 0.0))  # the epochs' compile share; the rest trained
     keep = {k: epochs[k] for k in ("first_step_s", "epoch1_s", "epoch2_s", "peak_memory_bytes", "epoch1_step_ms")}
-    metrics = keep | watch.report() | {"cold_compile_s": cold, "epoch_steps": len(batches),
-                                       "host_load": host_watch.windows}
+    compiled = watch.report()
+    metrics = keep | compiled | {"cold_compile_s": cold, "epoch_steps": len(batches),
+                                 "host_load": host_watch.windows}
+    metrics |= compile_stages.measured(compiled["compile_stages"], cold)  # the stages against the cold compile
     return metrics, lambda: prime_inference(subject.model, cfg, batches, device, clock)
 
 

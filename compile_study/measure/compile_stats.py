@@ -9,17 +9,25 @@ generated from `torch._inductor.metrics.generated_kernel_count`. Compiled autogr
 `counters["compiled_autograd"]`. GEMM searches (max-autotune benchmarking one GEMM's kernel choices; none where
 every choice's timing was in the autotune cache) from `counters["inductor"]["select_algorithm_autotune"]`. A graph
 loaded from Inductor's cache replays the counters of the compile that made it: on the H200 (torch 2.11) a warm
-max-autotune run reported its cold run's 852 kernels and 15 searches in 3.4 s of compile.
+max-autotune run reported its cold run's 852 kernels and 15 searches in 3.4 s of compile. Where the compile's
+seconds went, by stage (core/compile_stages.py), from the same compilation metrics and the seconds of the
+dynamo_timed events that have no column of their own (compile_times' record, read before and after).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 
 import torch
 from torch._dynamo.callback import CallbackArgs, CallbackTrigger, callback_handler
+from torch._dynamo import utils as dynamo_utils
 from torch._dynamo.utils import counters, get_compilation_metrics
+
+from compile_study.core import compile_stages
+
+METRICS_LIMIT = 4096  # entries kept (torch keeps 64): a dynamic-shape run's recompiles and runtime entries all count
 
 
 def unique_graphs() -> int:
@@ -38,6 +46,47 @@ def fx_cache() -> tuple[int, int]:
 def aot_cache() -> tuple[int, int]:
     """AOTAutograd's cache (the graph pair, before Inductor): (hits, misses) so far in this process."""
     return int(counters["aot_autograd"]["autograd_cache_hit"]), int(counters["aot_autograd"]["autograd_cache_miss"])
+
+
+class OwnThread(list):
+    """A dynamo_timed event's list of seconds (compile_times' record) that also keeps those of one thread: with
+    compile_threads > 1 Inductor compiles C++ kernels in worker threads at once, whose seconds overlap each other and
+    the parent's wait for them (counted as triton_compile_time_us); only the thread that compiles may be added."""
+
+    def __init__(self, seen=(), thread: int | None = None) -> None:
+        super().__init__(seen)
+        self.thread = threading.get_ident() if thread is None else thread
+        self.own: list[float] = []
+
+    def append(self, seconds: float) -> None:
+        super().append(seconds)
+        if threading.get_ident() == self.thread:
+            self.own.append(seconds)
+
+
+def event_seconds() -> dict[str, float]:
+    """Seconds so far of the dynamo_timed events compile_stages.KEYS names, run by this thread (where watched)."""
+    times = dynamo_utils.compilation_time_metrics
+    return {name: sum(getattr(times.get(key), "own", times.get(key, ()))) for name, key in compile_stages.KEYS.items()}
+
+
+def watch_own_thread() -> None:
+    """From now on keep apart the KEYS events this thread runs (OwnThread); torch._dynamo.reset() drops them."""
+    times = dynamo_utils.compilation_time_metrics
+    for key in compile_stages.KEYS.values():
+        if not isinstance(times.get(key), OwnThread):
+            times[key] = OwnThread(times.get(key, ()))
+
+
+def stage_entries(metrics) -> list[dict]:
+    """The compilation metrics' stage columns, entry by entry (only the fields this torch has)."""
+    return [{c: getattr(m, c) for c in compile_stages.COLUMNS if hasattr(m, c)} for m in metrics]
+
+
+def stages(metrics, events0: dict[str, float]) -> dict | None:
+    """Where the compiles since `events0` spent their seconds (compile_stages.split), or None if not measured."""
+    events = {k: v - events0.get(k, 0.0) for k, v in event_seconds().items()}
+    return compile_stages.split(stage_entries(metrics), events)
 
 
 def generated_kernels() -> int:
@@ -65,7 +114,10 @@ class CompileWatch:
         self.seconds[name] += time.perf_counter() - self._open.pop(name, time.perf_counter())
 
     def start(self) -> "CompileWatch":
-        torch._dynamo.utils.clear_compilation_metrics()
+        dynamo_utils.set_compilation_metrics_limit(METRICS_LIMIT)
+        dynamo_utils.clear_compilation_metrics()
+        watch_own_thread()
+        self._events0 = event_seconds()
         self._graphs0 = unique_graphs()
         self._breaks0 = Counter(counters["graph_break"])
         self._kernels0 = generated_kernels()
@@ -94,6 +146,7 @@ class CompileWatch:
         breaks = Counter(counters["graph_break"]) - self._breaks0
         autograd = Counter(counters["compiled_autograd"]) - self._autograd0
         return {
+            "compile_stages": stages(metrics, self._events0),
             "graphs_compiled": graphs,
             "recompiles": max(0, graphs - 1),
             "recompile_reasons": [f"{n}× {r}" for r, n in reasons.most_common(5)],

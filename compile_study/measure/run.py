@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from compile_study.core import env as env_mod
-from compile_study.core import record
+from compile_study.core import compile_stages, record
 from compile_study.core.batches import (
     Batch,
     evaluation_batches,
@@ -229,6 +229,7 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
     # after the warm-up recompiled (dynamic lengths) -- booked as compile, not as the timed protocol
     compiling = max(metrics["warmup_excess_s"], epochs["epoch1_s"] - epochs["epoch2_s"])
     clock.move("timed_s", "compile_s", compiling)
+    metrics |= compile_stages.measured(metrics["compile_stages"], compiling)  # a warm load's stages against it
     if "load_phase" in metrics:  # the warm-up steps ran in the load phase: their compile is booked there too
         handover.move(metrics["load_phase"]["parts"], "timed_s", "compile_s", compiling)
     if cfg.evidence:

@@ -1,0 +1,147 @@
+"""Where a compile's seconds go (core/compile_stages.py): the stage arithmetic on hand-made compilation metrics, and
+a real cold compile on the CPU whose stages sum to its measured latency."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from compile_study.core import compile_record, compile_stages
+from compile_study.core.compile_stages import STAGES, split
+
+from .conftest import TINY_MODEL
+
+US = 1_000_000
+
+
+def frame(dynamo, aot, inductor, code_gen, kernels, tune=0.0, passes=0.0) -> dict:
+    """A forward frame's entry, seconds in (microseconds out, as torch keeps them)."""
+    return {"is_runtime": False, "duration_us": dynamo * US, "dynamo_cumulative_compile_time_us": dynamo * US,
+            "aot_autograd_cumulative_compile_time_us": aot * US, "inductor_cumulative_compile_time_us": inductor * US,
+            "inductor_code_gen_cumulative_compile_time_us": code_gen * US, "triton_compile_time_us": kernels * US,
+            "compile_time_autotune_time_us": tune * US, "pre_grad_pass_time_us": passes / 2 * US,
+            "joint_graph_pass_time_us": passes / 2 * US, "backward_cumulative_compile_time_us": None}
+
+
+def backward(total, inductor, kernels) -> dict:
+    return {"is_runtime": False, "duration_us": total * US, "backward_cumulative_compile_time_us": total * US,
+            "dynamo_cumulative_compile_time_us": None, "inductor_cumulative_compile_time_us": inductor * US,
+            "triton_compile_time_us": kernels * US}
+
+
+def runtime(total, recording, tune) -> dict:
+    return {"is_runtime": True, "duration_us": total * US, "runtime_cudagraphify_time_us": recording * US,
+            "runtime_triton_autotune_time_us": tune * US}
+
+
+@pytest.mark.unit
+def test_a_cold_compiles_stages_are_its_columns_less_what_nests_inside_them_and_sum_to_its_outer_times():
+    entries = [frame(dynamo=20, aot=18, inductor=15, code_gen=12, kernels=8, tune=2, passes=1),
+               backward(total=9, inductor=8, kernels=5), runtime(total=3, recording=2.5, tune=1)]
+    got = split(entries, {"cpp_compile": 0.0, "cache_load": 0.0})
+    s = got["stages"]
+    assert s["dynamo"] == pytest.approx(2)  # 20 - 18
+    assert s["aot_autograd"] == pytest.approx(18 + 9 - 23 - 1)  # both AOT times less Inductor's and its passes
+    assert s["inductor"] == pytest.approx(23 + 1 - 13 - 2)  # Inductor with its passes, less kernels and the search
+    assert s["kernel_compile"] == pytest.approx(13) and s["autotune"] == pytest.approx(2 + 1)
+    assert s["cudagraph"] == pytest.approx(2)  # the runtime entry's 3 s less its first-call tune: no double count
+    assert s["cache_load"] == 0
+    assert set(s) == set(STAGES) and sum(s.values()) == pytest.approx(20 + 9 + 3)  # = the outer events' seconds
+    assert got["accounted_s"] == pytest.approx(32) and got["entries"] == 3
+
+
+@pytest.mark.unit
+def test_cpp_compiles_are_taken_from_inductor_first_and_the_rest_from_the_cache_loads():
+    # a portable start on the CPU: the AOTAutograd cache's loads (6 s) compile the C++ kernels (4 s in all) again
+    warm = [frame(dynamo=8, aot=7, inductor=0.5, code_gen=0.4, kernels=0)]
+    s = split(warm, {"cpp_compile": 4.0, "cache_load": 6.0})["stages"]
+    assert s["kernel_compile"] == pytest.approx(4) and s["inductor"] == 0
+    assert s["cache_load"] == pytest.approx(6 - 3.5) and s["aot_autograd"] == pytest.approx(7 - 0.5 - 6)
+    assert sum(s.values()) == pytest.approx(8)
+    # a compile from scratch: the C++ compiles lie inside Inductor's code generation
+    cold = split([frame(dynamo=10, aot=9, inductor=8, code_gen=7, kernels=2)], {"cpp_compile": 3.0})["stages"]
+    assert cold["inductor"] == pytest.approx(3) and cold["kernel_compile"] == pytest.approx(5)
+    assert cold["cache_load"] == 0 and sum(cold.values()) == pytest.approx(10)
+
+
+@pytest.mark.unit
+def test_missing_or_none_fields_count_nothing_and_a_torch_without_the_columns_measured_nothing():
+    sparse = [{"is_runtime": False, "duration_us": 5 * US, "dynamo_cumulative_compile_time_us": 5 * US,
+               "aot_autograd_cumulative_compile_time_us": None}]
+    assert split(sparse, {})["stages"]["dynamo"] == pytest.approx(5)
+    assert split([{"duration_us": 5 * US, "entire_frame_compile_time_s": 5}], {}) is None  # an older torch's entry
+    nothing = split([], {})  # an eager run: nothing compiled, truly zero seconds
+    assert nothing["entries"] == 0 and sum(nothing["stages"].values()) == 0
+    assert compile_stages.measured(None, 12.0) == {"compile_stages_s": None, "compile_rest_s": None}
+    m = compile_stages.measured(split(sparse, {}), 6.0)
+    assert m["compile_stages_s"] == pytest.approx(5) and m["compile_rest_s"] == pytest.approx(1)
+
+
+@pytest.mark.unit
+def test_a_record_made_before_the_stages_reads_as_not_measured_never_zero(tmp_path):
+    from compile_study.core.record import RunConfig
+
+    cfg = RunConfig(compile_mode="default", batch_size=8, shape_regime="static", precision="fp32", repeat=0)
+    rec = compile_record.new(cfg, dict(TINY_MODEL), {"device_type": "cpu"}, {"index": 0})
+    rec["schema_version"] = 6  # a stored study's record: no compile_stages at all
+    rec["metrics"] = {"cold_compile_s": 40.0}
+    (tmp_path / "c0.json").write_text(json.dumps(rec))
+    row = compile_record.table([tmp_path / "c0.json"]).iloc[0]
+    assert all(row[f"stage_{name}_s"] is None for name in STAGES)
+    assert row["compile_stages_s"] is None and row["compile_rest_s"] is None
+
+
+@pytest.mark.unit
+def test_only_the_watched_threads_cpp_compiles_count():
+    from compile_study.measure.compile_stats import OwnThread
+
+    seconds = OwnThread([1.0])
+    seconds.append(2.0)
+    worker = threading.Thread(target=seconds.append, args=(5.0,))  # a compile worker: its parent waits for it
+    worker.start()
+    worker.join()
+    assert list(seconds) == [1.0, 2.0, 5.0] and seconds.own == [2.0]
+
+
+@pytest.mark.compile  # a real cold compile on the CPU
+def test_a_cold_compiles_stages_sum_to_its_measured_latency_and_state_the_rest(synthetic_data):
+    import torch
+    from torch._inductor.utils import fresh_cache
+
+    from compile_study.core.clock import Clock
+    from compile_study.measure import cold
+
+    from .test_train import tiny_model_cfg, tiny_run
+
+    with fresh_cache():  # cold: an Inductor cache of its own, empty
+        m, _ = cold.measure(tiny_model_cfg(synthetic_data), tiny_run(compile_mode="default"), synthetic_data,
+                            torch.device("cpu"), Clock())
+    stages = m["compile_stages"]["stages"]
+    assert set(stages) == set(STAGES) and all(v >= 0 for v in stages.values())
+    assert stages["dynamo"] > 0 and stages["aot_autograd"] > 0 and stages["inductor"] > 0
+    assert stages["kernel_compile"] > 0 and stages["cudagraph"] == 0 and stages["cache_load"] == 0  # C++, no graphs
+    assert m["compile_stages_s"] == pytest.approx(sum(stages.values()))
+    assert m["compile_stages_s"] == pytest.approx(m["cold_compile_s"], rel=0.10)
+    assert m["compile_rest_s"] == pytest.approx(m["cold_compile_s"] - m["compile_stages_s"])
+    assert m["compile_stages"]["entries"] >= 2  # the frame and its lazily compiled backward
+
+
+@pytest.mark.gpu
+def test_a_cold_compiles_stages_on_cuda_sum_to_its_measured_latency(synthetic_data):
+    import torch
+    from torch._inductor.utils import fresh_cache
+
+    from compile_study.core.clock import Clock
+    from compile_study.measure import cold
+
+    from .test_train import tiny_model_cfg, tiny_run
+
+    with fresh_cache():
+        m, _ = cold.measure(tiny_model_cfg(synthetic_data), tiny_run(compile_mode="reduce-overhead"), synthetic_data,
+                            torch.device("cuda"), Clock())
+    stages = m["compile_stages"]["stages"]
+    assert stages["kernel_compile"] > 0 and stages["cudagraph"] > 0  # Triton kernels, CUDA graphs recorded
+    assert m["compile_stages_s"] == pytest.approx(m["cold_compile_s"], rel=0.10)
+    assert m["compile_rest_s"] == pytest.approx(m["cold_compile_s"] - m["compile_stages_s"])

@@ -21,8 +21,8 @@ import time
 from collections import Counter
 
 import torch
-from torch._dynamo.callback import CallbackArgs, CallbackTrigger, callback_handler
 from torch._dynamo import utils as dynamo_utils
+from torch._dynamo.callback import CallbackArgs, CallbackTrigger, callback_handler
 from torch._dynamo.utils import counters, get_compilation_metrics
 
 from compile_study.core import compile_stages

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import torch
 
-from compile_study.core import env as env_mod
 from compile_study.core import compile_stages, record
+from compile_study.core import env as env_mod
 from compile_study.core.batches import (
     Batch,
     evaluation_batches,

@@ -33,6 +33,20 @@ PARITY = "parity/{precision}/{compile_mode}.json"
 COMPILE = "compiles/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs{batch_size}/c{index}.json"
 # A portable start (vocab.COLD_STARTS): an empty cache fed the artifacts the configuration's first cold compile saved
 PORTABLE = COMPILE.replace("/c{index}.json", "/p{index}.json")
+# The structured trace (TORCH_TRACE) of a configuration's first cold compile, beside its record: the trace's lines
+# gzipped (at most TRACE_MAX_BYTES: a longer one keeps its first lines and says so in the record's compile.trace),
+# and the HTML report tlparse makes of it (index.html first; kept where it fits in TRACE_MAX_BYTES too)
+COMPILE_TRACE = COMPILE.replace("/c{index}.json", "/c{index}.torch-trace.log.gz")
+COMPILE_TLPARSE = COMPILE.replace("/c{index}.json", "/c{index}.tlparse")
+TRACE_MAX_BYTES = 8_000_000
+
+
+def compile_trace_files(record_path: str) -> dict[str, str]:
+    """A first cold compile's trace and tlparse report, named after its record (COMPILE_TRACE, COMPILE_TLPARSE)."""
+    stem = re.sub(r"\.json$", "", record_path)
+    return {"trace": f"{stem}.torch-trace.log.gz", "tlparse": f"{stem}.tlparse"}
+
+
 # How much hosts of one kind differ (aggregate/hosts.py, written by aggregate/reruns.py from every stored study):
 # the project's file, not a study's; the reproduction rule reads it from any study's directory
 PROJECT = Path(__file__).resolve().parents[2]

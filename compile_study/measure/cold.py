@@ -21,6 +21,7 @@ On the CPU the artifacts hold the graphs' C++ source, not the compiled kernels, 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +45,7 @@ from compile_study.measure.run import (
     prepare_compiler,
     train_subject,
 )
+from compile_study.measure.trace import structured_trace
 
 
 def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device: torch.device,
@@ -109,11 +111,18 @@ def kinds(info) -> dict[str, int]:
     return {str(kind): len(keys) for kind, keys in sorted((info.artifacts if info else {}).items())}
 
 
+def trace_overhead_s() -> float:
+    """Seconds torch spent writing the structured trace during the compiles (structured_logging_overhead_us)."""
+    return sum((getattr(m, "structured_logging_overhead_us", None) or 0) / 1e6
+               for m in torch._dynamo.utils.get_compilation_metrics())
+
+
 def compile_job(model: dict, run: dict, data_dir: str, device: str, threads: int, host: dict, clock: Clock,
-                compile: dict, artifacts: dict | None = None) -> dict:
+                compile: dict, artifacts: dict | None = None, trace: dict | None = None) -> dict:
     """A cold compile's (or portable start's) process (measure/jobs.py compile_run starts it) -> its record; a
     failure is its status. `artifacts`: {"save": path} for a first cold compile whose configuration has portable
-    starts, {"load": path} for a portable start."""
+    starts, {"load": path} for a portable start. `trace`: {trace_path, report_dir} for a configuration's first
+    cold compile, whose structured trace is kept there (measure/trace.py)."""
     dev = torch.device(device)
     torch.set_num_threads(threads)
     with clock.part("cuda_init_s"):
@@ -126,8 +135,11 @@ def compile_job(model: dict, run: dict, data_dir: str, device: str, threads: int
     artifacts = artifacts or {}
     try:
         loaded = load_artifacts(artifacts["load"], clock) if "load" in artifacts else {}
-        metrics, prime = measure(model_cfg, cfg, data_dir, dev, clock)
+        with structured_trace(**trace) if trace else contextlib.nullcontext({}) as traced:
+            metrics, prime = measure(model_cfg, cfg, data_dir, dev, clock)
         rec["metrics"] = metrics | loaded
+        if trace:  # what the trace cost the compile, by torch's own count, and where it and its report are
+            rec["compile"]["trace"] = traced | {"path": trace["trace_path"], "overhead_s": trace_overhead_s()}
         if "save" in artifacts:
             with clock.part("record_s"):  # an output of this job, as its record is
                 rec["metrics"] |= save_artifacts(artifacts["save"])

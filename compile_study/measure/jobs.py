@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from compile_study.core import compile_record, deadline, disturbance, env, record
+from compile_study.core import compile_record, deadline, disturbance, env, layout, record
 from compile_study.core.clock import Clock
 from compile_study.core.io import write_empty_trace, write_json_atomic
 from compile_study.measure import isolation, launch, targets
@@ -107,6 +107,9 @@ def compile_run(params, data_dir: str, record_path: str, log: str, progress: Cal
                  "inference": bool(plan.get("inference"))}
         kwargs = {"model": dict(params["model"]), "run": run, "data_dir": data_dir, "device": device,
                   "threads": setup.threads, "host": host, "compile": block, "artifacts": params.get("artifacts")}
+        if plan["index"] == 0 and block["start"] == "cold":  # its structured trace kept (core/layout.py)
+            files = layout.compile_trace_files(record_path)
+            kwargs["trace"] = {"trace_path": files["trace"], "report_dir": files["tlparse"]}
         outcome = launch.run(targets.compile_job, kwargs, setup, clock)
     if plan["index"] > 0 or block["start"] != "cold":
         shutil.rmtree(params["cache_dir"], ignore_errors=True)  # only the first compile's cache is used again

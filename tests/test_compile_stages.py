@@ -145,3 +145,63 @@ def test_a_cold_compiles_stages_on_cuda_sum_to_its_measured_latency(synthetic_da
     assert stages["kernel_compile"] > 0 and stages["cudagraph"] > 0  # Triton kernels, CUDA graphs recorded
     assert m["compile_stages_s"] == pytest.approx(m["cold_compile_s"], rel=0.10)
     assert m["compile_rest_s"] == pytest.approx(m["cold_compile_s"] - m["compile_stages_s"])
+
+
+def _compiles(mode: str, per_stage: list[dict], start: str = "cold") -> list[dict]:
+    """Hand-made rows of compile_record.table: one per process, its stage seconds given."""
+    rows = []
+    for seconds in per_stage:
+        stages = dict.fromkeys(STAGES, 0.0) | seconds
+        row = {"shape_regime": "static", "precision": "fp32", "compile_mode": mode, "compile_scope": "module",
+               "batch_size": 8, "status": "ok", "start": start, "compile_stages_s": sum(stages.values())}
+        row |= {f"stage_{k}_s": v for k, v in stages.items()}
+        row |= {"compile_rest_s": 1.0, "cold_compile_s": sum(stages.values()) + 1.0}
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.unit
+def test_the_stage_summary_gives_each_stage_a_mean_interval_and_names_a_modes_stage_only_where_all_agree():
+    import pandas as pd
+
+    from compile_study.aggregate import stages as agg
+
+    cold = [{"kernel_compile": k, "inductor": 5.0, "dynamo": 1.0} for k in (20.0, 22.0, 24.0)]
+    portable = [{"cache_load": 2.0, "dynamo": 1.0}] * 3
+    other = [{"inductor": 9.0, "kernel_compile": 3.0}] * 3  # another mode, led by Inductor
+    compiles = pd.DataFrame(_compiles("default", cold) + _compiles("default", portable, "portable")
+                            + _compiles("max-autotune-no-cudagraphs", other))
+    records = pd.DataFrame({"status": ["ok"], "compile_mode": ["default"], "inductor_cache": ["warm"],
+                            "compile_stages_s": [None], "compile_rest_s": [None]})  # no stages: no warm row
+    got = agg.summary(compiles, records)
+    assert got["measured"] is True and [r["way"] for r in got["rows"]] == ["cold", "portable", "cold"]
+    k = got["rows"][0]["stages"]["kernel_compile"]
+    assert k["point"] == pytest.approx(22) and k["low"] < 22 < k["high"] and k["n"] == 3
+    assert got["rows"][0]["stages"]["cudagraph"] == {"point": 0.0, "low": 0.0, "high": 0.0, "n": 3}  # measured zero
+    assert got["rows"][1]["stages"]["cache_load"]["point"] == pytest.approx(2)
+    assert got["rows"][0]["latency"]["point"] == pytest.approx(22 + 5 + 1 + 1)  # stages and the rest
+    modes = got["modes"]
+    assert modes["default"]["code"] == "agree" and modes["default"]["stage"] == "kernel_compile"
+    assert modes["default"]["share"][0] == pytest.approx(22 / 28)
+    assert modes["max-autotune-no-cudagraphs"]["stage"] == "inductor"
+    mixed = pd.DataFrame(_compiles("default", [{"dynamo": 5.0}]) + [
+        r | {"batch_size": 32} for r in _compiles("default", [{"inductor": 5.0}])])
+    assert agg.leading(agg.stage_rows(mixed, records))["default"] == {
+        "stages": ["dynamo", "inductor"], "shares": [1.0, 1.0], "code": "mixed", "stage": None, "share": [1.0, 1.0],
+        "configurations": 2}
+
+
+@pytest.mark.unit
+def test_a_study_whose_records_predate_the_stages_says_they_were_not_measured():
+    from compile_study.aggregate import stages as agg
+    from compile_study.core import record
+    from compile_study.core.layout import Layout
+
+    from .conftest import REPO
+
+    study = REPO / "reference" / "cpu-2core-2026-12-05"
+    layout = Layout(str(study))
+    compiles = compile_record.table(layout.stored_compiles())
+    records = record.table(sorted(study.glob("runs/**/r*.json")))
+    assert agg.summary(compiles, records) == {"measured": False}
+    assert compiles[[f"stage_{s}_s" for s in STAGES]].isna().all().all()  # None, not zero

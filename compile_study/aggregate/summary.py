@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from compile_study.aggregate import payback
+from compile_study.aggregate import payback, stages
 from compile_study.aggregate.columns import columns
 from compile_study.aggregate.environment import compile_phase, environment
 from compile_study.core import compile_record, digits, record, stats, vocab
@@ -250,6 +250,7 @@ def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp
     write_text_atomic(out["claims"], digits.csv_text(claims))
     write_text_atomic(out["decisions"], to_json(decide(summary, checks)))
     write_text_atomic(out["environment"], digits.dumps(environment(records) | {
-        "peak_tflops": {p: v["tflops"] for p, v in peaks.items()}, "compile_phase": compile_phase(compiles, records)},
+        "peak_tflops": {p: v["tflops"] for p, v in peaks.items()}, "compile_phase": compile_phase(compiles, records),
+        "compile_stages": stages.summary(compiles, records)},
         indent=2) + "\n")
     return summary

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from compile_study.core import digits, vocab
+from compile_study.core import compile_stages, digits, vocab
 from compile_study.core.errors import InputError
 
 # the metrics a record may hold, declared in core/metrics.py and read everywhere as record.SCALARS, record.OVERHEAD...
@@ -252,6 +252,7 @@ def _row(rec: dict) -> dict:
     row |= {"status": rec["status"], "error": rec.get("error"),
             "reference_regime": vocab.Regime.parse(cfg["shape_regime"]).reference}
     row |= {k: m.get(k) for k in SCALARS}
+    row |= compile_stages.columns(m.get("compile_stages"))  # None each where not measured
     for side in PROFILE_SIDES:
         prof = m.get(side) or {}
         row |= {f"{side}_{k}": prof.get(k) for k in PROFILE}

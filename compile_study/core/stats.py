@@ -62,7 +62,8 @@ from scipy import stats
 from compile_study.core.intervals import BAND_SDS, LEVEL, MIN_N, NAN, Band, Interval
 
 __all__ = ["BAND_SDS", "LEVEL", "MIN_N", "NAN", "VERDICTS", "Band", "Interval", "aa_band", "above_chance",
-           "compare", "ratio_interval", "ratio_of_intervals", "speedup_interval", "speedup_table", "top", "verdict"]
+           "compare", "mean_interval", "ratio_interval", "ratio_of_intervals", "speedup_interval", "speedup_table",
+           "top", "verdict"]
 # verdict codes (the templates word them): against the A/A band, or why there is none
 VERDICTS = ("faster", "slower", "within-noise", "indistinct", "few-runs", "no-control", "aa", "no-run", "disturbed")
 
@@ -90,6 +91,22 @@ def speedup_interval(speedups: Iterable, level: float = LEVEL, of: str = "ratio"
     half = stats.t.ppf((1 + level) / 2, n - 1) * logs.std(ddof=1) / np.sqrt(n)
     low, high = np.exp(logs.mean() - half), np.exp(logs.mean() + half)
     return Interval(point, float(low), float(high), f"t on log {of}, n = {n}", n, level)
+
+
+def mean_interval(values: Iterable, level: float = LEVEL, of: str = "seconds") -> Interval:
+    """The arithmetic mean of per-process values that may be zero (a compile stage's seconds: a stage a compile
+    did not pass through took none), with a Student-t interval (n >= MIN_N, its low end at 0 at least). Means add
+    up, so the stages' means sum to the mean of their sums, as a stacked bar draws them; NaN values are dropped."""
+    v = np.asarray(list(values), float)
+    v = v[np.isfinite(v)]
+    n = len(v)
+    if n == 0:
+        return Interval(NAN, NAN, NAN, "no run", 0, NAN)
+    point = float(v.mean())
+    if n < MIN_N:
+        return Interval(point, NAN, NAN, "single run" if n == 1 else f"n = {n}, no interval", n, NAN)
+    half = float(stats.t.ppf((1 + level) / 2, n - 1) * v.std(ddof=1) / np.sqrt(n))
+    return Interval(point, max(point - half, 0.0), point + half, f"t on mean {of}, n = {n}", n, level)
 
 
 def ratio_interval(subject: Iterable, yardstick: Iterable, level: float = LEVEL) -> Interval:

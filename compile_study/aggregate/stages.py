@@ -1,0 +1,78 @@
+"""Where a cold start's seconds go, per configuration and way of reaching its compiled step: each compiler stage's
+mean seconds with its interval over the processes (core/compile_stages.py STAGES; core/stats.py mean_interval), and
+the measured latency's rest, for the cold compiles (rule cold_compile), the portable starts (rule portable_start)
+and the warm-cache loads (the timed runs' first steps); per mode, the stage its cold compiles spend most in, said
+only where every configuration of the mode agrees. environment.json keeps it as "compile_stages"; a study whose
+records predate the stages gets {"measured": false} (the paper says so; it never shows zeros for them).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from compile_study.core import vocab
+from compile_study.core.compile_stages import STAGES
+from compile_study.core.record import CONFIGURATION_KEYS
+from compile_study.core.stats import mean_interval
+
+STAGE_WAYS = ("cold", "portable", "warm")  # columns.WAYS' order: from an empty cache, from artifacts, from a cache
+COLUMNS = [f"stage_{name}_s" for name in STAGES]
+
+
+def _iv(values) -> dict:
+    iv = mean_interval(values)
+    return {"point": iv.point, "low": iv.low, "high": iv.high, "n": iv.n}
+
+
+def _sources(compiles: pd.DataFrame | None, records: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Each way's processes whose records hold stages: (configuration, stage columns, latency, rest)."""
+    out = {}
+    if compiles is not None and not compiles.empty:
+        ok = compiles[(compiles.status == "ok") & compiles.compile_stages_s.notna()]
+        for way in ("cold", "portable"):
+            out[way] = ok[ok.start == way].assign(latency_s=lambda d: d.cold_compile_s)
+    if "compile_stages_s" in records:
+        warm = records[(records.status == "ok") & (records.compile_mode != "eager")
+                       & (records.inductor_cache == "warm") & records.compile_stages_s.notna()]
+        out["warm"] = warm.assign(latency_s=lambda d: d.compile_stages_s + d.compile_rest_s)
+    return {w: d for w, d in out.items() if not d.empty}
+
+
+def stage_rows(compiles: pd.DataFrame | None, records: pd.DataFrame) -> list[dict]:
+    """One row per configuration and way with stages: its keys, the way, n, each stage's interval, the rest's and
+    the latency's (mode, scope, regime, precision, batch order; ways in STAGE_WAYS' order)."""
+    rows = []
+    for way, runs in _sources(compiles, records).items():
+        for key, group in runs.groupby(list(CONFIGURATION_KEYS), sort=False):
+            rows.append(dict(zip(CONFIGURATION_KEYS, key)) | {
+                "way": way, "n": len(group), "stages": {s: _iv(group[f"stage_{s}_s"]) for s in STAGES},
+                "rest": _iv(group.compile_rest_s), "latency": _iv(group.latency_s)})
+    order = {m: i for i, m in enumerate(vocab.COMPILE_MODES)}
+    return sorted(rows, key=lambda r: (order.get(r["compile_mode"], 99), r["compile_scope"], r["shape_regime"],
+                                       r["precision"], int(r["batch_size"]), STAGE_WAYS.index(r["way"])))
+
+
+def leading(rows: list[dict]) -> dict[str, dict]:
+    """Per mode, over its configurations' cold compiles: the stage with the most mean seconds, its share of the
+    stages' sum (lowest and highest over the configurations), and whether every configuration agrees ("agree";
+    else "mixed", with each configuration's stage)."""
+    out: dict[str, dict] = {}
+    for r in (r for r in rows if r["way"] == "cold"):
+        means = {s: r["stages"][s]["point"] for s in STAGES}
+        top, total = max(means, key=means.get), sum(means.values())
+        mode = out.setdefault(r["compile_mode"], {"stages": [], "shares": []})
+        mode["stages"].append(top)
+        mode["shares"].append(means[top] / total if total > 0 else float("nan"))
+    for mode in out.values():
+        agree = len(set(mode["stages"])) == 1
+        mode |= {"code": "agree" if agree else "mixed", "stage": mode["stages"][0] if agree else None,
+                 "share": [min(mode["shares"]), max(mode["shares"])], "configurations": len(mode["stages"])}
+    return out
+
+
+def summary(compiles: pd.DataFrame | None, records: pd.DataFrame) -> dict:
+    """environment.json's "compile_stages": whether the stages were measured, the rows, each mode's leading stage."""
+    rows = stage_rows(compiles, records)
+    if not rows:
+        return {"measured": False}
+    return {"measured": True, "stages": list(STAGES), "rows": rows, "modes": leading(rows)}

@@ -205,3 +205,33 @@ def test_a_study_whose_records_predate_the_stages_says_they_were_not_measured():
     records = record.table(sorted(study.glob("runs/**/r*.json")))
     assert agg.summary(compiles, records) == {"measured": False}
     assert compiles[[f"stage_{s}_s" for s in STAGES]].isna().all().all()  # None, not zero
+
+
+@pytest.mark.unit
+def test_the_stages_figure_is_drawn_only_where_the_stages_were_measured(tmp_path):
+    import pandas as pd
+
+    from compile_study.aggregate import cost_figures, figures
+    from compile_study.aggregate import stages as agg
+    from compile_study.core import digits
+
+    cold = [{"kernel_compile": k, "inductor": 5.0} for k in (20.0, 22.0, 24.0)]
+    compiles = pd.DataFrame(_compiles("default", cold) + _compiles("default", [{"cache_load": 0.5}], "portable"))
+    records = pd.DataFrame({"status": ["ok"], "compile_mode": ["default"], "inductor_cache": ["warm"],
+                            "compile_stages_s": [None], "compile_rest_s": [None]})
+    environment = json.loads(digits.dumps({"compile_stages": agg.summary(compiles, records)}))  # as stored
+    meta = cost_figures.stages_meta(environment)
+    assert meta == {"bars": ["default module static fp32 bs8, from an empty cache",
+                             "default module static fp32 bs8, from shipped portable artifacts"],
+                    "ways": ["cold", "portable"]}
+    cost_figures.stages(environment, "t", tmp_path / "stages", meta)
+    assert (tmp_path / "stages.png").stat().st_size > 0 and (tmp_path / "stages.pdf").stat().st_size > 0
+    from compile_study.core import record
+
+    from .conftest import REPO
+
+    study = REPO / "reference" / "cpu-2core-2026-12-05"
+    summary, runs = pd.read_csv(study / "summary.csv"), record.table(sorted(study.glob("runs/**/r*.json")))
+    assert "stages" not in figures.drawable(summary, runs, {"compile_stages": {"measured": False}})
+    assert "stages" not in figures.drawable(summary, runs)  # an environment from before the stages
+    assert figures.drawable(summary, runs, environment)["stages"] == meta

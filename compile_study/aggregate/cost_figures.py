@@ -1,6 +1,6 @@
 """The figures of what compiling costs (aggregate/figures.py registers and saves them): where the study's run
-time went, each configuration's cost to reach its compiled step against its break-even, and the first epoch's
-step times. Each `*_meta` says what its figure draws (figures/index.json), so that a caption and a test can name it.
+time went, each configuration's cost to reach its compiled step against its break-even, the first epoch's
+step times, and where a cold start's seconds go by compiler stage (environment.json's compile_stages). Each `*_meta` says what its figure draws (figures/index.json), so that a caption and a test can name it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pandas as pd
 from compile_study.aggregate import drawing
 from compile_study.aggregate.columns import WAYS, break_even_prefix, interval_of, start_prefix
 from compile_study.core import record, vocab
+from compile_study.core.compile_stages import STAGES
 
 SPAN = 10.0  # values spanning more than this factor go on a log axis
 # each way of reaching the compiled step (columns.WAYS): how its markers are filled, and what the legend calls it
@@ -140,3 +141,54 @@ def timeline(records: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
            title=f"{meta['mode']}, batch size {meta['batch']}; × = a new graph existed after this step")
     ax.grid(alpha=0.3)
     drawing.save(fig, title, stem, legend)
+
+
+# --- where a cold start's seconds go ----------------------------------------------------------------------------------
+STAGE_COLOURS = dict(zip([*STAGES, "rest"], ("tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan",
+                                              "tab:red", "tab:green", "lightgrey")))
+
+
+def stage_label(row: dict) -> str:
+    """A bar's name: the configuration and the way it reached its compiled step."""
+    return (f"{row['compile_mode']} {row['compile_scope']} {row['shape_regime']} {row['precision']} "
+            f"bs{int(row['batch_size'])}, {WAY_WORDS[row['way']]}")
+
+
+def stages_meta(environment: dict) -> dict:
+    """What the stages figure draws: each bar's configuration and way, and the stages (figures/index.json)."""
+    rows = environment["compile_stages"]["rows"]
+    return {"bars": [stage_label(r) for r in rows], "ways": sorted({r["way"] for r in rows}, key=WAYS.index)}
+
+
+def stages(environment: dict, title: str, stem: Path, meta: dict) -> None:
+    """Stages of a cold start per mode and scope, and what a portable start and a warm load skip: each bar one
+    configuration's way, its stages' and its rest's mean shares of the measured latency (left, linear), and that
+    latency's mean with its interval (right, seconds on a log axis where they span more than SPAN)."""
+    rows = environment["compile_stages"]["rows"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 1.2 + 0.32 * len(rows)), sharey=True,
+                                      gridspec_kw={"width_ratios": [3, 1.3]})
+    y = np.arange(len(rows))[::-1]
+    for yi, r in zip(y, rows):
+        total = r["latency"]["point"]
+        parts = [(s, r["stages"][s]["point"]) for s in STAGES] + [("rest", max(r["rest"]["point"], 0.0))]
+        start = 0.0
+        for name, seconds in parts:
+            share = seconds / total if total > 0 else 0.0
+            left.barh(yi, share, left=start, color=STAGE_COLOURS[name], height=0.7)
+            start += share
+        iv = r["latency"]
+        has = r["n"] >= 3 and np.isfinite(iv["low"]) and np.isfinite(iv["high"])
+        err = [[iv["point"] - iv["low"]], [iv["high"] - iv["point"]]] if has else None
+        right.errorbar([iv["point"]], [yi], xerr=err, fmt="o", color="black", mfc="black" if has else "white",
+                       capsize=3, ms=5)
+    left.set(yticks=y, yticklabels=[stage_label(r) for r in rows], xlim=(0, 1.05),
+             xlabel="share of the measured latency (mean over processes)")
+    left.tick_params(axis="y", labelsize=7)
+    points = [r["latency"]["point"] for r in rows if r["latency"]["point"] > 0]
+    if points and max(points) / min(points) > SPAN:
+        right.set_xscale("log")
+    right.set(xlabel="latency, s [interval]")
+    for ax in (left, right):
+        ax.grid(alpha=0.3, axis="x")
+    legend = [drawing.handle(name.replace("_", " "), colour, "s", "none") for name, colour in STAGE_COLOURS.items()]
+    drawing.save(fig, title, stem, legend + [drawing.HOLLOW])

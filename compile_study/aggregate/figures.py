@@ -24,7 +24,7 @@ import pandas as pd
 from compile_study.aggregate import cost_figures, drawing
 from compile_study.core import record, vocab
 
-FIGURES = ("overhead", "speedup", "roofline", "regimes", "timeline", "breakeven", "kernels", "buckets")
+FIGURES = ("overhead", "speedup", "roofline", "regimes", "timeline", "breakeven", "stages", "kernels", "buckets")
 INDEX = "index.json"
 MODE_COLOURS, MARKERS, SCOPE_MARKERS = drawing.MODE_COLOURS, drawing.MARKERS, drawing.SCOPE_MARKERS
 TRAINING_SCOPES = cost_figures.TRAINING_SCOPES
@@ -203,12 +203,14 @@ def buckets(summary: pd.DataFrame, title: str, stem: Path, meta: dict) -> None:
 
 
 DRAW = {"overhead": cost_figures.overhead, "speedup": speedup, "roofline": roofline, "regimes": regimes,
-        "timeline": cost_figures.timeline, "breakeven": cost_figures.breakeven, "kernels": kernels, "buckets": buckets}
+        "timeline": cost_figures.timeline, "breakeven": cost_figures.breakeven, "stages": cost_figures.stages,
+        "kernels": kernels, "buckets": buckets}
 
 
-def drawable(summary: pd.DataFrame, records: pd.DataFrame) -> dict[str, dict]:
+def drawable(summary: pd.DataFrame, records: pd.DataFrame, environment: dict | None = None) -> dict[str, dict]:
     """The figures this study has data for, in FIGURES' order, each with what it draws (its caption names it, and
-    the paper's invariants check it against the text: tests/paper_invariants.py)."""
+    the paper's invariants check it against the text: tests/paper_invariants.py); the stages' figure where the
+    environment (environment.json) says they were measured."""
     over = [f"overhead_{k}" for k in record.OVERHEAD if k != "total_s" and f"overhead_{k}" in records]
     has = {
         "overhead": bool(over) and pd.to_numeric(records[over].stack(), errors="coerce").sum() > 0,
@@ -227,6 +229,8 @@ def drawable(summary: pd.DataFrame, records: pd.DataFrame) -> dict[str, dict]:
         out["overhead"] = {"parts": list(cost_figures.overhead_parts(records).values())}
     if "breakeven" in out:
         out["breakeven"] = cost_figures.breakeven_meta(summary)
+    if ((environment or {}).get("compile_stages") or {}).get("measured"):
+        out["stages"] = cost_figures.stages_meta(environment)
     if "roofline" in out:  # its caption says what the stars are only where there are some
         rows = _roofline_rows(summary)
         out["roofline"] = {"step_graph": bool((rows.compile_scope == STEP_GRAPH).any()),
@@ -244,9 +248,9 @@ def draw_all(summary: pd.DataFrame, records: pd.DataFrame, environment: dict, ou
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = summary.copy()  # one block per dtype: read_csv's block per column makes every added column warn
-    made = drawable(summary, records)
+    made = drawable(summary, records, environment)
     for fig, meta in made.items():
-        data = records if fig in ("overhead", "timeline") else summary
+        data = records if fig in ("overhead", "timeline") else environment if fig == "stages" else summary
         DRAW[fig](data, title, out / fig, meta)
     (out / INDEX).write_text(json.dumps(made, indent=1) + "\n")
     return [out / f"{f}.{ext}" for f in made for ext in ("png", "pdf")]

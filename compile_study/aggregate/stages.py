@@ -44,7 +44,8 @@ def stage_rows(compiles: pd.DataFrame | None, records: pd.DataFrame) -> list[dic
     rows = []
     for way, runs in _sources(compiles, records).items():
         for key, group in runs.groupby(list(CONFIGURATION_KEYS), sort=False):
-            rows.append(dict(zip(CONFIGURATION_KEYS, key)) | {
+            plain = (v.item() if hasattr(v, "item") else v for v in key)  # numpy's ints as JSON's
+            rows.append(dict(zip(CONFIGURATION_KEYS, plain)) | {
                 "way": way, "n": len(group), "stages": {s: _iv(group[f"stage_{s}_s"]) for s in STAGES},
                 "rest": _iv(group.compile_rest_s), "latency": _iv(group.latency_s)})
     order = {m: i for i, m in enumerate(vocab.COMPILE_MODES)}

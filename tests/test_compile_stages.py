@@ -184,6 +184,9 @@ def test_the_stage_summary_gives_each_stage_a_mean_interval_and_names_a_modes_st
     assert modes["default"]["code"] == "agree" and modes["default"]["stage"] == "kernel_compile"
     assert modes["default"]["share"][0] == pytest.approx(22 / 28)
     assert modes["max-autotune-no-cudagraphs"]["stage"] == "inductor"
+    # the portable starts' stages all equal (no spread): intervals of a point, below the cold compiles' where lower
+    assert got["skipped"] == {"portable": {"stages": ["inductor", "kernel_compile"], "configurations": 1,
+                                           "few_runs": 0}}
     mixed = pd.DataFrame(_compiles("default", [{"dynamo": 5.0}]) + [
         r | {"batch_size": 32} for r in _compiles("default", [{"inductor": 5.0}])])
     assert agg.leading(agg.stage_rows(mixed, records))["default"] == {

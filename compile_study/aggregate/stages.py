@@ -13,7 +13,8 @@ import pandas as pd
 from compile_study.core import vocab
 from compile_study.core.compile_stages import STAGES
 from compile_study.core.record import CONFIGURATION_KEYS
-from compile_study.core.stats import mean_interval
+from compile_study.core.intervals import Interval
+from compile_study.core.stats import compare, mean_interval
 
 STAGE_WAYS = ("cold", "portable", "warm")  # columns.WAYS' order: from an empty cache, from artifacts, from a cache
 COLUMNS = [f"stage_{name}_s" for name in STAGES]
@@ -71,9 +72,32 @@ def leading(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
+def _interval(d: dict) -> Interval:
+    return Interval(d["point"], d["low"], d["high"], "", d["n"], float("nan"))
+
+
+def skipped(rows: list[dict]) -> dict[str, dict]:
+    """What a portable start and a warm load skip, per way: the stages whose seconds lie below the same
+    configuration's cold compiles' (stats.compare: both intervals on MIN_N processes or more, not overlapping) in
+    every configuration that has both ("stages"; "configurations": how many), and in how many no comparison could
+    be made for want of processes ("few_runs")."""
+    cold = {tuple(r[k] for k in CONFIGURATION_KEYS): r for r in rows if r["way"] == "cold"}
+    out = {}
+    for way in STAGE_WAYS[1:]:
+        pairs = [(cold[key], r) for r in rows if r["way"] == way
+                 and (key := tuple(r[k] for k in CONFIGURATION_KEYS)) in cold]
+        if not pairs:
+            continue
+        codes = [{s: compare(_interval(r["stages"][s]), _interval(c["stages"][s])) for s in STAGES} for c, r in pairs]
+        decided = [c for c in codes if "few-runs" not in c.values()]
+        every = [s for s in STAGES if decided and all(c[s] == "lower" for c in decided)]
+        out[way] = {"stages": every, "configurations": len(decided), "few_runs": len(codes) - len(decided)}
+    return out
+
+
 def summary(compiles: pd.DataFrame | None, records: pd.DataFrame) -> dict:
     """environment.json's "compile_stages": whether the stages were measured, the rows, each mode's leading stage."""
     rows = stage_rows(compiles, records)
     if not rows:
         return {"measured": False}
-    return {"measured": True, "stages": list(STAGES), "rows": rows, "modes": leading(rows)}
+    return {"measured": True, "stages": list(STAGES), "rows": rows, "modes": leading(rows), "skipped": skipped(rows)}

@@ -12,8 +12,8 @@ import pandas as pd
 
 from compile_study.core import vocab
 from compile_study.core.compile_stages import STAGES
-from compile_study.core.record import CONFIGURATION_KEYS
 from compile_study.core.intervals import Interval
+from compile_study.core.record import CONFIGURATION_KEYS
 from compile_study.core.stats import compare, mean_interval
 
 STAGE_WAYS = ("cold", "portable", "warm")  # columns.WAYS' order: from an empty cache, from artifacts, from a cache

@@ -24,7 +24,7 @@ import pandas as pd
 from compile_study.aggregate.columns import WAYS
 from compile_study.core import vocab
 from compile_study.core.intervals import BREAK_EVEN_SIDE
-from compile_study.report import appendix, conclusions, findings, method, method_checks
+from compile_study.report import appendix, conclusions, findings, method, method_checks, stages
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Items, Para, Report, Section, Table, Text
 from compile_study.report.findings import Context, config, ordered, regime_rows
@@ -213,6 +213,7 @@ def main_sections(ctx: Context) -> list[Section]:
     out = [Section("Question and method", method.blocks(ctx)), Section("Setup", method.setup(ctx)),
            modes_section(ctx), shapes_section(ctx)]
     out += [s for s in (payback_section(ctx),) if s is not None]
+    out.append(stages.section(ctx))
     out.append(best_step_section(ctx))
     if findings.claims(ctx):  # the table of claims with their evidence is in the appendix
         out.append(Section("Common claims, checked", [_para("claims", "groups", {"c": findings.claim_counts(ctx)})]))

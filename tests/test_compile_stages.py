@@ -238,3 +238,77 @@ def test_the_stages_figure_is_drawn_only_where_the_stages_were_measured(tmp_path
     assert "stages" not in figures.drawable(summary, runs, {"compile_stages": {"measured": False}})
     assert "stages" not in figures.drawable(summary, runs)  # an environment from before the stages
     assert figures.drawable(summary, runs, environment)["stages"] == meta
+
+
+@pytest.mark.unit
+def test_the_traces_cost_is_torchs_count_over_the_studys_job_seconds_against_its_budget():
+    import pandas as pd
+
+    from compile_study.aggregate import stages as agg
+
+    rows = _compiles("default", [{"inductor": 5.0}] * 3)
+    rows[0]["trace"] = {"overhead_s": 0.9, "tlparse": "x/c0.tlparse", "trace_bytes": 10}
+    rows[1]["trace"] = rows[2]["trace"] = None  # only a configuration's first cold compile keeps one
+    compiles = pd.DataFrame(rows).assign(total_s=[40.0, 30.0, 30.0])
+    records = pd.DataFrame({"overhead_total_s": [50.0, 50.0]})
+    cost = agg.trace_cost(compiles, records)
+    assert cost["traces"] == 1 and cost["seconds"] == pytest.approx(0.9) and cost["job_seconds"] == 200
+    assert cost["share"] == pytest.approx(0.0045) and cost["code"] == "within" and cost["tlparse"] == 1
+    assert cost["files"] == [{"mode": "default", "scope": "module", "regime": "static", "precision": "fp32", "batch": 8,
+                              "trace": "compiles/static/fp32/default/module/bs8/c0.torch-trace.log.gz",
+                              "tlparse": "compiles/static/fp32/default/module/bs8/c0.tlparse/index.html"}]
+    rows[0]["trace"] = {"overhead_s": 9.0, "tlparse_skipped": "tlparse is not installed"}
+    over = agg.trace_cost(pd.DataFrame(rows).assign(total_s=[40.0, 30.0, 30.0]), records)
+    assert over["code"] == "over" and over["skipped"] == ["tlparse is not installed"] and over["files"][0]["tlparse"] is None
+    assert agg.trace_cost(pd.DataFrame(_compiles("default", [{}])), records) is None  # no trace kept: no cost said
+
+
+def _measured_environment() -> dict:
+    import pandas as pd
+
+    from compile_study.aggregate import stages as agg
+
+    rows = _compiles("default", [{"kernel_compile": k, "inductor": 5.0, "dynamo": 1.0} for k in (20.0, 22.0, 24.0)])
+    rows += _compiles("default", [{"cache_load": 2.0, "dynamo": 1.0}] * 3, "portable")
+    for r in rows:
+        r["trace"] = None
+    rows[0]["trace"] = {"overhead_s": 0.4, "tlparse": "x"}
+    compiles = pd.DataFrame(rows).assign(total_s=60.0)
+    records = pd.DataFrame({"status": ["ok"], "compile_mode": ["default"], "inductor_cache": ["warm"],
+                            "compile_stages_s": [None], "compile_rest_s": [None], "overhead_total_s": [100.0]})
+    return agg.summary(compiles, records)
+
+
+@pytest.mark.unit
+def test_the_paper_words_each_modes_stage_the_skips_the_cost_and_links_the_traces(tmp_path):
+    from compile_study.report.paper import render
+
+    from .paper_study import build, make_study
+
+    study = make_study(tmp_path, hostile="h", device="cpu")
+    study["environment"] = study["environment"] | {"compile_stages": _measured_environment()}
+    md = render(build(study), "md")
+    assert "With `default`, most of a cold compile goes to compiling kernels: 79\\% of its stages' seconds." in md
+    assert "A portable start spends less than a cold compile on Inductor's lowering and code generation and " \
+           "compiling kernels in the one configuration with both." in md
+    assert "| 22.0 \\[17.0, 27.0\\] |" in md  # kernels: 20, 22, 24 s -> mean 22, t interval on n = 3
+    assert "Writing the one trace cost 0.4 s by PyTorch's own count, 0.087\\% of the study's job seconds, within " \
+           "the 3.0\\% allowed." in md
+    assert "`compiles/static/fp32/default/module/bs8/c0.torch-trace.log.gz`" in md
+    assert "c0.tlparse/index.html" in md and "stages were not measured" not in md
+    render(build(study), "tex")  # the LaTeX renders too (escaping: tests/test_latex.py)
+
+
+@pytest.mark.unit
+def test_a_study_without_stages_says_so_and_shows_no_stage_column_or_zero(tmp_path):
+    from compile_study.report.paper import render
+
+    from .paper_study import build, make_study
+
+    study = make_study(tmp_path, hostile="h", device="cpu")  # its environment has no compile_stages, as stored ones
+    for env in (study["environment"], study["environment"] | {"compile_stages": {"measured": False}}):
+        md = render(build(study | {"environment": env}), "md")
+        section = md.split("Where a cold start's seconds go", 1)[1].split("\n#", 1)[0]
+        assert "The compiler's stages were not measured in this study" in section
+        assert "0.0 s" not in section and "|" not in section  # no table, no figure, no number
+        assert "Compiler traces" not in md and "TORCH_TRACE" not in md

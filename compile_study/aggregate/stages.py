@@ -13,9 +13,11 @@ import pandas as pd
 from compile_study.core import vocab
 from compile_study.core.compile_stages import STAGES
 from compile_study.core.intervals import Interval
+from compile_study.core.layout import COMPILE_TLPARSE, COMPILE_TRACE
 from compile_study.core.record import CONFIGURATION_KEYS
 from compile_study.core.stats import compare, mean_interval
 
+TRACE_BUDGET = 0.03  # the structured traces may cost at most this share of the study's job seconds
 STAGE_WAYS = ("cold", "portable", "warm")  # columns.WAYS' order: from an empty cache, from artifacts, from a cache
 COLUMNS = [f"stage_{name}_s" for name in STAGES]
 
@@ -95,9 +97,41 @@ def skipped(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
+def trace_cost(compiles: pd.DataFrame | None, records: pd.DataFrame) -> dict | None:
+    """What the structured traces cost: torch's own count of writing them (compile.trace's overhead_s) summed, over
+    the study's job seconds (every run's and compile's total_s), against TRACE_BUDGET ("within" / "over"); None
+    where no compile kept a trace."""
+    if compiles is None or compiles.empty or "trace" not in compiles:
+        return None
+    kept = compiles[compiles.trace.map(lambda t: isinstance(t, dict))]
+    if kept.empty:
+        return None
+    traces = list(kept.trace)
+    seconds = sum(t.get("overhead_s") or 0.0 for t in traces)
+    jobs = (pd.to_numeric(compiles.total_s, errors="coerce").sum()
+            + pd.to_numeric(records.get("overhead_total_s", pd.Series(dtype=float)), errors="coerce").sum())
+    share = seconds / jobs if jobs > 0 else float("nan")
+    return {"traces": len(traces), "seconds": seconds, "job_seconds": float(jobs), "share": share,
+            "budget": TRACE_BUDGET, "code": "within" if share <= TRACE_BUDGET else "over",
+            "tlparse": sum(1 for t in traces if t.get("tlparse")),
+            "skipped": sorted({t["tlparse_skipped"] for t in traces if t.get("tlparse_skipped")}),
+            "files": [_files(r) for _, r in kept.iterrows()]}
+
+
+def _files(row) -> dict:
+    """A kept trace's and its report's paths in the study's directory (core/layout.py COMPILE_TRACE, COMPILE_TLPARSE)."""
+    keys = {k: row[k] for k in CONFIGURATION_KEYS} | {"index": 0}
+    keys["batch_size"] = int(keys["batch_size"])
+    return {"mode": row["compile_mode"], "scope": row["compile_scope"], "regime": row["shape_regime"],
+            "precision": row["precision"], "batch": keys["batch_size"], "trace": COMPILE_TRACE.format(**keys),
+            "tlparse": f"{COMPILE_TLPARSE.format(**keys)}/index.html" if row["trace"].get("tlparse") else None}
+
+
 def summary(compiles: pd.DataFrame | None, records: pd.DataFrame) -> dict:
-    """environment.json's "compile_stages": whether the stages were measured, the rows, each mode's leading stage."""
+    """environment.json's "compile_stages": whether the stages were measured, the rows, each mode's leading stage,
+    what the other ways skip, and what the traces cost."""
     rows = stage_rows(compiles, records)
     if not rows:
         return {"measured": False}
-    return {"measured": True, "stages": list(STAGES), "rows": rows, "modes": leading(rows), "skipped": skipped(rows)}
+    return {"measured": True, "stages": list(STAGES), "rows": rows, "modes": leading(rows), "skipped": skipped(rows),
+            "trace": trace_cost(compiles, records)}

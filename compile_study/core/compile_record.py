@@ -28,6 +28,9 @@ COMPILE = {
     "inductor_cache": "the cache it started from (vocab.CACHE_STATES): cold, or cold but for a shared GEMM search",
     "inference": "whether it compiled its configuration's inference graph too, after the training compile it "
                  "measures (a first cold compile where the timed runs time inference: none of them compiles)",
+    "trace": "a configuration's first cold compile only: its structured trace (TORCH_TRACE; measure/trace.py): path, "
+             "trace_bytes, trace_truncated, tlparse (its report's folder) or tlparse_skipped (why none), and "
+             "overhead_s, what writing it cost the compile by torch's own count",
     "start": "how it reached the compiled step (vocab.COLD_STARTS): cold, or portable (the first cold compile's "
              "artifacts loaded into its empty cache); records made before portable starts are cold",
 }

@@ -285,6 +285,10 @@ def sections(ctx: Context, parity: pd.DataFrame, claims: Table | None = None) ->
     outcomes = outcome_blocks(ctx)
     if outcomes:
         out.append(Section("Failures, missing evidence, runs not made", outcomes))
+    traces = ((ctx.env.get("compile_stages") or {}).get("trace") or {}).get("files")
+    if traces:  # each configuration's first cold compile's structured trace and tlparse's report of it
+        out.append(Section("Compiler traces", [Para(Text("appendix", "traces", {
+            "files": traces, "skipped": ctx.env["compile_stages"]["trace"]["skipped"]}))]))
     rule = disturbed_runs(ctx)  # the rule that judged runs disturbed (the Setup gives what it found)
     out.append(Section("Environment", [environment_para(ctx)]
                        + ([Para(Text("setup", "disturbance_rule", rule))] if rule["d"].get("recorded") else [])))

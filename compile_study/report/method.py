@@ -88,6 +88,9 @@ def blocks(ctx: Context) -> list:
            Para(Text("method", "timing", {"gpu": ctx.gpu, "autotune": ctx.env.get("autotune_search"),
                                           "launcher": launcher(ctx)})),
            Para(Text("method", "intervals", intervals())), Para(Text("method", "costs", costs(ctx)))]
+    traced = (ctx.env.get("compile_stages") or {}).get("trace")
+    if traced:  # what the stages' accounting and the kept traces cost (aggregate/stages.py trace_cost)
+        out.append(Para(Text("method", "stage_cost", {"c": traced})))
     spent = time_spent(ctx)
     out.append(Para(Text("method", "time_spent", {"spent": spent, "gpu": ctx.gpu})))
     if spent and spent["figure"]:

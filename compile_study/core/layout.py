@@ -5,6 +5,8 @@ A study directory holds everything its paper is made from and the paper itself:
     <root>/config.yaml                the study's merged config          <root>/facts.json     the data facts
     <root>/model.json                 the model's class, parameters, FLOPs per token and plug (rule check_model)
     <root>/runs/<regime>/<precision>/<mode>/<scope>/bs<B>/r<repeat>.json (+ .trace.json.gz)   one record per run
+    <root>/compiles/<regime>/<precision>/<mode>/<scope>/bs<B>/c<i>.json, p<i>.json   cold compiles, portable starts
+        (c0.torch-trace.log.gz, c0.tlparse/index.html: a configuration's first cold compile's trace and its report)
     <root>/parity/<precision>/<mode>.json   <root>/peak.json   <root>/claims/mlp.json   <root>/checks/*.json
     <root>/summary.csv  parity.csv  claims.csv  decisions.json  environment.json  figures/  paper.md  paper.tex  paper.pdf
     <root>/reproduction.md, reproduction.csv   against the stored study config `yardstick` names, if any

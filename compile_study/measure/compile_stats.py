@@ -114,7 +114,8 @@ class CompileWatch:
         self.seconds[name] += time.perf_counter() - self._open.pop(name, time.perf_counter())
 
     def start(self) -> "CompileWatch":
-        dynamo_utils.set_compilation_metrics_limit(METRICS_LIMIT)
+        if hasattr(dynamo_utils, "set_compilation_metrics_limit"):  # where torch lacks it, its own limit stands
+            dynamo_utils.set_compilation_metrics_limit(METRICS_LIMIT)
         dynamo_utils.clear_compilation_metrics()
         watch_own_thread()
         self._events0 = event_seconds()

@@ -30,7 +30,7 @@ BUILT_IN_WORDS = ("masked mean pooling", "d_model", "-layer transformer", "feed-
                   "matmul FLOPs", "matmul TFLOP/s")
 TRANSFORMER = re.compile(r"\btransformer\b(?!s)")  # the built-in model's kind: a plugged model's paper never says it
 KEY_HEADERS = {"precision", "batch", "mode", "shapes", "what runs", "what is compiled", "sub-grid", "claim", "#",
-               "scope", "kernel", "operator"}
+               "scope", "kernel", "operator", "start"}
 MEASURED = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)(?=(?:×| ?%| s\b| ms\b| steps\b| epochs\b| TFLOP/s))")
 THRESHOLD = re.compile(r"`([\w-]+)` \(([\w-]+)\) at batch (\d+)(?: in \w+)? pays after ([\d,]+) steps")
 NAMED = re.compile(r"`([\w-]+)` \(([\w-]+)\)(?: on ([\w-]+) batches)? at batch (\d+)")

@@ -296,6 +296,8 @@ def test_the_paper_words_each_modes_stage_the_skips_the_cost_and_links_the_trace
            "the 3.0\\% allowed." in md
     assert "`compiles/static/fp32/default/module/bs8/c0.torch-trace.log.gz`" in md
     assert "c0.tlparse/index.html" in md and "stages were not measured" not in md
+    assert "Stages no process spent time in are left out: AOTAutograd, autotuning." in md  # a CPU records no graphs
+    assert "CUDA" not in md
     render(build(study), "tex")  # the LaTeX renders too (escaping: tests/test_latex.py)
 
 

@@ -190,5 +190,7 @@ def stages(environment: dict, title: str, stem: Path, meta: dict) -> None:
     right.set(xlabel="latency, s [interval]")
     for ax in (left, right):
         ax.grid(alpha=0.3, axis="x")
-    legend = [drawing.handle(name.replace("_", " "), colour, "s", "none") for name, colour in STAGE_COLOURS.items()]
+    spent = {s for r in rows for s in STAGES if r["stages"][s]["point"] > 0} | {"rest"}  # a stage none spent: no key
+    legend = [drawing.handle(name.replace("_", " "), colour, "s", "none") for name, colour in STAGE_COLOURS.items()
+              if name in spent]
     drawing.save(fig, title, stem, legend + [drawing.HOLLOW])

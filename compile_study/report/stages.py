@@ -27,7 +27,7 @@ def shown(data: dict) -> list[str]:
     return [s for s in STAGES if any(r["stages"][s]["point"] > 0 for r in data["rows"])]
 
 
-def table(data: dict) -> Table:
+def table(data: dict, gpu: bool) -> Table:
     cols_shown = shown(data)
     rows = [[f"{r['compile_mode']} ({r['compile_scope']})", r["shape_regime"], r["precision"], str(int(r["batch_size"])),
              words(Text(FILE, "way", {"way": r["way"]})), str(r["n"]),
@@ -35,7 +35,7 @@ def table(data: dict) -> Table:
     cols = [Column("what runs"), Column("shapes"), Column("precision"), Column("batch", "r"), Column("start"),
             Column("n", "r"), *[Column(words(Text(FILE, "stage", {"stage": s})), "r") for s in cols_shown],
             Column("rest", "r"), Column("latency (s)", "r")]
-    left_out = [s for s in STAGES if s not in cols_shown]
+    left_out = [s for s in STAGES if s not in cols_shown and (gpu or s != "cudagraph")]  # no CPU records graphs
     return Table(FILE, Text(FILE, "table_caption", {"left_out": left_out}), cols, rows)
 
 
@@ -45,7 +45,7 @@ def section(ctx) -> Section:
         return Section(TITLE, [Para(Text(FILE, "not_measured", {}))])
     figure = "stages" in ctx.drawn
     blocks = [Para(Text(FILE, "modes", {"modes": data["modes"], "figure": figure})),
-              Para(Text(FILE, "skipped", {"skipped": data.get("skipped") or {}})), table(data)]
+              Para(Text(FILE, "skipped", {"skipped": data.get("skipped") or {}})), table(data, ctx.gpu)]
     if figure:
         blocks.append(Figure("stages", Text(FILE, "stages_caption", ctx.drawn["stages"]), f"{ctx.figures}/stages"))
     return Section(TITLE, blocks)

@@ -314,3 +314,21 @@ def test_a_study_without_stages_says_so_and_shows_no_stage_column_or_zero(tmp_pa
         assert "The compiler's stages were not measured in this study" in section
         assert "0.0 s" not in section and "|" not in section  # no table, no figure, no number
         assert "Compiler traces" not in md and "TORCH_TRACE" not in md
+
+
+@pytest.mark.unit
+def test_a_kept_trace_is_gzipped_bounded_and_without_tlparse_says_why(tmp_path, monkeypatch):
+    import gzip
+
+    from compile_study.measure import trace
+
+    log = tmp_path / "dedicated_log_torch_trace_x.log"
+    log.write_bytes(b"".join(b'{"line": %d}\n' % i for i in range(20000)))
+    monkeypatch.setattr(trace, "TRACE_MAX_BYTES", 20_000)
+    monkeypatch.setattr(trace.shutil, "which", lambda name: None)
+    monkeypatch.setattr(trace.sys, "executable", str(tmp_path / "python"))  # no tlparse beside it either
+    kept = trace.keep([str(log)], str(tmp_path / "c0.torch-trace.log.gz"), str(tmp_path / "c0.tlparse"))
+    lines = gzip.decompress((tmp_path / "c0.torch-trace.log.gz").read_bytes()).splitlines()
+    assert kept["trace_truncated"] is True and kept["trace_bytes"] <= 20_000 + 1_000  # gzip's last block
+    assert 0 < len(lines) < 20000 and lines[0] == b'{"line": 0}' and lines[-1].endswith(b"}")  # whole lines kept
+    assert kept["tlparse"] is None and kept["tlparse_skipped"].startswith("tlparse is not installed")

@@ -36,7 +36,7 @@ COMPILE = "compiles/{shape_regime}/{precision}/{compile_mode}/{compile_scope}/bs
 # A portable start (vocab.COLD_STARTS): an empty cache fed the artifacts the configuration's first cold compile saved
 PORTABLE = COMPILE.replace("/c{index}.json", "/p{index}.json")
 # The structured trace (TORCH_TRACE) of a configuration's first cold compile, beside its record: the trace's lines
-# gzipped (at most TRACE_MAX_BYTES: a longer one keeps its first lines and says so in the record's compile.trace),
+# gzipped (about TRACE_MAX_BYTES at most: a longer one keeps its first whole lines and says so in compile.trace),
 # and the HTML report tlparse makes of it (index.html first; kept where it fits in TRACE_MAX_BYTES too)
 COMPILE_TRACE = COMPILE.replace("/c{index}.json", "/c{index}.torch-trace.log.gz")
 COMPILE_TLPARSE = COMPILE.replace("/c{index}.json", "/c{index}.tlparse")

@@ -76,8 +76,12 @@ def tlparse(logs: list[str], report_dir: str) -> dict:
     if not logs:
         return {"tlparse": None, "tlparse_skipped": "the compile wrote no trace"}
     shutil.rmtree(report_dir, ignore_errors=True)
-    done = subprocess.run([exe, logs[0], "-o", report_dir, "--no-browser", "--overwrite"], capture_output=True,
-                          text=True, timeout=600)
+    try:  # a report that cannot be made is said, never the compile's failure
+        done = subprocess.run([exe, logs[0], "-o", report_dir, "--no-browser", "--overwrite"], capture_output=True,
+                              text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        shutil.rmtree(report_dir, ignore_errors=True)
+        return {"tlparse": None, "tlparse_skipped": f"tlparse failed: {type(e).__name__}"}
     if done.returncode != 0:
         shutil.rmtree(report_dir, ignore_errors=True)
         return {"tlparse": None, "tlparse_skipped": f"tlparse failed: {done.stderr.strip()[-300:]}"}

@@ -60,6 +60,11 @@ def test_cpp_compiles_are_taken_from_inductor_first_and_the_rest_from_the_cache_
     assert s["kernel_compile"] == pytest.approx(4) and s["inductor"] == 0
     assert s["cache_load"] == pytest.approx(6 - 3.5) and s["aot_autograd"] == pytest.approx(7 - 0.5 - 6)
     assert sum(s.values()) == pytest.approx(8)
+    # the same where the compile workers' wait lies inside the loads too (measured: a CPU portable start, 2 threads)
+    waits = split([frame(dynamo=10, aot=9.5, inductor=0, code_gen=0, kernels=5)], {"cpp_compile": 2.0,
+                                                                                  "cache_load": 8.0})["stages"]
+    assert waits["kernel_compile"] == pytest.approx(7) and waits["cache_load"] == pytest.approx(1)
+    assert waits["aot_autograd"] == pytest.approx(1.5) and sum(waits.values()) == pytest.approx(10)
     # a compile from scratch: the C++ compiles lie inside Inductor's code generation
     cold = split([frame(dynamo=10, aot=9, inductor=8, code_gen=7, kernels=2)], {"cpp_compile": 3.0})["stages"]
     assert cold["inductor"] == pytest.approx(3) and cold["kernel_compile"] == pytest.approx(5)

@@ -12,10 +12,11 @@ How torch nests its times (torch 2.11-2.13, `dynamo_timed`; an entry's `duration
                      and the C++ compiles this process ran itself (event compile_file, no column of its own)
   a runtime entry:   runtime_cudagraphify (recording CUDA graphs) and runtime_triton_autotune (a kernel's first call)
 So each stage is its column less the stages inside it, and their sum is the frames' and backwards' outer times plus
-the runtime entries': nothing is counted twice. A C++ compile lies inside Inductor's code generation in a compile
-from scratch and inside a cache load where the cache held only C++ source (a portable start on the CPU); the
-process-wide total cannot say which, so it is taken from Inductor up to Inductor's own remaining time first and
-the rest from the cache loads.
+the runtime entries': nothing is counted twice. Compiling kernels (the compile workers' wait, and the C++ compiles
+this thread ran) lies inside Inductor's code generation in a compile from scratch, and inside a cache load where
+the cache held only C++ source (a portable start on the CPU: the AOTAutograd cache's load compiles its kernels);
+the totals cannot say which, so it is taken from Inductor up to Inductor's own remaining time first, the rest from
+the cache loads (and what exceeds them from AOTAutograd, which holds both).
 """
 
 from __future__ import annotations
@@ -54,23 +55,24 @@ def split(entries: Iterable[Mapping], keys: Mapping[str, float]) -> dict | None:
     if entries and not any("dynamo_cumulative_compile_time_us" in e for e in entries):
         return None
     col = {c: _sum(entries, c) for c in COLUMNS[2:11]}
-    cpp, loads = keys.get("cpp_compile", 0.0), keys.get("cache_load", 0.0)
     passes = col["pre_grad_pass_time_us"] + col["joint_graph_pass_time_us"]
-    inductor = col["inductor_cumulative_compile_time_us"]
-    inner = col["triton_compile_time_us"] + col["compile_time_autotune_time_us"]
-    cpp_in_inductor = min(cpp, max(inductor - inner, 0.0))  # the rest of the C++ compiles ran inside cache loads
+    inductor, tune = col["inductor_cumulative_compile_time_us"], col["compile_time_autotune_time_us"]
+    kernels = col["triton_compile_time_us"] + keys.get("cpp_compile", 0.0)
+    loads = keys.get("cache_load", 0.0)
+    in_inductor = min(kernels, max(inductor - tune, 0.0))  # the rest of the kernels compiled inside cache loads
+    in_loads = kernels - in_inductor
     runtime_tune = _sum(entries, "runtime_triton_autotune_time_us", runtime=True)
     runtime_total = _sum(entries, "duration_us", runtime=True)  # outer events: recording may hold a first-call tune
     recording = _sum(entries, "runtime_cudagraphify_time_us", runtime=True)
     stages = {
         "dynamo": col["dynamo_cumulative_compile_time_us"] - col["aot_autograd_cumulative_compile_time_us"],
         "aot_autograd": (col["aot_autograd_cumulative_compile_time_us"] + col["backward_cumulative_compile_time_us"]
-                         - inductor - passes - loads),
-        "inductor": inductor + passes - inner - cpp_in_inductor,
-        "kernel_compile": col["triton_compile_time_us"] + cpp,
-        "autotune": col["compile_time_autotune_time_us"] + runtime_tune,
+                         - inductor - passes - loads - max(in_loads - loads, 0.0)),
+        "inductor": inductor + passes - tune - in_inductor,
+        "kernel_compile": kernels,
+        "autotune": tune + runtime_tune,
         "cudagraph": min(recording, runtime_total - runtime_tune) if runtime_total else recording,
-        "cache_load": loads - (cpp - cpp_in_inductor),
+        "cache_load": max(loads - in_loads, 0.0),
     }
     return {"stages": {k: float(max(v, 0.0)) for k, v in stages.items()},
             "accounted_s": sum((e.get("duration_us") or 0) / 1e6 for e in entries), "entries": len(entries)}

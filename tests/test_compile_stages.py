@@ -207,7 +207,7 @@ def test_a_study_whose_records_predate_the_stages_says_they_were_not_measured():
 
     from .conftest import REPO
 
-    study = REPO / "reference" / "cpu-2core-2026-12-05"
+    study = REPO / "reference" / "h200-quick-2026-12-03"  # stored before the stages, and kept so
     layout = Layout(str(study))
     compiles = compile_record.table(layout.stored_compiles())
     records = record.table(sorted(study.glob("runs/**/r*.json")))
@@ -238,7 +238,7 @@ def test_the_stages_figure_is_drawn_only_where_the_stages_were_measured(tmp_path
 
     from .conftest import REPO
 
-    study = REPO / "reference" / "cpu-2core-2026-12-05"
+    study = REPO / "reference" / "h200-quick-2026-12-03"  # stored before the stages, and kept so
     summary, runs = pd.read_csv(study / "summary.csv"), record.table(sorted(study.glob("runs/**/r*.json")))
     assert "stages" not in figures.drawable(summary, runs, {"compile_stages": {"measured": False}})
     assert "stages" not in figures.drawable(summary, runs)  # an environment from before the stages

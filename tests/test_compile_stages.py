@@ -337,3 +337,26 @@ def test_a_kept_trace_is_gzipped_bounded_and_without_tlparse_says_why(tmp_path, 
     assert kept["trace_truncated"] is True and kept["trace_bytes"] <= 20_000 + 1_000  # gzip's last block
     assert 0 < len(lines) < 20000 and lines[0] == b'{"line": 0}' and lines[-1].endswith(b"}")  # whole lines kept
     assert kept["tlparse"] is None and kept["tlparse_skipped"].startswith("tlparse is not installed")
+
+
+@pytest.mark.compile  # two real compiles on the CPU: a cold one that saves its artifacts, a portable start
+def test_a_portable_starts_stages_sum_to_its_latency_with_its_cache_loads_apart(synthetic_data, tmp_path):
+    import torch
+    from torch._inductor.utils import fresh_cache
+
+    from compile_study.core.clock import Clock
+    from compile_study.measure import cold
+
+    from .test_train import tiny_model_cfg, tiny_run
+
+    model, cfg, cpu = tiny_model_cfg(synthetic_data), tiny_run(compile_mode="default", repeat=2), torch.device("cpu")
+    with fresh_cache():
+        cold.measure(model, cfg, synthetic_data, cpu, Clock())
+        cold.save_artifacts(tmp_path / "artifacts.bin")
+    with fresh_cache():  # an empty cache fed the artifacts, as rule portable_start does
+        loaded = cold.load_artifacts(tmp_path / "artifacts.bin", Clock())
+        m, _ = cold.measure(model, cfg, synthetic_data, cpu, Clock())
+    stages = m["compile_stages"]["stages"]
+    assert loaded["artifacts_bytes"] > 0 and m["aot_cache_hits"] >= 1 and stages["cache_load"] > 0
+    assert m["compile_stages_s"] == pytest.approx(m["cold_compile_s"], rel=0.10)
+    assert m["compile_rest_s"] == pytest.approx(m["cold_compile_s"] - m["compile_stages_s"])

@@ -33,9 +33,6 @@ SCALARS = {
     "eager_fallback_steps": "steps run eagerly past the recompile limit",
     "dynamo_frames_compiled": "Dynamo frames compiled", "lazy_backward_compiles": "backward graphs compiled lazily",
     "cudagraph_recordings": "CUDA graphs recorded", "compile_events_s": "time inside compile events",
-    "compile_stages_s": "the compiler's stages' seconds summed (compile_stages below; absent: not measured)",
-    "compile_rest_s": "the measured compile latency (a cold compile's cold_compile_s, a run's warm-up excess) less "
-                      "compile_stages_s: the compiled code's first runs, guards, Python, one-off work eager does too",
     # Inductor's counters: a graph loaded from its cache replays the counts of the compile that made it (torch 2.11:
     # a warm run reports its cold run's kernels and searches), so these say what compiling the graphs took
     "graph_breaks": "graph breaks", "generated_kernels": "kernels Inductor generated for the run's graphs",
@@ -70,6 +67,10 @@ TEXTS = {
     "profile": "torch.profiler summary of the subject (PROFILE below)",
     "reference_profile": "the same for the eager reference",
     "overhead_s": "where the run's wall time went (OVERHEAD below), seconds",
+    # beside compile_stages, not summarised per configuration (aggregate/stages.py reads them from the records)
+    "compile_stages_s": "the compiler's stages' seconds summed (compile_stages below; absent: not measured)",
+    "compile_rest_s": "the measured compile latency (a cold compile's cold_compile_s, a run's warm-up excess) less "
+                      "compile_stages_s: the compiled code's first runs, guards, Python, one-off work eager does too",
     "compile_stages": "where the compiles' seconds went, by stage (core/compile_stages.py STAGES: {stages: {name: s}, "
                       "accounted_s, entries}), from torch's compilation metrics; absent in records made before it",
     "model_class": "the model's class, module.Class (a plugged model's own)",

@@ -253,6 +253,7 @@ def _row(rec: dict) -> dict:
             "reference_regime": vocab.Regime.parse(cfg["shape_regime"]).reference}
     row |= {k: m.get(k) for k in SCALARS}
     row |= compile_stages.columns(m.get("compile_stages"))  # None each where not measured
+    row |= {k: m.get(k) for k in ("compile_stages_s", "compile_rest_s")}
     for side in PROFILE_SIDES:
         prof = m.get(side) or {}
         row |= {f"{side}_{k}": prof.get(k) for k in PROFILE}

@@ -246,11 +246,13 @@ def test_the_stages_figure_is_drawn_only_where_the_stages_were_measured(tmp_path
 
 
 @pytest.mark.unit
-def test_the_traces_cost_is_torchs_count_over_the_studys_job_seconds_against_its_budget():
+def test_the_traces_cost_is_torchs_count_over_the_studys_job_seconds_against_its_budget(tmp_path, monkeypatch):
     import pandas as pd
 
     from compile_study.aggregate import stages as agg
 
+    monkeypatch.chdir(tmp_path)  # the live study's report folder, where the record says it made it
+    (tmp_path / "x" / "c0.tlparse").mkdir(parents=True)
     rows = _compiles("default", [{"inductor": 5.0}] * 3)
     rows[0]["trace"] = {"overhead_s": 0.9, "tlparse": "x/c0.tlparse", "trace_bytes": 10}
     rows[1]["trace"] = rows[2]["trace"] = None  # only a configuration's first cold compile keeps one
@@ -262,6 +264,9 @@ def test_the_traces_cost_is_torchs_count_over_the_studys_job_seconds_against_its
     assert cost["files"] == [{"mode": "default", "scope": "module", "regime": "static", "precision": "fp32", "batch": 8,
                               "trace": "compiles/static/fp32/default/module/bs8/c0.torch-trace.log.gz",
                               "tlparse": "compiles/static/fp32/default/module/bs8/c0.tlparse/index.html"}]
+    (tmp_path / "x" / "c0.tlparse").rmdir()  # a stored study keeps the trace, not its report: the paper says so
+    cost = agg.trace_cost(compiles, records)
+    assert cost["tlparse"] == 0 and cost["files"][0]["tlparse"] is None and cost["skipped"] == [agg.NOT_KEPT]
     rows[0]["trace"] = {"overhead_s": 9.0, "tlparse_skipped": "tlparse is not installed"}
     over = agg.trace_cost(pd.DataFrame(rows).assign(total_s=[40.0, 30.0, 30.0]), records)
     assert over["code"] == "over" and over["skipped"] == ["tlparse is not installed"] and over["files"][0]["tlparse"] is None
@@ -285,11 +290,13 @@ def _measured_environment() -> dict:
 
 
 @pytest.mark.unit
-def test_the_paper_words_each_modes_stage_the_skips_the_cost_and_links_the_traces(tmp_path):
+def test_the_paper_words_each_modes_stage_the_skips_the_cost_and_links_the_traces(tmp_path, monkeypatch):
     from compile_study.report.paper import render
 
     from .paper_study import build, make_study
 
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x").mkdir()  # the report folder the record names (_measured_environment)
     study = make_study(tmp_path, hostile="h", device="cpu")
     study["environment"] = study["environment"] | {"compile_stages": _measured_environment()}
     md = render(build(study), "md")

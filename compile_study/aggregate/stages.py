@@ -8,6 +8,8 @@ records predate the stages gets {"measured": false} (the paper says so; it never
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 
 from compile_study.core import vocab
@@ -16,6 +18,8 @@ from compile_study.core.intervals import Interval
 from compile_study.core.layout import COMPILE_TLPARSE, COMPILE_TRACE
 from compile_study.core.record import CONFIGURATION_KEYS
 from compile_study.core.stats import compare, mean_interval
+
+NOT_KEPT = "not kept with this stored study (`zcat <trace> > trace.log; tlparse trace.log -o <folder>` remakes it)"
 
 TRACE_BUDGET = 0.03  # the structured traces may cost at most this share of the study's job seconds
 STAGE_WAYS = ("cold", "portable", "warm")  # columns.WAYS' order: from an empty cache, from artifacts, from a cache
@@ -111,11 +115,14 @@ def trace_cost(compiles: pd.DataFrame | None, records: pd.DataFrame) -> dict | N
     jobs = (pd.to_numeric(compiles.total_s, errors="coerce").sum()
             + pd.to_numeric(records.get("overhead_total_s", pd.Series(dtype=float)), errors="coerce").sum())
     share = seconds / jobs if jobs > 0 else float("nan")
+    files = [_files(r) for _, r in kept.iterrows()]
+    unkept = [f for f, t in zip(files, traces) if t.get("tlparse") and not f["tlparse"]]
     return {"traces": len(traces), "seconds": seconds, "job_seconds": float(jobs), "share": share,
             "budget": TRACE_BUDGET, "code": "within" if share <= TRACE_BUDGET else "over",
-            "tlparse": sum(1 for t in traces if t.get("tlparse")),
-            "skipped": sorted({t["tlparse_skipped"] for t in traces if t.get("tlparse_skipped")}),
-            "files": [_files(r) for _, r in kept.iterrows()]}
+            "tlparse": sum(1 for f in files if f["tlparse"]),
+            "skipped": sorted({t["tlparse_skipped"] for t in traces if t.get("tlparse_skipped")}
+                              | ({NOT_KEPT} if unkept else set())),
+            "files": files}
 
 
 def _files(row) -> dict:
@@ -124,7 +131,16 @@ def _files(row) -> dict:
     keys["batch_size"] = int(keys["batch_size"])
     return {"mode": row["compile_mode"], "scope": row["compile_scope"], "regime": row["shape_regime"],
             "precision": row["precision"], "batch": keys["batch_size"], "trace": COMPILE_TRACE.format(**keys),
-            "tlparse": f"{COMPILE_TLPARSE.format(**keys)}/index.html" if row["trace"].get("tlparse") else None}
+            "tlparse": _report(row["trace"].get("tlparse"), COMPILE_TLPARSE.format(**keys))}
+
+
+def _report(made: str | None, kept: str) -> str | None:
+    """tlparse's report as the study holds it: the folder the run made (a live study, read from the project) or
+    the layout's (a stored study, read from its own directory), else None: a stored study keeps each trace but not
+    the report (about 4 MB a configuration on a GPU), which tlparse remakes from the trace (NOT_KEPT)."""
+    if made and (os.path.isdir(made) or os.path.isdir(kept)):
+        return f"{kept}/index.html"
+    return None
 
 
 def summary(compiles: pd.DataFrame | None, records: pd.DataFrame) -> dict:

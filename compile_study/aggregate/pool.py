@@ -105,6 +105,23 @@ def cells_of(records: pd.DataFrame) -> pd.DataFrame:
     return found.join(protocol.rename("protocol"), on=KEY)[CELL]
 
 
+def cells_from_summary(summary: pd.DataFrame) -> pd.DataFrame:
+    """A study's cells (CELL) from its summary.csv, where its records are not at hand (the paper): the mean log
+    speedup is the log of the geometric mean, its squared standard error from the t interval's width on n - 1
+    degrees of freedom, each side's pace from the profiled columns; the protocol unknown (NaN: `pooled` takes
+    the pool's largest study's)."""
+    s = summary[(summary.speedup_n >= MIN_N) & np.isfinite(summary.speedup_low) & (summary.speedup_low > 0)].copy()
+    n = s.speedup_n.astype(int)
+    q = hosts.t_quantile(1 - (1 - LEVEL) / 2, n - 1)
+    s["n"], s["mean"] = n, np.log(s.speedup)
+    s["se2"] = ((np.log(s.speedup_high) - np.log(s.speedup_low)) / (2 * q)) ** 2
+    s["idle"] = pd.to_numeric(s.steady_step_ms, errors="coerce") / pd.to_numeric(
+        s.profile_device_busy_ms_per_step, errors="coerce")
+    eager = s[(s.compile_mode == "eager") & (s.compile_scope == "module")].set_index(KEY[:3]).idle
+    s["eager_idle"] = [eager.get(c, np.nan) for c in zip(*(s[k] for k in KEY[:3]))]
+    return s.assign(protocol=np.nan)[CELL].reset_index(drop=True)
+
+
 def members(stored: dict, kind: str | None) -> pd.DataFrame:
     """The stored cells of one kind's pool (host-effect.json's `pools`, made by reruns.build: a column `study`),
     empty where the kind has none."""
@@ -151,7 +168,8 @@ def pooled(cells: pd.DataFrame, leave_out: str | None = None, protocols: pd.Seri
     size = cells.groupby("study").size()
     rows = []
     for key, g in cells.groupby(KEY, sort=True):
-        want = protocols.get(key) if protocols is not None else g.loc[g.study.map(size).idxmax(), "protocol"]
+        want = protocols.get(key) if protocols is not None else None
+        want = g.loc[g.study.map(size).idxmax(), "protocol"] if want is None or want != want else want
         g = g[g.protocol == want] if want is not None else g.iloc[:0]
         if not len(g):
             continue
@@ -168,10 +186,11 @@ def place(mine: pd.DataFrame, cells: pd.DataFrame, leave_out: str | None = None)
     """A study's cells (cells_of) against the pool of its kind, without `leave_out` (the study's own name where
     it is stored in it): per configuration both sides, the interval a new host's cell should fall in, where the
     study's falls (`place`: inside, above, below; "none" without a prediction) and the verdict (module
-    docstring). Configurations the pool lacks are left out."""
-    pool = pooled(cells, leave_out, mine.set_index(KEY).protocol)
+    docstring; the pool's own verdict against eager as `pool_verdict`). Configurations the pool lacks are left out."""
+    pool = pooled(cells, leave_out, mine.set_index(KEY).protocol).rename(columns={"verdict": "pool_verdict"})
     if not len(pool):
-        return pool.assign(study_mean=[], study_se2=[], study_n=[], low=[], high=[], place=[], ratio=[])
+        return pool.assign(study_mean=[], study_se2=[], study_n=[], low=[], high=[], place=[], ratio=[], verdict=[],
+                           reason=[])
     both = pool.merge(mine[[*KEY, "n", "mean", "se2", "aa_low", "aa_high"]].rename(
         columns={"n": "study_n", "mean": "study_mean", "se2": "study_se2"}), on=KEY)
     half = hosts.t_quantile(1 - (1 - LEVEL) / 2, both.df.fillna(1)) * np.sqrt(

@@ -8,9 +8,9 @@ of its own (the numbers and verdicts come from aggregate/pool.py, whose docstrin
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from compile_study.aggregate import pool
@@ -75,7 +75,7 @@ def rule_text() -> str:
 
 
 def _ratio(log: float) -> str:
-    return numbers.times(float(np.exp(log))) if numbers.finite(log) else numbers.DASH
+    return numbers.times(math.exp(log)) if numbers.finite(log) else numbers.DASH
 
 
 def _label(r: pd.Series) -> str:
@@ -87,7 +87,7 @@ def _tau(r: pd.Series) -> str:
     if r.tau2_from == "none":
         return "none estimated"
     own = "its own" if r.tau2_from == "own" else f"its class's ({r['class']})"
-    return f"±{numbers.percent(float(np.exp(np.sqrt(r.tau2))) - 1, 2)}, {own}"
+    return f"±{numbers.percent(math.exp(math.sqrt(r.tau2)) - 1, 2)}, {own}"
 
 
 def lines(against: Against) -> list[str]:

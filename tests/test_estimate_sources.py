@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -108,7 +109,7 @@ def test_the_timer_check_is_priced_per_case(monkeypatch):
                      for jobs in walltime.logged_jobs(study) for j in jobs
                      if j.rule == "method_check" and j.output.endswith("timer_check.json") and j.end]
              for study in costs.stored_studies()}
-    assert len(whole[stored]) == 1  # a case is its study's finished job over that study's cases
+    assert len(whole[Path("reference/h200-full-2026-12-03")]) == 1  # a case: a finished job over its cases
     assert any(per_case == pytest.approx(x, rel=0.3) for found in whole.values() for x in found)
     config = grid.load_config([REPO / "config.yaml"])
     jobs = estimate.config_jobs(config, grid.expand(config["grids"]["cuda"]), "cuda", pdf=False)

@@ -162,7 +162,7 @@ def pooled(cells: pd.DataFrame, leave_out: str | None = None, protocols: pd.Seri
     have (a judged study's; None: that of the cells of the study with most configurations)."""
     cells = hosts.classed(_without(cells, leave_out)) if len(_without(cells, leave_out)) else None
     if cells is None:
-        return pd.DataFrame(columns=[*KEY, "class", "studies", "k", "mean", "se", "tau2", "df", "tau2_from",
+        return pd.DataFrame(columns=[*KEY, "class", "studies", "processes", "k", "mean", "se", "tau2", "df", "tau2_from",
                                      "ci_low", "ci_high", "pi_low", "pi_high", "margin", "verdict"])
     effect = class_effect(cells)
     size = cells.groupby("study").size()
@@ -170,14 +170,17 @@ def pooled(cells: pd.DataFrame, leave_out: str | None = None, protocols: pd.Seri
     for key, g in cells.groupby(KEY, sort=True):
         want = protocols.get(key) if protocols is not None else None
         want = g.loc[g.study.map(size).idxmax(), "protocol"] if want is None or want != want else want
-        g = g[g.protocol == want] if want is not None else g.iloc[:0]
+        if want != want:  # only unknown protocols: the largest study's among the known, if any
+            want = next((p for p in g.sort_values("study", key=lambda s: -s.map(size)).protocol if p == p), want)
+        g = g[(g.protocol == want) | g.protocol.isna()]  # an unknown protocol (cells_from_summary) differs from none
         if not len(g):
             continue
         found = effect.get(g["class"].iloc[0]) or {}
         tau = found.get("sd")
         p = combine(g["mean"], g.se2, None if tau is None else tau ** 2, found.get("df") or None)
         margin = _margin(g)
-        rows.append(dict(zip(KEY, key)) | {"class": g["class"].iloc[0], "studies": sorted(g.study)} | p
+        rows.append(dict(zip(KEY, key)) | {"class": g["class"].iloc[0], "studies": sorted(g.study),
+                                           "processes": int(g.n.sum())} | p
                     | {"margin": margin, "verdict": _verdict(p, margin)})
     return pd.DataFrame(rows)
 

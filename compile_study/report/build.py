@@ -266,17 +266,20 @@ def read_checks(paths: dict) -> dict:
 
 
 def pool_of(summary: pd.DataFrame, env: dict, host_effect: str | None, study: str | None) -> dict:
-    """This study's cells in the pool of its GPU kind (aggregate/pool.py place, from the stored estimate's cells,
-    the study itself left out where stored): kind, the studies pooled and one row per configuration the pool
-    holds; {} without the estimate."""
+    """This study in the pool of its GPU kind (aggregate/pool.py, from the stored estimate's cells): `rows`, its
+    cells placed in the pool of the other studies (pool.place, the study left out where stored); `pooled`, the
+    kind's every study this one among them (pool.pooled: what the paper says of the kind); `studies`, the others;
+    {} without the estimate."""
     from compile_study.aggregate import hosts, pool
 
     if not host_effect or not Path(host_effect).is_file():
         return {}
     stored, kind = hosts.load(host_effect), env.get("device_name")
-    placed = pool.place(pool.cells_from_summary(summary), pool.members(stored, kind), leave_out=study)
+    mine, cells = pool.cells_from_summary(summary), pool.members(stored, kind)
+    every = pd.concat([cells[cells.study != study], mine.assign(study=study or "this study")], ignore_index=True)
     return {"kind": kind, "studies": [s for s in pool.studies(stored, kind) if s != study],
-            "rows": placed.to_dict("records")}
+            "rows": pool.place(mine, cells, leave_out=study).to_dict("records"),
+            "pooled": pool.pooled(every).to_dict("records")}
 
 
 def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: str | Path,

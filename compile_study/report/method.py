@@ -198,14 +198,17 @@ def pool_words(ctx: Context) -> dict | None:
     finds faster than eager on the kind (its prediction clears eager's A/A band) or not shown so; None without."""
     if not ctx.pool or not ctx.gpu:
         return None
-    rows = [r for r in ctx.pool["rows"] if r["shape_regime"] == "static" and r["precision"] == ctx.precision]
-    named = [(ctx.named({"mode": r["compile_mode"], "scope": r["compile_scope"], "regime": r["shape_regime"],
-                         "precision": r["precision"], "batch": int(r["batch_size"])}), r) for r in rows]
-    compiled = [(c, r) for c, r in named if c["mode"] != "eager"]
+    def named(rows: list[dict]) -> list[tuple[dict, dict]]:  # this study's static cells of the main precision
+        keys = [({"mode": r["compile_mode"], "scope": r["compile_scope"], "regime": r["shape_regime"],
+                  "precision": r["precision"], "batch": int(r["batch_size"])}, r) for r in rows]
+        return [(ctx.named(k), r) for k, r in keys if ctx.has(k) and k["regime"] == "static"
+                and k["precision"] == ctx.precision and (k["mode"] == "eager" or k["scope"] in vocab.TRAINING_SCOPES)]
+
+    placed, kind = named(ctx.pool["rows"]), [(c, r) for c, r in named(ctx.pool["pooled"]) if c["mode"] != "eager"]
     return {"kind": ctx.pool["kind"], "k": len(ctx.pool["studies"]), "studies": ctx.pool["studies"],
-            "configs": len(rows), "places": {p: sum(r["place"] == p for _, r in named) for p in ("inside", "above", "below")},
-            "faster": [c for c, r in compiled if r["pool_verdict"] == "faster"],
-            "held": [c for c, r in compiled if r["pool_verdict"] == "within eager's band"]}
+            "configs": len(placed), "places": {p: sum(r["place"] == p for _, r in placed) for p in ("inside", "above", "below")},
+            "faster": [c for c, r in kind if r["verdict"] == "faster"],
+            "held": [c for c, r in kind if r["verdict"] == "within eager's band"]}
 
 
 def disturbed_runs(ctx: Context) -> dict:

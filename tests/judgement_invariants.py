@@ -23,7 +23,7 @@ from compile_study.core import stats, vocab
 from compile_study.report import numbers
 from compile_study.report.paper import sentences, words
 
-from .paper_reading import abstract_sentences, iv, main_text, row_of, table, text
+from .paper_reading import abstract_sentences, iv, main_text, table, text
 
 TRAINING = ("module", "fused-adamw", "step", "step-graph")
 
@@ -85,7 +85,7 @@ def recommendations_separated(paper) -> list[str]:
         return out
     chosen = {(c["mode"], c["scope"], c["regime"], c["precision"], c["batch"]) for c in rule.data["p"]["rows"]
               if c["recommended"]}
-    s = _compiled_static(paper.summary)
+    s = _compiled_static(paper.summary, vocab.TRAINING_SCOPES)  # the scopes aggregate/advice.py answers among
     ways = ("break_even_steps", "portable_break_even_steps", "warm_break_even_steps")
     s = _narrow(s[(s.verdict == "faster") & (s.speedup_n >= stats.MIN_N)], "speedup", extra=ways)
     for k in sorted(chosen):

@@ -51,13 +51,14 @@ METHOD = ("random effects per configuration: Paule-Mandel tau^2 where 3 or more 
           "with its 95% interval, and the 95% prediction interval for one new host, mean +- t(k-2) sqrt(tau^2 + "
           "SE^2) (Higgins, Thompson & Spiegelhalter 2009)")
 KEY = list(hosts.KEY)
+FLOOR = 1e-12  # the smallest squared standard error: processes that agree to the last digit still weigh finitely
 CELL = [*KEY, "n", "mean", "se2", "idle", "eager_idle", "aa_low", "aa_high", "protocol"]
 
 
 def paule_mandel(y, v) -> float:
     """Paule-Mandel's tau^2 of estimates y with squared standard errors v (k >= 2): the root of
     sum w (y - mean_w)^2 = k - 1, w = 1 / (v + tau^2); 0 where the sum at tau^2 = 0 is k - 1 or less."""
-    y, v = np.asarray(y, float), np.asarray(v, float)
+    y, v = np.asarray(y, float), np.fmax(np.asarray(v, float), FLOOR)
 
     def excess(tau2: float) -> float:
         w = 1 / (v + tau2)
@@ -75,7 +76,7 @@ def combine(y, v, tau2: float | None = None, df: float | None = None) -> dict:
     """One configuration pooled (module docstring, log units): k, mean, se, tau2, df and tau2_from ("own";
     "class" where tau2 and its df are given because k < MIN_STUDIES; "none" where neither is known: no
     prediction), the interval (ci_low, ci_high) and the prediction interval (pi_low, pi_high)."""
-    y, v = np.asarray(y, float), np.asarray(v, float)
+    y, v = np.asarray(y, float), np.fmax(np.asarray(v, float), FLOOR)
     own = len(y) >= MIN_STUDIES
     if own:
         tau2, df, source = paule_mandel(y, v), len(y) - 2, "own"

@@ -270,11 +270,17 @@ def pool_of(summary: pd.DataFrame, env: dict, host_effect: str | None, study: st
     cells placed in the pool of the other studies (pool.place, the study left out where stored); `pooled`, the
     kind's every study this one among them (pool.pooled: what the paper says of the kind); `studies`, the others;
     {} without the estimate."""
-    from compile_study.aggregate import hosts, pool
+    from compile_study.aggregate import hosts
 
     if not host_effect or not Path(host_effect).is_file():
         return {}
-    stored, kind = hosts.load(host_effect), env.get("device_name")
+    return pool_in(summary, env.get("device_name"), hosts.load(host_effect), study)
+
+
+def pool_in(summary: pd.DataFrame, kind: str | None, stored: dict, study: str | None) -> dict:
+    """pool_of from the stored estimate's dict (hosts.load's)."""
+    from compile_study.aggregate import pool
+
     mine, cells = pool.cells_from_summary(summary), pool.members(stored, kind)
     every = pd.concat([cells[cells.study != study], mine.assign(study=study or "this study")], ignore_index=True)
     return {"kind": kind, "studies": [s for s in pool.studies(stored, kind) if s != study],

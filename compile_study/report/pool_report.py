@@ -78,6 +78,11 @@ def _ratio(log: float) -> str:
     return numbers.times(math.exp(log)) if numbers.finite(log) else numbers.DASH
 
 
+def _ends(low: float, high: float) -> str:
+    """An interval's ends as the tables write them: [1.20, 1.34] (a dash without them)."""
+    return f"[{math.exp(low):.2f}, {math.exp(high):.2f}]" if numbers.finite(low) else numbers.DASH
+
+
 def _label(r: pd.Series) -> str:
     scope = "" if r.compile_scope == "module" else f" ({r.compile_scope})"
     return f"{r.shape_regime} {r.precision} bs{int(r.batch_size)} `{r.compile_mode}`{scope}"
@@ -99,7 +104,7 @@ def lines(against: Against) -> list[str]:
             "| this study | place | verdict |", "|---|---:|---|---|---|---|---|---|"]
     for _, r in against.table.iterrows():
         verdict = f"{r.verdict}: {r.reason}" if isinstance(r.reason, str) else r.verdict
-        out.append(f"| {_label(r)} | {int(r.k)} | {_ratio(r['mean'])} [{_ratio(r.ci_low)}, {_ratio(r.ci_high)}] "
-                   f"| {_tau(r)} | [{_ratio(r.low)}, {_ratio(r.high)}] | {_ratio(r.study_mean)} | {r.place} "
+        out.append(f"| {_label(r)} | {int(r.k)} | {_ratio(r['mean'])} {_ends(r.ci_low, r.ci_high)} "
+                   f"| {_tau(r)} | {_ends(r.low, r.high)} | {_ratio(r.study_mean)} | {r.place} "
                    f"| {verdict} |")
     return out

@@ -139,3 +139,51 @@ def test_each_stored_h200_study_left_out_of_the_pool_differs_nowhere_the_host_sp
     # bs512 `default` reads 1.21-1.67x across hosts: its prediction interval holds eager's band
     assert pooled.loc[("static", "bf16", 512, "default", "module"), "verdict"] == "within eager's band"
     assert pooled.loc[("static", "bf16", 512, "reduce-overhead", "module"), "verdict"] == "faster"
+
+
+@pytest.mark.unit
+def test_a_study_s_cells_read_from_its_summary_are_those_of_its_records():
+    """The paper has summary.csv, not the records: the mean log speedup and its squared standard error read back
+    from the t interval are the records' own, and so are both sides' paces (to the profiled process's median)."""
+    from compile_study.aggregate import compare as cmp
+
+    study = REPO / "reference/h200-quick-2026-12-05b"
+    from_records = pool.cells_of(cmp.load(study).records).set_index(pool.KEY)
+    from_summary = pool.cells_from_summary(pd.read_csv(study / "summary.csv")).set_index(pool.KEY)
+    assert set(from_summary.index) == set(from_records.index)
+    both = from_records.join(from_summary, rsuffix="_s")
+    assert np.allclose(both["mean"], both.mean_s, atol=1e-9) and np.allclose(both.se2, both.se2_s, rtol=1e-6)
+    assert (both.n == both.n_s).all() and np.allclose(both.eager_idle, both.eager_idle_s, rtol=0.05)
+
+
+@pytest.mark.unit
+def test_the_answer_names_the_fastest_and_the_soonest_to_pay_back_among_those_not_shown_slower():
+    from compile_study.aggregate import advice
+
+    def row(mode, point, low, high, verdict, cold, warm):
+        return {"shape_regime": "static", "precision": "bf16", "batch_size": 512, "compile_mode": mode,
+                "compile_scope": "module", "speedup": point, "speedup_low": low, "speedup_high": high,
+                "speedup_n": 3, "speedup_method": "95% t, n = 3", "verdict": verdict, "status": "ok",
+                "break_even_steps": cold, "portable_break_even_steps": np.nan, "warm_break_even_steps": warm}
+
+    summary = pd.DataFrame([row("default", 1.57, 1.26, 1.96, "faster", 2000, 300),
+                            row("reduce-overhead", 1.74, 1.73, 1.75, "faster", 2500, 450),
+                            row("max-autotune", 1.70, 1.69, 1.71, "faster", 40000, 350),
+                            row("max-autotune-no-cudagraphs", 1.2, 1.15, 1.25, "faster", 100, 50),
+                            row("eager", 1.0, 0.99, 1.01, "aa", np.nan, np.nan)])
+    summary["n_ok"] = 3
+    (found,) = advice.answers(summary, "bf16", None, 0)
+    assert found["fastest"]["mode"] == "reduce-overhead" and not found["pooled"]
+    assert {c["mode"] for c in found["peers"]} == {"reduce-overhead", "default"}  # max-autotune shown slower
+    assert found["cheapest"]["cold"]["mode"] == "default" and found["cheapest"]["warm"]["mode"] == "default"
+    assert found["cheapest"]["portable"] is None
+    assert [k["mode"] for k in advice.recommended([found])] == ["reduce-overhead", "default"]
+    pooled = [{"shape_regime": "static", "precision": "bf16", "batch_size": 512, "compile_mode": m,
+               "compile_scope": "module", "k": 4, "processes": 12, "mean": np.log(p), "ci_low": np.log(p) - 0.05,
+               "ci_high": np.log(p) + 0.05, "verdict": v}
+              for m, p, v in (("default", 1.4, "within eager's band"), ("reduce-overhead", 1.75, "faster"),
+                              ("max-autotune", 1.70, "faster"))]
+    (found,) = advice.answers(summary, "bf16", pooled, 4)  # the pool speaks: default is held within eager's band
+    assert found["pooled"] and found["fastest"]["mode"] == "reduce-overhead"
+    assert "default" not in {c["mode"] for c in found["peers"]} and found["held"][0]["mode"] == "default"
+    assert not advice.answers(summary, "bf16", pooled, 1)[0]["pooled"]  # one other study: this host alone

@@ -113,7 +113,8 @@ def test_pairs_from_one_distribution_rarely_differ():
 # (noisy on both sides), both sides device-bound where the GPU's work sets both steps (and eager against eager), and
 # the compiled step noisier than eager's where it waits on the host (bs512 default: 1.42-1.68x, eager within 0.2%)
 CLASS_NOISE = {hosts.CLASSES[0]: ("typical", "device-bound"), hosts.CLASSES[1]: ("typical", "noisy"),
-               hosts.CLASSES[2]: ("typical", "compiled noisier than eager"), hosts.CLASSES[3]: ("typical", "device-bound")}
+               hosts.CLASSES[2]: ("typical", "compiled noisier than eager"), hosts.CLASSES[3]: ("typical", "noisy"),
+               hosts.CLASSES[4]: ("typical", "device-bound")}
 
 
 def measured_effect() -> dict[str, dict]:

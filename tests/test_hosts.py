@@ -45,7 +45,7 @@ CONFIGS = [(32, "default", "module"), (32, "reduce-overhead", "module"), (512, "
 
 @pytest.mark.unit
 def test_a_configuration_is_classed_by_what_sets_the_pace_of_its_two_steps():
-    over, waits, bound = hosts.CLASSES[1:]
+    over, waits, both, bound = hosts.CLASSES[1:]
     assert hosts.class_of(32, "eager", "fused-adamw") == hosts.class_of(512, "eager", "module") == "eager against eager"
     assert hosts.class_of(32, "reduce-overhead", "module", 3.0, 6.8) == over  # a graph over eager waiting on the host
     assert hosts.class_of(32, "reduce-overhead", "module") == over  # eager unprofiled at a small batch: host-bound
@@ -54,7 +54,8 @@ def test_a_configuration_is_classed_by_what_sets_the_pace_of_its_two_steps():
     assert hosts.class_of(512, "default", "module", 1.01, 1.03) == bound  # GPU busy on both sides
     assert hosts.class_of(256, "default", "module", 1.01, 1.5) == over
     assert hosts.class_of(512, "default", "module", 1.10, 1.03) == waits  # launches from the host outlast its work
-    assert hosts.class_of(32, "default", "module", 6.9, 6.8) == waits
+    assert hosts.class_of(32, "default", "module", 6.9, 6.8) == both  # two host-bound sides
+    assert hosts.class_of(32, "default", "module") == both
     assert hosts.class_of(512, "default", "module") == waits  # none profiled
     assert hosts.class_of(512, "default", "module", float("nan"), float("nan")) == waits
 
@@ -81,8 +82,9 @@ def test_the_estimate_finds_a_known_host_effect_and_none_where_there_is_none():
     effect = hosts.estimate(studies)
     assert effect.loc[hosts.WAITS, "sd"] == pytest.approx(0.15, rel=0.25)
     assert effect.loc["device-bound", "sd"] < 0.02 and effect.loc["eager against eager", "sd"] < 0.02
-    assert effect.loc[hosts.WAITS, "df"] == 2 * 39 and effect.loc[hosts.WAITS, "configurations"] == 2
-    assert effect.loc[hosts.WAITS, "cells"] == 80 and effect.loc[hosts.WAITS, "processes"] == 240
+    assert effect.loc["both wait on the host", "sd"] == pytest.approx(0.15, rel=0.25)
+    assert effect.loc[hosts.WAITS, "df"] == 39 and effect.loc[hosts.WAITS, "configurations"] == 1
+    assert effect.loc[hosts.WAITS, "cells"] == 40 and effect.loc[hosts.WAITS, "processes"] == 120
     assert (effect.sd_ratio == np.exp(effect.sd)).all()
 
 
@@ -183,7 +185,8 @@ def test_the_readme_block_words_every_number_from_the_file():
     built = {"method": hosts.METHOD, "large_batch": 512, "kinds": {KIND: {
         "studies": ["reference/a", "reference/b"],
         "classes": {name: {"sd": sd, "sd_ratio": float(np.exp(sd)), "df": 2, "configurations": 1, "cells": 2,
-                           "studies": 2, "processes": 6} for name, sd in zip(hosts.CLASSES, (0.0, 0.02, float("nan"), 0.2))},
+                           "studies": 2, "processes": 6}
+                    for name, sd in zip(hosts.CLASSES, (0.0, 0.02, float("nan"), 0.01, 0.2))},
         "pairs": [{"stored": "reference/a", "study": "reference/b",
                    "counts": {"reproduced": 3, "differs": 0, "inconclusive": 1},
                    "without_host_effect": {"reproduced": 3, "differs": 1, "inconclusive": 0}}],

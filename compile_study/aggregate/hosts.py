@@ -31,8 +31,10 @@ bound below LARGE_BATCH (the stored studies' profiles: eager at batch 32 waits o
   compiled over host-bound eager  the compiled step graph-replayed or device-bound, eager's waiting on the host:
                                   the speedup carries the host's CPU speed fully (bs32 `reduce-overhead`)
   compiled waits on the host      the compiled step launches its kernels from the host and outlasts the GPU's
-                                  work (or no process of it was profiled): how fast the host is shows in its
-                                  step (bs512 `default`; aggregate/spread.py)
+                                  work (or no process of it was profiled), eager's is device-bound: how fast the
+                                  host is shows in the compiled step alone (bs512 `default`; aggregate/spread.py)
+  both wait on the host           both steps wait on the host: its speed moves both, and much of it cancels
+                                  (bs32 `default`)
   device-bound                    both steps device-bound: the host moves neither much (bs512 `reduce-overhead`)
 """
 
@@ -52,7 +54,8 @@ from compile_study.core.layout import host_effect_path
 
 LARGE_BATCH = 512  # unprofiled eager counts as host-bound below this batch (the stored H200 studies' profiles)
 DEVICE_BOUND = 1.05  # median step / GPU busy time per step at or below which the GPU's work sets the step
-CLASSES = ("eager against eager", "compiled over host-bound eager", "compiled waits on the host", "device-bound")
+CLASSES = ("eager against eager", "compiled over host-bound eager", "compiled waits on the host",
+           "both wait on the host", "device-bound")
 WAITS = CLASSES[2]  # the class the host moves most (reruns.launched lays its configurations side by side)
 KEY = ("shape_regime", "precision", "batch_size", "compile_mode", "compile_scope")  # compare.KEY
 METHOD = ("method-of-moments one-way random effects: variance of the studies' mean log speedups less their mean "
@@ -73,10 +76,11 @@ def class_of(batch_size: int, compile_mode: str, compile_scope: str, idle: float
     graphs = compile_mode in vocab.CUDAGRAPH_MODES or compile_scope in vocab.GRAPH_SCOPES
     if compile_mode == "eager" and not graphs:
         return CLASSES[0]
-    if not graphs and (idle is None or idle > DEVICE_BOUND):
-        return CLASSES[2]
+    waits = not graphs and (idle is None or idle > DEVICE_BOUND)
     eager_waits = int(batch_size) < LARGE_BATCH if eager_idle is None else eager_idle > DEVICE_BOUND
-    return CLASSES[1] if eager_waits else CLASSES[3]
+    if waits:
+        return CLASSES[3] if eager_waits else CLASSES[2]
+    return CLASSES[1] if eager_waits else CLASSES[4]
 
 
 def idle_of(records: pd.DataFrame) -> pd.Series:

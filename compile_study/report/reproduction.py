@@ -276,7 +276,7 @@ def write_records(stored: dict, study: dict, names: tuple[str, str], out: dict,
     return result
 
 
-def readme_block(result: cmp.Comparison, names: tuple[str, str]) -> str:
+def readme_block(result: cmp.Comparison, names: tuple[str, str], against: pool_report.Against | None = None) -> str:
     """What the project README quotes: the headline, the hosts, the versions that differ and the table."""
     v = result.versions
     differing = [f"{VERSION_NAMES[k]} ({v.loc[k, 'stored']} against {v.loc[k, 'study']})" for k in v.index[v.differs]
@@ -284,20 +284,22 @@ def readme_block(result: cmp.Comparison, names: tuple[str, str]) -> str:
     data = result.data.loc["description"]
     trained = (f"Both trained on {data.stored}." if not result.data_differences
                else f"Trained on: stored {data.stored}; this study {data.study}.")
-    lines = [f"`{names[1]}` against `{names[0]}` (`python -m compile_study compare {names[0]} {names[1]}`): "
+    lines = ([f"**{pool_report.headline(against)}.**", ""] if against else []) + [
+             f"`{names[1]}` against `{names[0]}` (`python -m compile_study compare {names[0]} {names[1]}`): "
              f"**{headline(result)}**. {advice(result, names)} {trained} Absolute step times: {hosts(result)}."
              + (f" Other differences: {'; '.join(differing)}." if differing else ""), "", *table_lines(result)]
     return "\n".join(lines)
 
 
-def update_readme(path: str | Path, result: cmp.Comparison, names: tuple[str, str]) -> None:
+def update_readme(path: str | Path, result: cmp.Comparison, names: tuple[str, str],
+                  against: pool_report.Against | None = None) -> None:
     """Replace the text between the README's reproduction markers with readme_block."""
     path = Path(path)
     text = path.read_text()
     pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
     if not pattern.search(text):
         raise SystemExit(f"{path}: no reproduction block (a line {BEGIN} and, below it, {END})")
-    block = f"{BEGIN}\n{readme_block(result, names)}\n{END}"
+    block = f"{BEGIN}\n{readme_block(result, names, against)}\n{END}"
     write_text_atomic(path, pattern.sub(lambda _: block, text, count=1))
 
 
@@ -318,8 +320,9 @@ def refresh_readme(path: str | Path, project: str | Path) -> tuple[str, str] | N
         return None
     project = Path(project)
     stored, study = (cmp.load(project / name) for name in names)
-    result = cmp.compare(stored, study, names, host_effect=host_estimate.load(host_effect_path(project)))
-    update_readme(path, result, names)
+    effect = host_estimate.load(host_effect_path(project))
+    result = cmp.compare(stored, study, names, host_effect=effect)
+    update_readme(path, result, names, pool_report.judge(study.records, effect, names[1]))
     return names
 
 
@@ -343,7 +346,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         print(markdown(result, names, against))
     if args.readme:
-        update_readme(args.readme, result, names)
+        update_readme(args.readme, result, names, against)
 
 
 if __name__ == "__main__":

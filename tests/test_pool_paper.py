@@ -47,8 +47,16 @@ def stored_pool(others: int, tau: float, seed: int):
     return make
 
 
+def _key(r: dict) -> tuple:
+    return r["compile_mode"], r["compile_scope"], r["shape_regime"], r["precision"], int(r["batch_size"])
+
+
 def _named(rows: list[dict], verdict: str) -> set[tuple]:
-    return {(r["compile_mode"], r["compile_scope"], int(r["batch_size"])) for r in rows if r["verdict"] == verdict}
+    return {_key(r) for r in rows if r["verdict"] == verdict}
+
+
+def _config(c: dict) -> tuple:
+    return c["mode"], c["scope"], c["regime"], c["precision"], c["batch"]
 
 
 @pytest.mark.property
@@ -66,11 +74,11 @@ def test_the_paper_speaks_of_the_kind_only_through_its_pool(spec, others, tau, s
         assert "too few to say what a new host of the kind would measure" in paper.markdown
         assert f"On {KIND}, the prediction clears" not in paper.markdown
     else:
-        faster = {(c["mode"], c["scope"], c["batch"]) for c in words["faster"]}
+        faster = {_config(c) for c in words["faster"]}
         kind = [r for r in rows if r["compile_mode"] != "eager"]
         assert faster <= _named(kind, "faster")  # the pooled prediction clears eager's band
         for r in kind:
-            if (r["compile_mode"], r["compile_scope"], int(r["batch_size"])) in faster:
+            if _key(r) in faster:
                 assert np.exp(r["pi_low"]) > r["margin"]
         assert sum(words["places"].values()) == words["configs"]
     modes = next((t for t in texts(paper.report) if (t.file, t.macro) == ("conclusions", "modes")), None)
@@ -80,7 +88,7 @@ def test_the_paper_speaks_of_the_kind_only_through_its_pool(spec, others, tau, s
         for a in modes.data["answers"]:
             assert a["pooled"] == (others >= 2)
             named = [c for c in [a["fastest"], *a["cheapest"].values()] if c]
-            assert not {(c["mode"], c["scope"], c["batch"]) for c in named} & held
+            assert not {_config(c) for c in named} & held
 
 
 @pytest.mark.property

@@ -289,10 +289,11 @@ def _read(recs: list[dict], tmp: str, reader) -> pd.DataFrame:
     return reader(paths)
 
 
-def paper(spec: Spec, edit=None) -> Paper:
+def paper(spec: Spec, edit=None, pool=None) -> Paper:
     """The study's records read back, summarised, judged, decided, built into a report model and rendered; `edit`
     (summary -> summary), where given, changes the summary before the claims, decisions and report read it (a
-    hand-made study of tests/test_invariants.py sets intervals it needs)."""
+    hand-made study of tests/test_invariants.py sets intervals it needs); `pool` (summary -> the stored
+    estimate's dict, hosts.load's shape), where given, the pool of the study's GPU kind (tests/test_pool_paper.py)."""
     with tempfile.TemporaryDirectory() as tmp:
         runs = _read(records(spec), tmp, record.table)
         compiles = _read(compile_records(spec), tmp, compile_record.table)
@@ -313,8 +314,9 @@ def paper(spec: Spec, edit=None) -> Paper:
     drawn = figures.drawable(summary, runs)
     report_checks = {"timer": by_name["timer_check"]["results"], "drift": [],
                      "compile_concurrency": by_name.get("compile_concurrency", {})}
+    pooled = report.pool_in(summary, env.get("device_name"), pool(summary), None) if pool else None
     rep = report.build(summary, parity, claims, decisions, env, FACTS, config, spec.device, report_checks, "figures",
-                       [], drawn)
+                       [], drawn, pooled)
     md = render.render(rep, "md")
     context = {"config": config, "facts": FACTS, "runs": runs, "compiles": compiles, "checks": by_name, "drawn": drawn,
                "parity": parity, "decisions": decisions,

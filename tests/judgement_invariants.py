@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 from scipy import stats as sstats
 
@@ -22,7 +23,7 @@ from compile_study.core import stats, vocab
 from compile_study.report import numbers
 from compile_study.report.paper import sentences, words
 
-from .paper_reading import abstract_sentences, iv, main_text, row_of, table, text
+from .paper_reading import abstract_sentences, iv, main_text, table, text
 
 TRAINING = ("module", "fused-adamw", "step", "step-graph")
 
@@ -57,26 +58,41 @@ def _compiled_static(summary: pd.DataFrame, scopes=TRAINING) -> pd.DataFrame:
     return s[s.compile_mode != "eager"]
 
 
-# --- 1. a recommendation only where its interval separates it from the alternatives ---------------------------------
+# --- 1. one answer per batch size: the fastest, and the soonest to pay back among those not shown slower ----------------
+ANY_OF = re.compile(r"use any of|recommends any of")
+
+
+def _answer(cand: pd.DataFrame) -> set[tuple]:
+    """What aggregate/advice.py may recommend among a batch size's configurations shown faster than eager,
+    re-derived from their intervals: the fastest, and per way the peer (not shown slower) that pays back soonest."""
+    fastest = cand.loc[cand.speedup.idxmax()]
+    peers = cand[[stats.compare(iv(r), iv(fastest)) != "lower" for r in cand.itertuples()]]
+    allowed = {_key(fastest)}
+    for column in ("break_even_steps", "portable_break_even_steps", "warm_break_even_steps"):
+        known = peers[np.isfinite(pd.to_numeric(peers.get(column), errors="coerce"))] if column in peers else peers.iloc[:0]
+        if len(known):
+            allowed.add(_key(known.loc[pd.to_numeric(known[column]).idxmin()]))
+    return allowed
+
+
 def recommendations_separated(paper) -> list[str]:
-    """The configurations recommended at a batch size (the payback table's "recommended") are each measurably
-    faster than every other configuration there that is faster than eager and left out; several recommended at
-    one batch size are worded "any of" in the conclusions."""
-    rule = text(paper.report, "payback", "rule")
-    if rule is None:
-        return []
-    out, rows = [], rule.data["p"]["rows"]
-    chosen = {(c["mode"], c["scope"], c["regime"], c["precision"], c["batch"]) for c in rows if c["recommended"]}
-    s = _compiled_static(paper.summary)
-    for r in _narrow(s[(s.verdict == "faster") & (s.speedup_n >= stats.MIN_N)], "speedup").itertuples():
-        if _key(r) in chosen:
-            continue
-        for k in chosen:
-            if k[3:] == (r.precision, int(r.batch_size)):
-                mine = row_of(paper.summary, dict(zip(("mode", "scope", "regime", "precision", "batch"), k)))
-                if stats.compare(iv(mine), iv(r)) != "higher":
-                    out.append(f"{k[0]} ({k[1]}) at batch {k[4]} is recommended over {r.compile_mode} "
-                               f"({r.compile_scope}), whose interval overlaps it")
+    """No sentence recommends a set the rule leaves unordered or orders ("any of"); where no pool speaks for the
+    GPU kind, each batch size's recommended configurations (the payback table's) are faster than eager and each
+    either the fastest or, among those not shown slower than it, the soonest to pay back by one way."""
+    out = [f"a set recommended: {m[0]!r}" for m in ANY_OF.finditer(paper.markdown)]
+    rule, modes = text(paper.report, "payback", "rule"), text(paper.report, "conclusions", "modes")
+    if rule is None or (modes is not None and modes.data.get("pooled", 0) >= 2):
+        return out
+    chosen = {(c["mode"], c["scope"], c["regime"], c["precision"], c["batch"]) for c in rule.data["p"]["rows"]
+              if c["recommended"]}
+    s = _compiled_static(paper.summary, vocab.TRAINING_SCOPES)  # the scopes aggregate/advice.py answers among
+    ways = ("break_even_steps", "portable_break_even_steps", "warm_break_even_steps")
+    s = _narrow(s[(s.verdict == "faster") & (s.speedup_n >= stats.MIN_N)], "speedup", extra=ways)
+    for k in sorted(chosen):
+        cand = s[(s.precision == k[3]) & (s.batch_size == k[4])]
+        if cand.empty or k not in _answer(cand):
+            out.append(f"{k[0]} ({k[1]}) at batch {k[4]} is recommended, yet it is neither the fastest shown faster "
+                       "than eager nor the soonest to pay back among those not shown slower than it")
     return out
 
 

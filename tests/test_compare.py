@@ -19,7 +19,7 @@ from compile_study.aggregate import hosts
 from compile_study.core import layout
 from compile_study.report import reproduction
 
-from .conftest import GPU_REFERENCE
+from .conftest import GPU_REFERENCE, REPO
 from .test_stats import CHUNK, STEPS, STUDIES, band_of, process_speedups, simulate
 
 STORED = GPU_REFERENCE
@@ -109,16 +109,20 @@ def test_pairs_from_one_distribution_rarely_differ():
     assert reproduced[3, "typical"] >= 0.8 and reproduced[5, "typical"] >= 0.95
 
 
-# the noise each class's cells show in the stored H200 studies, besides the typical: eager's step is host-bound at
-# a small batch (noisy on both sides), both sides device-bound where the GPU's work sets the compiled step, and
+# the noise each class's cells show in the stored H200 studies, besides the typical: eager's step host-bound
+# (noisy on both sides), both sides device-bound where the GPU's work sets both steps (and eager against eager), and
 # the compiled step noisier than eager's where it waits on the host (bs512 default: 1.42-1.68x, eager within 0.2%)
-CLASS_NOISE = {hosts.CLASSES[0]: ("typical", "noisy"), hosts.CLASSES[1]: ("typical", "device-bound"),
-               hosts.CLASSES[2]: ("typical", "device-bound"), hosts.CLASSES[3]: ("typical", "compiled noisier than eager")}
+CLASS_NOISE = {hosts.CLASSES[0]: ("typical", "device-bound"), hosts.CLASSES[1]: ("typical", "noisy"),
+               hosts.CLASSES[2]: ("typical", "compiled noisier than eager"), hosts.CLASSES[3]: ("typical", "noisy"),
+               hosts.CLASSES[4]: ("typical", "device-bound")}
 
 
 def measured_effect() -> dict[str, dict]:
-    """The host effect per class as estimated from the stored H200 studies (reference/host-effect.json)."""
-    effect = hosts.effect_for(hosts.load(), "NVIDIA H200")
+    """The host effect per class as estimated from the stored H200 studies (what reference/host-effect.json
+    holds once regenerated)."""
+    from compile_study.aggregate import reruns
+
+    effect = hosts.effect_dict(hosts.estimate({n: s.records for n, s in reruns.stored(REPO)["NVIDIA H200"].items()}))
     assert set(effect) == set(hosts.CLASSES)
     return effect
 
@@ -139,7 +143,7 @@ def test_studies_on_hosts_that_differ_by_the_measured_host_effect_rarely_differ_
     assert max(differs.values()) <= cmp.FALSE_DIFFERS
     large = max(effect.values(), key=lambda e: e["sd"])
     bare = simulated_verdicts(rng, 3, 1.0, "typical", large["sd"], rule_host_sd=0.0)
-    assert large["sd"] > 0.1 and bare.str.startswith("differs").mean() > 5 * cmp.FALSE_DIFFERS
+    assert large["sd"] > 0.05 and bare.str.startswith("differs").mean() > 3 * cmp.FALSE_DIFFERS
 
 
 @pytest.mark.property  # a simulation of the rule: the statistical properties' tier
@@ -242,7 +246,7 @@ def test_the_stored_study_against_itself_is_reproduced_wherever_the_rule_can_say
     assert (t.reason[uncertain] == cmp.STORED_UNCERTAIN).all()
     # nor can one whose hosts differ as much as those of its class (compiled, waiting on the host, large batch)
     assert (t.reason[wide & ~uncertain] == cmp.HOST_UNCERTAIN).all()
-    assert (t.host_class[wide & ~uncertain] == hosts.CLASSES[3]).all()
+    assert (t.host_class[wide & ~uncertain] == hosts.WAITS).all()
     assert (t.verdict == "reproduced").sum() >= 0.8 * (~few & ~no_band).sum()
     counts = result.counts()
     assert counts["reproduced"] + counts["differs"] + counts["inconclusive"] == counts["shared"] == len(t)
@@ -286,10 +290,12 @@ def test_a_copy_with_known_shifts_differs_there_and_only_there(tmp_path, capsys)
     md = (tmp_path / "reproduction.md").read_text()
     c = cmp.counts(pd.read_csv(tmp_path / "reproduction.csv"))
     assert c["differs"] == 2 and c["judged"] == (t.reason.isna() | t.reason.isin(cmp.JUDGED_REASONS)).sum()
-    assert "2 differ" in md and md.count("| static ") == (t.index.get_level_values(0) == "static").sum()
+    pairwise = md.split("## Against the pool")[0]  # the pool's section has rows of its own
+    assert "2 differ" in md and pairwise.count("| static ") == (t.index.get_level_values(0) == "static").sum()
     chance = cmp.chance_of_differs(c["judged"], 2)  # the headline says what chance alone makes of two
     assert f"2 or more of {c['judged']} judged configurations would differ in up to {chance:.3g}" not in md
-    assert f"would differ in up to {100 * chance:.3g}% of exact reproductions" in md.splitlines()[4]
+    headline = next(line for line in md.splitlines() if "shared configurations" in line)
+    assert f"would differ in up to {100 * chance:.3g}% of exact reproductions" in headline
 
 
 @pytest.mark.unit

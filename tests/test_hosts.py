@@ -29,8 +29,14 @@ def study(rng, host: dict[tuple, float], n: int = 3, sd: float = 0.03, base: flo
             rows.append({"shape_regime": "static", "precision": "bf16", "batch_size": batch, "compile_mode": mode,
                          "compile_scope": scope, "repeat": r, "status": "ok",
                          "in_process_speedup": float(np.exp(base + effect + rng.normal(0, sd))),
-                         "steady_step_ms": 9.0, "profile_device_busy_ms_per_step": 8.0 if r == 0 else np.nan})
+                         "steady_step_ms": 9.0, "profile_device_busy_ms_per_step": busy(batch, mode) if r == 0 else np.nan})
     return pd.DataFrame(rows)
+
+
+def busy(batch: int, mode: str) -> float:
+    """The GPU's busy time per 9-ms step: eager's and every mode's host-bound at batch 32; at 512 `default` waits
+    on the host (idle 1.125) and the rest are device-bound (1.0)."""
+    return 8.0 if batch < 512 or mode == "default" else 9.0
 
 
 CONFIGS = [(32, "default", "module"), (32, "reduce-overhead", "module"), (512, "default", "module"),
@@ -39,14 +45,28 @@ CONFIGS = [(32, "default", "module"), (32, "reduce-overhead", "module"), (512, "
 
 @pytest.mark.unit
 def test_a_configuration_is_classed_by_what_sets_the_pace_of_its_two_steps():
-    assert hosts.class_of(32, "reduce-overhead", "module") == "small batch"  # eager waits on the host
-    assert hosts.class_of(256, "default", "module") == "small batch"
-    assert hosts.class_of(512, "eager", "fused-adamw") == "large batch, eager"
-    assert hosts.class_of(512, "max-autotune", "module", idle=1.3) == "large batch, device-bound"  # CUDA graphs
-    assert hosts.class_of(512, "default", "step-graph") == "large batch, device-bound"
-    assert hosts.class_of(512, "default", "module", idle=1.01) == "large batch, device-bound"  # GPU busy
-    assert hosts.class_of(512, "default", "module", idle=1.10) == "large batch, waits on the host"
-    assert hosts.class_of(512, "default", "module") == "large batch, waits on the host"  # none profiled
+    over, waits, both, bound = hosts.CLASSES[1:]
+    assert hosts.class_of(32, "eager", "fused-adamw") == hosts.class_of(512, "eager", "module") == "eager against eager"
+    assert hosts.class_of(32, "reduce-overhead", "module", 3.0, 6.8) == over  # a graph over eager waiting on the host
+    assert hosts.class_of(32, "reduce-overhead", "module") == over  # eager unprofiled at a small batch: host-bound
+    assert hosts.class_of(512, "default", "step-graph", None, 1.03) == bound  # both sides device-bound
+    assert hosts.class_of(512, "max-autotune", "module", 1.3, 1.2) == over  # eager's step waits on the host
+    assert hosts.class_of(512, "default", "module", 1.01, 1.03) == bound  # GPU busy on both sides
+    assert hosts.class_of(256, "default", "module", 1.01, 1.5) == over
+    assert hosts.class_of(512, "default", "module", 1.10, 1.03) == waits  # launches from the host outlast its work
+    assert hosts.class_of(32, "default", "module", 6.9, 6.8) == both  # two host-bound sides
+    assert hosts.class_of(32, "default", "module") == both
+    assert hosts.class_of(512, "default", "module") == waits  # none profiled
+    assert hosts.class_of(512, "default", "module", float("nan"), float("nan")) == waits
+
+
+@pytest.mark.unit
+def test_each_side_s_pace_is_read_from_its_own_profiled_processes():
+    rng = np.random.default_rng(2)
+    paces = hosts.paces(study(rng, dict.fromkeys([*CONFIGS, (32, "eager", "module")], 0.0)))
+    assert paces.loc[("static", "bf16", 32, "reduce-overhead", "module")].tolist() == [1.125, 1.125]
+    assert paces.loc[("static", "bf16", 512, "reduce-overhead", "module")].tolist() == [1.0, 1.0]
+    assert paces.loc[("static", "bf16", 512, "default", "module")].tolist() == [1.125, 1.0]
 
 
 @pytest.mark.unit
@@ -54,16 +74,17 @@ def test_the_estimate_finds_a_known_host_effect_and_none_where_there_is_none():
     """Many simulated studies, each on its own host: the pooled method-of-moments estimate of tau^2 is unbiased
     before truncation, so over 40 studies it lands near the truth; a class without a host effect gets ~0."""
     rng = np.random.default_rng(3)
-    truth = {(32, "default", "module"): 0.0, (32, "reduce-overhead", "module"): 0.0,
+    truth = {(32, "default", "module"): 0.15, (32, "reduce-overhead", "module"): 0.0,
              (512, "default", "module"): 0.15, (512, "reduce-overhead", "module"): 0.0,
              (512, "eager", "module"): 0.0}
     studies = {f"s{i}": study(rng, {k: rng.normal(0, sd) if sd else 0.0 for k, sd in truth.items()})
                for i in range(40)}
     effect = hosts.estimate(studies)
-    assert effect.loc["large batch, waits on the host", "sd"] == pytest.approx(0.15, rel=0.25)
-    assert effect.loc["small batch", "sd"] < 0.02 and effect.loc["large batch, eager", "sd"] < 0.02
-    assert effect.loc["small batch", "df"] == 2 * 39 and effect.loc["small batch", "configurations"] == 2
-    assert effect.loc["small batch", "cells"] == 80 and effect.loc["small batch", "processes"] == 240
+    assert effect.loc[hosts.WAITS, "sd"] == pytest.approx(0.15, rel=0.25)
+    assert effect.loc["device-bound", "sd"] < 0.02 and effect.loc["eager against eager", "sd"] < 0.02
+    assert effect.loc["both wait on the host", "sd"] == pytest.approx(0.15, rel=0.25)
+    assert effect.loc[hosts.WAITS, "df"] == 39 and effect.loc[hosts.WAITS, "configurations"] == 1
+    assert effect.loc[hosts.WAITS, "cells"] == 40 and effect.loc[hosts.WAITS, "processes"] == 120
     assert (effect.sd_ratio == np.exp(effect.sd)).all()
 
 
@@ -73,7 +94,7 @@ def test_the_pooled_excess_is_unbiased_over_replicate_studies():
     excess = []
     for _ in range(200):  # three studies a time, as stored, one configuration
         found = {f"s{i}": study(rng, {(512, "default", "module"): rng.normal(0, 0.1)}) for i in range(3)}
-        excess.append(hosts.estimate(found).loc["large batch, waits on the host", "pooled_excess"])
+        excess.append(hosts.estimate(found).loc[hosts.WAITS, "pooled_excess"])
     assert np.mean(excess) == pytest.approx(0.01, rel=0.2)  # tau^2, though one estimate on 2 df strays far
 
 
@@ -86,8 +107,9 @@ def test_a_configuration_one_study_alone_ran_or_with_too_few_processes_is_not_sh
     found = hosts.shared_cells({"a": a, "b": b, "few": few})
     assert set(found.batch_size) == {512} and set(found.study) == {"a", "b"}
     effect = hosts.estimate({"a": a, "b": b, "few": few})
-    assert np.isnan(effect.loc["small batch", "sd"]) and effect.loc["small batch", "df"] == 0
-    assert hosts.sd_of(hosts.effect_dict(effect), 32, "default", "module") == ("small batch", 0.0, float("inf"))
+    over = "compiled over host-bound eager"
+    assert np.isnan(effect.loc[over, "sd"]) and effect.loc[over, "df"] == 0
+    assert hosts.sd_of(hosts.effect_dict(effect), 32, "reduce-overhead", "module") == (over, 0.0, float("inf"))
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +134,8 @@ def test_the_stored_h200_studies_give_each_class_with_its_n(built):
     assert list(classes) == list(hosts.CLASSES) and all(c["studies"] == len(found["studies"]) for c in classes.values())
     assert sum(c["configurations"] for c in classes.values()) >= 7  # the configurations the reruns share
     # the class that waits on the host differs between hosts far more than any other
-    waits = classes["large batch, waits on the host"]["sd"]
-    assert waits > 0.1 and all(c["sd"] < waits / 4 for name, c in classes.items() if name != hosts.CLASSES[3])
+    waits = classes[hosts.WAITS]["sd"]
+    assert waits > 0.05 and all(c["sd"] < waits / 2 for name, c in classes.items() if name != hosts.WAITS)
 
 
 @pytest.mark.golden
@@ -163,7 +185,8 @@ def test_the_readme_block_words_every_number_from_the_file():
     built = {"method": hosts.METHOD, "large_batch": 512, "kinds": {KIND: {
         "studies": ["reference/a", "reference/b"],
         "classes": {name: {"sd": sd, "sd_ratio": float(np.exp(sd)), "df": 2, "configurations": 1, "cells": 2,
-                           "studies": 2, "processes": 6} for name, sd in zip(hosts.CLASSES, (0.0, 0.02, float("nan"), 0.2))},
+                           "studies": 2, "processes": 6}
+                    for name, sd in zip(hosts.CLASSES, (0.0, 0.02, float("nan"), 0.01, 0.2))},
         "pairs": [{"stored": "reference/a", "study": "reference/b",
                    "counts": {"reproduced": 3, "differs": 0, "inconclusive": 1},
                    "without_host_effect": {"reproduced": 3, "differs": 1, "inconclusive": 0}}],
@@ -174,8 +197,8 @@ def test_the_readme_block_words_every_number_from_the_file():
                  "with_it": "inconclusive: hosts differ too much here", "without_it": "differs (slower)"}]}}},
         "spread": []}}}
     text = host_effect.block(built)
-    assert "| large batch, waits on the host | ±22% | 1 | 2 | 6 | 2 |" in text
-    assert "| large batch, device-bound | not estimated |" in text and "| small batch | ±0% |" in text
+    assert "| device-bound | ±22% | 1 | 2 | 6 | 2 |" in text
+    assert "| compiled waits on the host | not estimated |" in text and "| eager against eager | ±0% |" in text
     assert "| 3 reproduced, 0 differ, 1 inconclusive | 3 reproduced, 1 differ, 0 inconclusive |" in text
     assert "**1 of 8 verdicts change** (`reference/a` 0 of 4; `reference/b` 1 of 4)" in text
     assert "static bf16 512 default module: inconclusive: hosts differ too much here with it" in text

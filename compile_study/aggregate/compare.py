@@ -17,7 +17,7 @@ comparable, from each side's per-process speedups (in_process_speedup, the unit 
   interval = the 95% t interval of that difference of means, its variance that of both sides' means (Welch) plus
              twice the host effect's (aggregate/hosts.py: each study ran on a host of its own, and hosts of one
              kind differ by tau in log speedup, estimated from the stored studies per class of configuration,
-             the class from the batch, the mode and how long either side's profiled step outlasted the GPU's
+             the class from the mode and how long each side's profiled steps outlasted the GPU's
              work); Welch-Satterthwaite degrees of freedom, tau^2 counted as estimated on its class's degrees of
              freedom, and never narrower than Welch's interval alone. Without an estimate (another device kind,
              a class no stored studies share) tau is 0: Welch's interval (scipy.stats.ttest_ind's)
@@ -159,10 +159,10 @@ def _distinct(values) -> str:
 def configurations(records: pd.DataFrame) -> pd.DataFrame:
     """Per configuration: speedup interval, method, n and A/A band (core/stats), median step time, the host, the
     successful processes' speedups (what the verdict is computed from) and how far its profiled process's step
-    outlasted the GPU's work (`idle`: aggregate/hosts.py idle_of)."""
+    outlasted the GPU's work, and eager's beside it (`idle`, `eager_idle`: aggregate/hosts.py paces)."""
     table = stats.speedup_table(records, summary.CONFIG, summary.CELL)
     ok = records[records.status == "ok"].groupby(summary.CONFIG)
-    idle = hosts.idle_of(records).rename("idle")  # which class of host effect (hosts.class_of)
+    idle = hosts.paces(records)  # which class of host effect (hosts.class_of)
     extra = pd.DataFrame({"step_ms": ok.steady_step_ms.median(),
                           "speedups": ok.in_process_speedup.agg(list),
                           **{k: ok[k].agg(_distinct) for k in HOST_KEYS}}).reset_index()
@@ -184,9 +184,9 @@ def _not_comparable(data: list[str], protocol: list[str], allow_different_data: 
 def _row(key: tuple, a: pd.Series, b: pd.Series, data: list[str], allow_different_data: bool,
          effect: dict[str, dict]) -> dict:
     row = dict(zip(KEY, key))
-    idle = max((x for x in (a.idle, b.idle) if x == x), default=None)  # either side's profiled process
+    idle, eager = (max((x for x in (a[k], b[k]) if x == x), default=None) for k in ("idle", "eager_idle"))
     host_class, host_sd, host_df = hosts.sd_of(effect, row["batch_size"], row["compile_mode"], row["compile_scope"],
-                                               idle)
+                                               idle, eager)  # either side's profiled processes
     j = judge(a.speedups if isinstance(a.speedups, list) else [], b.speedups if isinstance(b.speedups, list) else [],
               margin_of((a.aa_band_low, a.aa_band_high), (b.aa_band_low, b.aa_band_high)), host_sd, host_df)
     for side, s in (("stored", a), ("study", b)):

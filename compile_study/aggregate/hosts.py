@@ -3,7 +3,7 @@ configuration, estimated from stored studies made on different hosts of that kin
 
     from compile_study.aggregate import hosts
     effect = hosts.estimate({"reference/<one>": records, "reference/<another>": records, ...})  # one device kind
-    effect.loc["large batch, waits on the host", "sd"]  # the host effect (SD, log units), with df, n and method
+    effect.loc["compiled waits on the host", "sd"]  # the host effect (SD, log units), with df, n and method
     hosts.effect_for(hosts.load(), "NVIDIA H200")       # what aggregate/compare.py adds to a verdict's interval
 
 H200 hosts of one kind differ in their CPUs, and a speedup over a step the host's CPU sets moves with that CPU
@@ -20,18 +20,22 @@ processes' scatter alone would make of it); pooled over the class's configuratio
 of freedom (studies - 1), and truncated at zero. A study's host cannot be told from its time and commit: the
 component is "between studies on different hosts of one kind", whatever else differed between them.
 
-Classes, decided from what sets the pace of the two steps a speedup divides (the stored H200 studies' profiles:
-eager at batch 32 is host-bound, at 512 device-bound; CUDA graphs replay a whole step with one launch):
-  small batch                    batch < LARGE_BATCH: eager's step waits on the host, so every speedup over it
-                                 moves with the host's CPU
-  large batch, eager             eager against eager (the A/A control) at a device-bound batch
-  large batch, device-bound      compiled, and the GPU's own work sets the step: it replays CUDA graphs
-                                 (vocab.CUDAGRAPH_MODES, the whole-step graph scopes, eager's too), or every profiled process of it
-                                 (the one per study that took the evidence) was busy DEVICE_BOUND of its step or more
-  large batch, waits on the host compiled, launching its kernels one by one from the host, and some profiled
-                                 process's median step was more than DEVICE_BOUND times the GPU's busy time (or no
-                                 process was profiled): the host's launches take about as long as the GPU's work,
-                                 so how fast the host is shows in the step (aggregate/spread.py)
+Classes, decided from the records: what sets the pace of each of the two steps a speedup divides, from each
+side's profiled processes (median step / the GPU's busy time per step: `idle`; at or below DEVICE_BOUND the GPU's
+own work sets the step, above it the host's launches do). The compiled side replays CUDA graphs where its mode
+records them (vocab.CUDAGRAPH_MODES) or its scope captures the whole step (vocab.GRAPH_SCOPES, eager's control too):
+one launch a step, so the GPU sets its pace.
+The eager side is eager's configuration of the same regime, precision and batch; unprofiled, it counts as host-
+bound below LARGE_BATCH (the stored studies' profiles: eager at batch 32 waits on the host, at 512 it does not).
+  eager against eager             the A/A control: both sides eager (the step-graph's eager control is graph-replayed)
+  compiled over host-bound eager  the compiled step graph-replayed or device-bound, eager's waiting on the host:
+                                  the speedup carries the host's CPU speed fully (bs32 `reduce-overhead`)
+  compiled waits on the host      the compiled step launches its kernels from the host and outlasts the GPU's
+                                  work (or no process of it was profiled), eager's is device-bound: how fast the
+                                  host is shows in the compiled step alone (bs512 `default`; aggregate/spread.py)
+  both wait on the host           both steps wait on the host: its speed moves both, and much of it cancels
+                                  (bs32 `default`)
+  device-bound                    both steps device-bound: the host moves neither much (bs512 `reduce-overhead`)
 """
 
 from __future__ import annotations
@@ -48,24 +52,35 @@ from compile_study.core.intervals import LEVEL, MIN_N
 from compile_study.core.io import write_text_atomic
 from compile_study.core.layout import host_effect_path
 
-LARGE_BATCH = 512  # the smallest batch at which eager's step is device-bound on an H200 (the stored studies' profiles)
+LARGE_BATCH = 512  # unprofiled eager counts as host-bound below this batch (the stored H200 studies' profiles)
 DEVICE_BOUND = 1.05  # median step / GPU busy time per step at or below which the GPU's work sets the step
-CLASSES = ("small batch", "large batch, eager", "large batch, device-bound", "large batch, waits on the host")
+CLASSES = ("eager against eager", "compiled over host-bound eager", "compiled waits on the host",
+           "both wait on the host", "device-bound")
+WAITS = CLASSES[2]  # the class the host moves most (reruns.launched lays its configurations side by side)
 KEY = ("shape_regime", "precision", "batch_size", "compile_mode", "compile_scope")  # compare.KEY
 METHOD = ("method-of-moments one-way random effects: variance of the studies' mean log speedups less their mean "
           "squared standard error, pooled over the class's configurations by degrees of freedom (studies - 1), "
           "truncated at 0")
 
 
-def class_of(batch_size: int, compile_mode: str, compile_scope: str, idle: float | None = None) -> str:
+def _known(x) -> float | None:
+    return None if x is None or x != x else float(x)
+
+
+def class_of(batch_size: int, compile_mode: str, compile_scope: str, idle: float | None = None,
+             eager_idle: float | None = None) -> str:
     """A configuration's class (CLASSES): what sets the pace of the two steps its speedup divides; `idle`: the
-    largest median step / GPU busy time of its profiled processes (None: none profiled)."""
-    if int(batch_size) < LARGE_BATCH:
-        return CLASSES[0]
+    largest median step / GPU busy time of its profiled processes, `eager_idle` the same of eager's configuration
+    beside it (None: none profiled)."""
+    idle, eager_idle = _known(idle), _known(eager_idle)
     graphs = compile_mode in vocab.CUDAGRAPH_MODES or compile_scope in vocab.GRAPH_SCOPES
     if compile_mode == "eager" and not graphs:
-        return CLASSES[1]
-    return CLASSES[2] if graphs or (idle is not None and idle <= DEVICE_BOUND) else CLASSES[3]
+        return CLASSES[0]
+    waits = not graphs and (idle is None or idle > DEVICE_BOUND)
+    eager_waits = int(batch_size) < LARGE_BATCH if eager_idle is None else eager_idle > DEVICE_BOUND
+    if waits:
+        return CLASSES[3] if eager_waits else CLASSES[2]
+    return CLASSES[1] if eager_waits else CLASSES[4]
 
 
 def idle_of(records: pd.DataFrame) -> pd.Series:
@@ -75,6 +90,19 @@ def idle_of(records: pd.DataFrame) -> pd.Series:
     ratio = pd.to_numeric(ok.steady_step_ms, errors="coerce") / pd.to_numeric(ok.profile_device_busy_ms_per_step,
                                                                               errors="coerce")
     return ratio.groupby([ok[k] for k in KEY]).max()
+
+
+def paces(records: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration (index KEY) of a study: `idle` (idle_of) and `eager_idle`, that of eager's configuration
+    of the same regime, precision and batch (the module scope's where it ran, else the largest of eager's scopes)."""
+    idle = idle_of(records).rename("idle")
+    frame = idle.reset_index()
+    eager = frame[frame.compile_mode == "eager"]
+    module = eager[eager.compile_scope == "module"].groupby(list(KEY[:3])).idle.max()
+    any_scope = eager.groupby(list(KEY[:3])).idle.max()
+    cell = list(zip(*(frame[k] for k in KEY[:3])))
+    frame["eager_idle"] = [module.get(c, any_scope.get(c, np.nan)) for c in cell]
+    return frame.set_index(list(KEY))
 
 
 def t_quantile(q: float, df):
@@ -126,14 +154,27 @@ def cells(records: pd.DataFrame) -> pd.DataFrame:
 def shared_cells(studies: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Every study's cells (a column `study`) of the configurations two or more studies share, with their class
     (`idle` taken over all the studies' profiled processes)."""
-    frames = [cells(records).join(idle_of(records).rename("idle"), on=list(KEY)).assign(study=name)
-              for name, records in studies.items()]
-    found = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=[*KEY, "n", "mean", "se2", "idle", "study"])
+    found = studies_cells(studies)
     found = found[found.groupby(list(KEY)).study.transform("nunique") >= 2].copy()
-    idle = found.groupby(list(KEY)).idle.transform("max")
-    found["class"] = [class_of(b, m, s, None if i != i else i)
-                      for b, m, s, i in zip(found.batch_size, found.compile_mode, found.compile_scope, idle)]
+    return classed(found)
+
+
+def studies_cells(studies: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Every study's cells (a column `study`), each with its configuration's `idle` and `eager_idle` (paces)."""
+    frames = [cells(records).join(paces(records), on=list(KEY)).assign(study=name)
+              for name, records in studies.items()]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=[*KEY, "n", "mean", "se2", "idle", "eager_idle", "study"])
+
+
+def classed(found: pd.DataFrame) -> pd.DataFrame:
+    """Cells with their configuration's class (`class`), each side's pace taken over all the studies' profiled
+    processes (the largest ratio of each)."""
+    found = found.copy()
+    idle = found.groupby(list(KEY)).idle.transform("max") if len(found) else found.idle
+    eager = found.groupby(list(KEY)).eager_idle.transform("max") if len(found) else found.eager_idle
+    found["class"] = [class_of(b, m, s, i, e) for b, m, s, i, e in
+                      zip(found.batch_size, found.compile_mode, found.compile_scope, idle, eager)]
     return found.reset_index(drop=True)
 
 
@@ -152,7 +193,13 @@ def estimate(studies: dict[str, pd.DataFrame]) -> pd.DataFrame:
     (tau, log units; 0 where the pooled excess is negative, NaN where no configuration of the class is shared)
     and `sd_ratio` (exp(sd): one SD as a factor on a speedup), `df`, `configurations`, `cells` (study x
     configuration), `studies`, `processes` and `method`."""
-    found = shared_cells(studies)
+    return estimate_from(shared_cells(studies))
+
+
+def estimate_from(found: pd.DataFrame) -> pd.DataFrame:
+    """estimate's table from cells already classed (classed: KEY, class, study, n, mean, se2), those of
+    configurations one study alone has left out (aggregate/pool.py keeps every cell)."""
+    found = found[found.groupby(list(KEY)).study.transform("nunique") >= 2] if len(found) else found
     per = per_configuration(found) if len(found) else pd.DataFrame(columns=["class"])
     rows = {}
     for name in CLASSES:
@@ -187,10 +234,10 @@ def effect_for(stored: dict, device_name: str | None) -> dict[str, dict]:
 
 
 def sd_of(effect: dict[str, dict], batch_size: int, compile_mode: str, compile_scope: str,
-          idle: float | None = None) -> tuple[str, float, float]:
-    """(class, tau in log units, its degrees of freedom) of a configuration (`idle`: class_of's); tau 0 on
-    infinite degrees of freedom where its class has no estimate (NaN or absent)."""
-    name = class_of(batch_size, compile_mode, compile_scope, idle)
+          idle: float | None = None, eager_idle: float | None = None) -> tuple[str, float, float]:
+    """(class, tau in log units, its degrees of freedom) of a configuration (`idle`, `eager_idle`: class_of's);
+    tau 0 on infinite degrees of freedom where its class has no estimate (NaN or absent)."""
+    name = class_of(batch_size, compile_mode, compile_scope, idle, eager_idle)
     found = effect.get(name) or {}
     sd = found.get("sd")
     if sd is None or not np.isfinite(sd) or not found.get("df"):

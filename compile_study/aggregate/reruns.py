@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from compile_study.aggregate import compare as cmp
-from compile_study.aggregate import hosts, measured, spread
+from compile_study.aggregate import hosts, measured, pool, spread
 from compile_study.core import compile_record, record
 from compile_study.core.layout import PROJECT, STORED, Layout, is_stored_study, stored_studies
 
@@ -121,7 +121,7 @@ def launched(studies: dict[str, cmp.Study], project: str | Path = PROJECT) -> li
     studies' profiled top kernels agree."""
     records = {n: s.records for n, s in studies.items()}
     found = hosts.shared_cells(records)
-    keys = sorted({tuple(r[k] for k in hosts.KEY) for _, r in found[found["class"] == hosts.CLASSES[3]].iterrows()})
+    keys = sorted({tuple(r[k] for k in hosts.KEY) for _, r in found[found["class"] == hosts.WAITS].iterrows()})
     compiles = {n: compile_record.table(Layout(str(Path(project) / n)).stored_compiles()) for n in studies}
     out = []
     for key in keys:
@@ -137,6 +137,9 @@ def launched(studies: dict[str, cmp.Study], project: str | Path = PROJECT) -> li
 
 
 def build(project: str | Path = PROJECT) -> dict:
-    """Every device kind's check (the kinds with two or more stored studies): what host-effect.json holds."""
+    """Every device kind's check (the kinds with two or more stored studies) and every kind's pool (its stored
+    studies' cells, aggregate/pool.py): what host-effect.json holds."""
+    found = stored(project)
     return {"method": hosts.METHOD, "large_batch": hosts.LARGE_BATCH,
-            "kinds": {kind: check(found, kind, project) for kind, found in stored(project).items() if len(found) >= 2}}
+            "kinds": {kind: check(studies, kind, project) for kind, studies in found.items() if len(studies) >= 2},
+            "pools": {kind: pool.entry(studies) for kind, studies in found.items()}}

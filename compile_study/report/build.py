@@ -235,10 +235,10 @@ def _number(sections: list[Section], numbers: dict[str, int]) -> None:
 
 def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | None, decisions: dict, environment: dict,
           facts: dict, config: dict, device: str, checks: dict, figure_dir_rel: str, calls: list[dict] | None = None,
-          drawn: dict | None = None) -> Report:
+          drawn: dict | None = None, pool: dict | None = None) -> Report:
     """The whole paper as blocks (see the module docstring)."""
     ctx = Context(summary.copy(), claims, decisions, environment, facts, config, device, figure_dir_rel, calls or [],
-                  checks or {}, dict(drawn or {}))
+                  checks or {}, dict(drawn or {}), dict(pool or {}))
     main = main_sections(ctx)
     utilisation = utilisation_section(ctx)
     extra = ([utilisation] if utilisation else []) + appendix.sections(ctx, parity, claims_table(ctx))
@@ -265,11 +265,36 @@ def read_checks(paths: dict) -> dict:
             for name, key in appendix.CHECK_KEYS.items()}
 
 
-def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: str | Path) -> None:
+def pool_of(summary: pd.DataFrame, env: dict, host_effect: str | None, study: str | None) -> dict:
+    """This study in the pool of its GPU kind (aggregate/pool.py, from the stored estimate's cells): `rows`, its
+    cells placed in the pool of the other studies (pool.place, the study left out where stored); `pooled`, the
+    kind's every study this one among them (pool.pooled: what the paper says of the kind); `studies`, the others;
+    {} without the estimate."""
+    from compile_study.aggregate import hosts
+
+    if not host_effect or not Path(host_effect).is_file():
+        return {}
+    return pool_in(summary, env.get("device_name"), hosts.load(host_effect), study)
+
+
+def pool_in(summary: pd.DataFrame, kind: str | None, stored: dict, study: str | None) -> dict:
+    """pool_of from the stored estimate's dict (hosts.load's)."""
+    from compile_study.aggregate import pool
+
+    mine, cells = pool.cells_from_summary(summary), pool.members(stored, kind)
+    every = pd.concat([cells[cells.study != study], mine.assign(study=study or "this study")], ignore_index=True)
+    return {"kind": kind, "studies": [s for s in pool.studies(stored, kind) if s != study],
+            "rows": pool.place(mine, cells, leave_out=study).to_dict("records"),
+            "pooled": pool.pooled(every).to_dict("records")}
+
+
+def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: str | Path,
+          study: str | None = None) -> None:
     """The study directory's files (layout.py) -> paper.md and paper.tex (figure paths relative to each paper).
 
-    inputs: summary, parity, claims, decisions, environment, facts, figures, and where present calls (calls.jsonl) and
-    the method checks (timer_check, reference_drift, concurrency, launcher, compile_concurrency)."""
+    inputs: summary, parity, claims, decisions, environment, facts, figures, and where present calls (calls.jsonl),
+    the method checks (timer_check, reference_drift, concurrency, launcher, compile_concurrency) and the stored
+    host-effect estimate (host_effect: the pools of every GPU kind); study: this study's name in the pool."""
     from compile_study.aggregate.figures import read_index
     from compile_study.aggregate.walltime import read_calls
     from compile_study.core.io import write_text_atomic
@@ -283,7 +308,8 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     checks = read_checks(inputs)
     calls = read_calls(inputs["calls"]) if inputs.get("calls") else []
     drawn = read_index(inputs["figures"])
+    pooled = pool_of(summary, env, inputs.get("host_effect"), study)
     for fmt, dest in (("md", md_out), ("tex", tex_out)):
         figs = Path(os.path.relpath(inputs["figures"], os.path.dirname(os.path.abspath(dest)))).as_posix()
-        rep = build(summary, parity, claims, decisions, env, facts, config, device, checks, figs, calls, drawn)
+        rep = build(summary, parity, claims, decisions, env, facts, config, device, checks, figs, calls, drawn, pooled)
         write_text_atomic(dest, paper.render(rep, fmt))

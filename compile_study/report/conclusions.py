@@ -14,6 +14,7 @@ from compile_study.report import numbers as n
 from compile_study.report.document import Text, plain
 from compile_study.report.findings import (
     Context,
+    answers,
     compiled,
     config,
     data_facts,
@@ -73,16 +74,28 @@ def step_scope(ctx: Context) -> list[dict]:
 
 # --- the recommendations ----------------------------------------------------------------------------------------
 def mode_advice(ctx: Context) -> Text | None:
-    """Per batch size: the top of the ranking (findings.per_batch), recommended only where it is faster than
-    eager; "do not compile" where every configuration with MIN_N processes or more is slower."""
-    batches = [b for b in per_batch(ctx) if b["top"]]
-    if not batches:
+    """One answer per batch size (findings.answers, aggregate/advice.py): its fastest and, among those not shown
+    slower than it, the cheapest to pay back by each way; "do not compile" where every configuration with MIN_N
+    processes or more is slower."""
+    if not [b for b in per_batch(ctx) if b["top"]]:
         return None
     decided = compiled(static_rows(ctx))
     decided = decided[decided.speedup_n >= MIN_N]
     verdicts = set(decided.verdict)
-    return Text("conclusions", "modes", {"batches": batches, "precision": ctx.precision, "device": ctx.device_name,
-                                         "all_slower": verdicts == {"slower"}, "any_faster": "faster" in verdicts})
+    found = [a | {"fastest": _named(ctx, a["fastest"]), "peers": [_named(ctx, c) for c in a["peers"]],
+                  "cheapest": {w: _named(ctx, c) for w, c in a["cheapest"].items()}} for a in answers(ctx)]
+    return Text("conclusions", "modes", {"answers": found, "precision": ctx.precision, "device": ctx.device_name,
+                                         "kind": (ctx.pool or {}).get("kind"), "all_slower": verdicts == {"slower"},
+                                         "any_faster": "faster" in verdicts,
+                                         "pooled": len((ctx.pool or {}).get("studies") or [])})
+
+
+def _named(ctx: Context, c: dict | None) -> dict | None:
+    """An answer's configuration as the templates name it, with the answer's speedup and break-even steps."""
+    if c is None:
+        return None
+    k = {f: c[f] for f in ("mode", "scope", "regime", "precision", "batch")}
+    return ctx.named(k) | {f: c[f] for f in ("speedup", "steps") if f in c}
 
 
 def precision_advice(ctx: Context) -> Text | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from compile_study.aggregate import advice
 from compile_study.aggregate.columns import WAYS, break_even_prefix, start_prefix
 from compile_study.aggregate.decide import key, ordered
 from compile_study.aggregate.summary import compact
@@ -41,6 +42,7 @@ class Context:
     calls: list[dict]  # calls.jsonl (core/session.py); empty where the study was not run through it
     checks: dict  # the method checks' results ({"timer": rows, "drift": rows, "concurrency": its JSON})
     drawn: dict = field(default_factory=dict)  # the figures made (aggregate/figures.py's index): only these are cited
+    pool: dict = field(default_factory=dict)  # this study in the pool of its GPU kind (build.pool_of); {}: none
 
     def __post_init__(self) -> None:
         # one block per dtype (read_csv's block per column makes every column added to it warn), and text as plain
@@ -53,6 +55,10 @@ class Context:
     def named(self, k: dict) -> dict:
         """A configuration named by its key (decisions.json), as the templates name it."""
         return config(self._rows[tuple(k.values())])
+
+    def has(self, k: dict) -> bool:
+        """Whether this study ran the configuration a key names."""
+        return tuple(k.values()) in self._rows
 
     def rankings(self, by: str) -> list[dict]:
         """The main precision's rankings of one kind (aggregate/decide.py RANKINGS), by batch size."""
@@ -229,10 +235,18 @@ def break_even(r) -> dict:
 
 
 @once
+def answers(ctx: Context) -> list[dict]:
+    """One answer per batch size (aggregate/advice.py): the fastest shown faster than eager and, among those not
+    shown slower than it, the cheapest to pay back by each way; on the pool of the GPU kind where it holds two or
+    more stored studies besides this one, else on this study alone."""
+    rows = ctx.pool.get("pooled") if ctx.pool else None
+    return advice.answers(ctx.summary, ctx.precision, rows, len(ctx.pool.get("studies") or []) if ctx.pool else 0)
+
+
+@once
 def recommended(ctx: Context) -> list[dict]:
-    """The configurations the paper recommends: per batch size, the top of the ranking (per_batch) where it is
-    faster than eager."""
-    return [c for b in per_batch(ctx) for c in b["top"] if c["verdict"] == "faster"]
+    """The configurations the paper recommends: the answers' (each batch size's fastest and cheapest)."""
+    return [ctx.named(k) for k in advice.recommended(answers(ctx))]
 
 
 @once

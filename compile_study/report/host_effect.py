@@ -11,10 +11,11 @@ check) and aggregate/hosts.py (the estimate and its method); this module writes 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from pathlib import Path
 
-from compile_study.aggregate import hosts, reruns, spread
+from compile_study.aggregate import hosts, pool, reruns, spread
 from compile_study.core.io import write_text_atomic
 from compile_study.core.layout import HOST_EFFECT, PROJECT, host_effect_path
 from compile_study.report import numbers
@@ -102,6 +103,37 @@ def spread_words(found: dict) -> list[str]:
     return out
 
 
+def _ratio(log: float) -> str:
+    return numbers.times(math.exp(log)) if numbers.finite(log) else numbers.DASH
+
+
+def _ends(low: float, high: float) -> str:
+    """An interval's ends as the tables write them: [1.20, 1.34] (a dash without them)."""
+    return f"[{math.exp(low):.2f}, {math.exp(high):.2f}]" if numbers.finite(low) else numbers.DASH
+
+
+def pool_lines(built: dict) -> list[str]:
+    """Per GPU kind, its pool: the stored studies it holds and, for the compiled static bf16 configurations of the
+    module and the step graph, the pooled speedup, the prediction interval for a new host and what it says
+    against eager (aggregate/pool.py)."""
+    lines = ["", f"The pools (`{HOST_EFFECT}`'s `pools`; method: {pool.METHOD}):"]
+    for kind, entry in (built.get("pools") or {}).items():
+        rows = pool.pooled(pool.members(built, kind))
+        rows = rows[(rows.shape_regime == "static") & (rows.precision == "bf16") & (rows.compile_mode != "eager")
+                    & rows.compile_scope.isin(["module", "step-graph"])] if len(rows) else rows
+        studies = ", ".join(f"`{n}`" for n in entry["studies"])
+        lines += ["", f"{kind}: {len(entry['studies'])} stored {'study' if len(entry['studies']) == 1 else 'studies'} "
+                  f"({studies})" + (":" if len(rows) else ".")]
+        if not len(rows):
+            continue
+        lines += ["", "| batch | mode (scope) | studies | pooled [95%] | tau from | prediction for a new host | "
+                  "against eager |", "|---:|---|---:|---|---|---|---|"]
+        for r in rows.itertuples():
+            lines.append(f"| {r.batch_size} | `{r.compile_mode}` ({r.compile_scope}) | {r.k} | {_ratio(r.mean)} "
+                         f"{_ends(r.ci_low, r.ci_high)} | {r.tau2_from} | {_ends(r.pi_low, r.pi_high)} | {r.verdict} |")
+    return lines
+
+
 def block(built: dict) -> str:
     """The README's block: per device kind, the estimate per class, the stored pairs' verdicts, the
     leave-one-study-out count and what differs between studies in the class the host moves most."""
@@ -114,7 +146,7 @@ def block(built: dict) -> str:
                   *pair_lines(found), "", loo_words(found), *[f"\n{w}" for w in spread_words(found)]]
     if not built["kinds"]:
         lines += ["", "No device kind has two stored studies of the built-in model: no host effect is estimated."]
-    return "\n".join(lines)
+    return "\n".join(lines + pool_lines(built))
 
 
 def update_readme(path: str | Path, built: dict) -> None:

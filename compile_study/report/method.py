@@ -189,7 +189,26 @@ def carries(ctx: Context) -> dict:
     bound = [config(r) for r in rows if r.host_bound or eager[int(r.batch_size)]]
     free = [config(r) for r in rows if not (r.host_bound or eager[int(r.batch_size)])]
     own = bool(rows) and all(r.host_bound and eager[int(r.batch_size)] for r in rows)  # every step itself host-bound
-    return {"gpu": ctx.gpu, "bound": bound, "free": free, "limit": HOST_BOUND, "own": own}
+    return {"gpu": ctx.gpu, "bound": bound, "free": free, "limit": HOST_BOUND, "own": own, "pool": pool_words(ctx)}
+
+
+def pool_words(ctx: Context) -> dict | None:
+    """This study in the pool of its GPU kind (ctx.pool, aggregate/pool.py): the studies pooled, where its static
+    configurations of the main precision fall in the prediction interval for a new host, and which the pool
+    finds faster than eager on the kind (its prediction clears eager's A/A band) or not shown so; None without."""
+    if not ctx.pool or not ctx.gpu:
+        return None
+    def named(rows: list[dict]) -> list[tuple[dict, dict]]:  # this study's static cells of the main precision
+        keys = [({"mode": r["compile_mode"], "scope": r["compile_scope"], "regime": r["shape_regime"],
+                  "precision": r["precision"], "batch": int(r["batch_size"])}, r) for r in rows]
+        return [(ctx.named(k), r) for k, r in keys if ctx.has(k) and k["regime"] == "static"
+                and k["precision"] == ctx.precision and (k["mode"] == "eager" or k["scope"] in vocab.TRAINING_SCOPES)]
+
+    placed, kind = named(ctx.pool["rows"]), [(c, r) for c, r in named(ctx.pool["pooled"]) if c["mode"] != "eager"]
+    return {"kind": ctx.pool["kind"], "k": len(ctx.pool["studies"]), "studies": ctx.pool["studies"],
+            "configs": len(placed), "places": {p: sum(r["place"] == p for _, r in placed) for p in ("inside", "above", "below")},
+            "faster": [c for c, r in kind if r["verdict"] == "faster"],
+            "held": [c for c, r in kind if r["verdict"] == "within eager's band"]}
 
 
 def disturbed_runs(ctx: Context) -> dict:

@@ -58,10 +58,58 @@ def project_block(study: Path, project: Path) -> str:
         f"{wall:.1f} min on {gpus}; how long studies take is in [docs/running.md](docs/running.md#how-long).",
         *_not_clean(env),
         *_reproduced(study),
+        *kinds_lines(project),
         *_plugged(project),
         END,
     ]
     return "\n".join(lines)
+
+
+def _largest_per_kind(project: Path) -> dict[str, Path]:
+    """Per GPU kind (device name), its stored study of the built-in model with the most run records."""
+    from compile_study.core.layout import STORED, Layout, stored_studies
+
+    found: dict[str, Path] = {}
+    for study in stored_studies("environment.json", project / STORED):
+        env = json.loads(Path(Layout(str(study)).environment).read_text())
+        if env.get("device_type") != "cuda" or plugs_a_model(study):
+            continue
+        kind, size = env.get("device_name"), len(Layout(str(study)).stored_records())
+        if kind not in found or size > len(Layout(str(found[kind])).stored_records()):
+            found[kind] = study
+    return found
+
+
+def kinds_lines(project: Path) -> list[str]:
+    """Each GPU kind's largest stored study side by side (bf16, static, the module and the step graph compiled),
+    and which stored studies each kind's pool holds (reference/host-effect.json's `pools`)."""
+    from compile_study.aggregate import hosts, pool
+    from compile_study.core.layout import Layout, host_effect_path
+    from compile_study.report import numbers
+
+    studies = _largest_per_kind(project)
+    if len(studies) < 2:
+        return []
+    cells: dict[tuple, dict[str, str]] = {}
+    for kind, study in studies.items():
+        s = pd.read_csv(Layout(str(study)).summary)
+        s = s[(s.precision == "bf16") & (s.shape_regime == "static") & s.compile_scope.isin(["module", "step-graph"])
+              & (s.compile_mode != "eager")]
+        for r in s.itertuples():
+            cells.setdefault((int(r.batch_size), r.compile_mode, r.compile_scope), {})[kind] = numbers.row_interval(r)
+    head = " | ".join(f"{kind} ([`{st.name}`]({Path(Layout(str(st.relative_to(project))).readme).as_posix()}))"
+                      for kind, st in studies.items())
+    rows = [f"| batch | mode (scope) | {head} |", "|---:|---|" + "---|" * len(studies)]
+    for (batch, mode, scope), found in sorted(cells.items()):
+        label = f"`{mode}`" + ("" if scope == "module" else f" ({scope})")
+        rows.append(f"| {batch} | {label} | " + " | ".join(found.get(k, numbers.DASH) for k in studies) + " |")
+    stored = hosts.load(host_effect_path(project))
+    pools = "; ".join(f"{kind}: {', '.join(f'`{n}`' for n in pool.studies(stored, kind)) or 'none'}"
+                      for kind in studies)
+    return ["", "Each GPU kind's largest stored study side by side (the same grid; one host each, so a difference "
+            "between kinds is a finding per configuration, not a verdict):", "", *rows, "",
+            f"The pool of each kind, the stored studies a reproduction on that kind is judged against "
+            f"([docs/reproduction.md](docs/reproduction.md#the-pool-of-a-gpu-kind)): {pools}."]
 
 
 def plugs_a_model(study: Path) -> bool:

@@ -12,6 +12,7 @@ rule paper:
         facts=L.facts,
         config=L.config,
         figures=L.figures,
+        host_effect=L.host_effect,
     output:
         md=report(
             L.paper("md"),
@@ -26,6 +27,7 @@ rule paper:
         **P.cpu_job,
     params:
         device=P.device,
+        study=P.study_dir,
     script:
         "../scripts/render_paper.py"
 

@@ -22,7 +22,7 @@ from compile_study.core import stats, vocab
 from compile_study.report import numbers
 from compile_study.report.paper import sentences, words
 
-from .paper_reading import abstract_sentences, iv, main_text, row_of, table, text
+from .paper_reading import abstract_sentences, iv, main_text, plain, row_of, table, text
 
 TRAINING = ("module", "fused-adamw", "step", "step-graph")
 
@@ -232,6 +232,17 @@ def abstract_readable(paper) -> list[str]:
     return out
 
 
+# --- round three (issue 68): the sentences a reader still trips on -----------------------------------------------------
+NEGATED = re.compile(r"\bnot (?:not|no|never|none)\b")
+
+
+def read_once(paper) -> list[str]:
+    """No sentence negates a negation (the timer correction's "faster than eager, not not distinguishable from
+    eager")."""
+    return [f"a double negation: {s[:120]}" for s in sentences(plain(paper.markdown)) if NEGATED.search(s)]
+
+
 INVARIANTS = {"recommendations separated": recommendations_separated, "trends hold": trends_hold,
               "evidence present": evidence_present, "timer corrections": timer_corrections,
-              "chance and words": chance_and_words, "abstract readable": abstract_readable}
+              "chance and words": chance_and_words, "abstract readable": abstract_readable,
+              "read once": read_once}

@@ -1,0 +1,33 @@
+"""The paper's judgements, round three (issue 68): each invariant of tests/judgement_invariants.py and
+tests/cost_invariants.py added for it, shown failing on a hand-made study whose paper breaks it the way a stored
+paper did (tests/test_invariants.py runs them all on generated studies).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from compile_study.report import paper
+
+from . import generated_studies as gen
+from . import judgement_invariants as judged
+from . import paper_invariants as inv
+from .test_invariants import _study
+
+
+@pytest.mark.unit
+def test_a_timer_correction_worded_as_a_double_negation_is_caught():
+    """The H100 grid's paper: "`default` (module) at batch 512 is 1.59× [1.19, 2.12]: faster than eager, not not
+    distinguishable from eager"."""
+    p = gen.paper(_study("cuda", [32], ["default"], timer=(("default", 32, "bf16", 0.9, True),)))
+    para = next(t for t in inv.texts(p.report) if (t.file, t.macro) == ("modes", "checks"))
+    f = para.data["timer"][0]
+    assert f["corrected"] and f["moved"] is not None
+    f |= {"verdict": "indistinct", "moved_verdict": "faster"}  # the correction moved an indistinct speedup to faster
+    md = paper.render(p.report, "md")
+    assert "faster than eager; uncorrected, it is not distinguishable from eager." in md
+    p.markdown = md
+    assert judged.read_once(p) == []
+    p.markdown = md.replace("faster than eager; uncorrected, it is not", "faster than eager, not not")
+    found = judged.read_once(p)
+    assert len(found) == 1 and found[0].startswith("a double negation: Corrected for the timer check")

@@ -242,7 +242,25 @@ def read_once(paper) -> list[str]:
     return [f"a double negation: {s[:120]}" for s in sentences(plain(paper.markdown)) if NEGATED.search(s)]
 
 
+GLOSSED = {"gpu wait": r"gpu wait.*wait for its turn on its GPU"}  # a part of the run time, defined where first used
+
+
+def parts_defined(paper) -> list[str]:
+    """A part of the runs' time whose name does not say what it is (gpu wait) is defined in the sentence that first
+    names it, and in the caption of the figure that draws it."""
+    md, out = plain(paper.markdown), []
+    drawn = ((paper.context.get("drawn") or {}).get("overhead") or {}).get("parts") or []
+    figure = next((b for x in paper.report.main for b in x.blocks if b.kind == "figure" and b.key == "overhead"), None)
+    for name, gloss in GLOSSED.items():
+        first = next((s for s in sentences(md) if name in s.lower()), None)
+        if first is not None and not re.search(gloss, first, re.I):
+            out.append(f"{name!r} first used undefined: {first[:120]}")
+        if name in drawn and figure is not None and not re.search(gloss, words(figure.caption), re.I):
+            out.append(f"the overhead figure draws {name!r} without defining it")
+    return out
+
+
 INVARIANTS = {"recommendations separated": recommendations_separated, "trends hold": trends_hold,
               "evidence present": evidence_present, "timer corrections": timer_corrections,
               "chance and words": chance_and_words, "abstract readable": abstract_readable,
-              "read once": read_once}
+              "read once": read_once, "parts defined": parts_defined}

@@ -8,11 +8,12 @@ from __future__ import annotations
 import pytest
 
 from compile_study.report import paper
+from compile_study.report.document import Text
 
 from . import generated_studies as gen
 from . import judgement_invariants as judged
 from . import paper_invariants as inv
-from .test_invariants import _study
+from .test_invariants import _study, hand_made
 
 
 @pytest.mark.unit
@@ -31,3 +32,23 @@ def test_a_timer_correction_worded_as_a_double_negation_is_caught():
     p.markdown = md.replace("faster than eager; uncorrected, it is not", "faster than eager, not not")
     found = judged.read_once(p)
     assert len(found) == 1 and found[0].startswith("a double negation: Corrected for the timer check")
+
+
+@pytest.mark.unit
+def test_a_part_of_the_run_time_named_but_never_defined_is_caught():
+    """Every GPU paper led its overhead sentence with "gpu wait 26%", and Figure 1 drew it, with no word of what
+    it is."""
+    p = hand_made()
+    assert "gpu wait" in p.context["drawn"]["overhead"]["parts"]
+    figure = next(b for s in p.report.main for b in s.blocks if b.kind == "figure" and b.key == "overhead")
+    assert "gpu wait: a run's wait for its turn on its GPU" in paper.words(figure.caption)
+    spent = next(t for t in inv.texts(p.report) if (t.file, t.macro) == ("method", "time_spent"))
+    spent.data["spent"]["parts"] = [("gpu_wait_s", 0.26), ("compile_s", 0.2)]
+    p.markdown = paper.render(p.report, "md")
+    assert "gpu wait 26%, compile 20% (Figure 1; gpu wait: a run's wait for its turn on its GPU" in p.markdown.replace("\\", "")
+    assert judged.parts_defined(p) == []
+    p.markdown = p.markdown.replace("; gpu wait: a run's wait for its turn on its GPU while other work held it)", ")")
+    figure.caption = Text("method", "overhead_caption", {"parts": []})  # the old caption: no gloss
+    found = judged.parts_defined(p)
+    assert found[0].startswith("'gpu wait' first used undefined: The study's runs took")
+    assert found[1] == "the overhead figure draws 'gpu wait' without defining it"

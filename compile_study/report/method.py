@@ -94,7 +94,8 @@ def blocks(ctx: Context) -> list:
     spent = time_spent(ctx)
     out.append(Para(Text("method", "time_spent", {"spent": spent, "gpu": ctx.gpu})))
     if spent and spent["figure"]:
-        out.append(Figure("overhead", Text("method", "overhead_caption"), f"{ctx.figures}/overhead"))
+        parts = ctx.drawn["overhead"].get("parts") or []  # the bars drawn: the caption glosses those names don't explain
+        out.append(Figure("overhead", Text("method", "overhead_caption", {"parts": parts}), f"{ctx.figures}/overhead"))
     return out
 
 

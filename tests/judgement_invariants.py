@@ -260,7 +260,40 @@ def parts_defined(paper) -> list[str]:
     return out
 
 
+STEP_LABEL = re.compile(r"Step: ([^.]*)\.")
+
+
+def _step_value(label: str) -> str | None:
+    """The summary column a table's step label names: the median across processes, or the geometric mean."""
+    return "step_ms" if "geometric mean" in label else "steady_step_ms" if "median" in label else None
+
+
+def step_labels(paper) -> list[str]:
+    """A table's "Step:" says what its step column holds: Table 1's median across processes, the payback table's
+    value as its caption names it (the geometric mean with its interval)."""
+    out, s = [], paper.summary
+    keyed = {"modes": lambda r: {"mode": r[2], "scope": "module", "regime": "static", "precision": r[0], "batch": int(r[1])}}
+    rule = text(paper.report, "payback", "rule")
+    for key, at in (("modes", 3), ("payback", 3)):
+        t = table(paper.report, key)
+        m = STEP_LABEL.search(words(t.caption)) if t is not None else None
+        if t is None or not t.rows:
+            continue
+        column = _step_value(m[1]) if m else None
+        if column is None:
+            out.append(f"table {key}: its step column's label names neither a median nor a geometric mean")
+            continue
+        named = [keyed[key](r) for r in t.rows] if key in keyed else rule.data["p"]["rows"]
+        for r, c in zip(t.rows, named):
+            row = row_of(s, c)
+            cell = r[at].split(" ")[0]
+            if row is not None and numbers.finite(row[column]) and re.match(r"[\d.,]+$", cell) and cell != numbers.ms(row[column]):
+                out.append(f"table {key}: {c['mode']} ({c['scope']}) at batch {c['batch']}'s step {cell} is not its "
+                           f"{column} {numbers.ms(row[column])}, as its label says")
+    return out
+
+
 INVARIANTS = {"recommendations separated": recommendations_separated, "trends hold": trends_hold,
               "evidence present": evidence_present, "timer corrections": timer_corrections,
               "chance and words": chance_and_words, "abstract readable": abstract_readable,
-              "read once": read_once, "parts defined": parts_defined}
+              "read once": read_once, "parts defined": parts_defined, "step labels": step_labels}

@@ -13,6 +13,7 @@ from compile_study.report.document import Text
 from . import generated_studies as gen
 from . import judgement_invariants as judged
 from . import paper_invariants as inv
+from .paper_reading import table
 from .test_invariants import _study, hand_made
 
 
@@ -52,3 +53,16 @@ def test_a_part_of_the_run_time_named_but_never_defined_is_caught():
     found = judged.parts_defined(p)
     assert found[0].startswith("'gpu wait' first used undefined: The study's runs took")
     assert found[1] == "the overhead figure draws 'gpu wait' without defining it"
+
+
+@pytest.mark.unit
+def test_a_step_column_its_label_misnames_is_caught():
+    """Table 3's caption said "Step: the compiled step's median" over the geometric mean with its t interval (8.97
+    ms against Table 1's median 8.69 for the same cell)."""
+    p = hand_made()
+    assert judged.step_labels(p) == []
+    p.summary.loc[p.summary.compile_mode == "default", "steady_step_ms"] = 8.69  # the median apart from the mean
+    table(p.report, "payback").caption = Text("modes", "table_caption", {"rows": 1, "payback": False})
+    found = judged.step_labels(p)  # the payback table's geometric mean under a label that says median
+    assert any(v.startswith("table payback: default (module) at batch 32's step") and
+               v.endswith("is not its steady_step_ms 8.69, as its label says") for v in found), found

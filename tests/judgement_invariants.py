@@ -22,7 +22,7 @@ from compile_study.core import stats, vocab
 from compile_study.report import numbers
 from compile_study.report.paper import sentences, words
 
-from .paper_reading import abstract_sentences, iv, main_text, plain, row_of, table, text
+from .paper_reading import abstract_sentences, iv, main_text, part, plain, row_of, table, text
 
 TRAINING = ("module", "fused-adamw", "step", "step-graph")
 
@@ -293,7 +293,30 @@ def step_labels(paper) -> list[str]:
     return out
 
 
+WORD = re.compile(r"[\w.–×%→-]+")
+HEDGES = {"can", "may", "up", "to", "only", "first", "more", "less", "than"}  # a claim's reach: never dropped
+
+
+def _within(short: list[str], long: list[str]) -> bool:
+    """Are the words of `short` those of `long`, in order, every hedge of `long` kept?"""
+    rest = iter(long)
+    return all(w in rest for w in short) and HEDGES & set(long) <= set(short)
+
+
+def claims_as_claimed(paper) -> list[str]:
+    """Each claim the prose gives a verdict ("Holds: ...") is quoted in its own words: those of its statement in the
+    claims table, in order, with every hedge ("can", "up to", "first", "than") kept."""
+    t, prose = table(paper.report, "claims"), part(paper.markdown, "Common claims, checked")
+    if t is None or not prose:
+        return []
+    said = [WORD.findall(plain(r[0]).lower()) for r in t.rows]
+    verdicts = [x for x in sentences(prose) if re.match(r"[A-Z][\w ]+: ", x) and not x.startswith("A verdict")]
+    quoted = [q for x in verdicts for q in re.findall(r'"([^"]+)"', x)]
+    out = [f"a claim not in its own words: {q!r}" for q in quoted if not any(_within(WORD.findall(q.lower()), w) for w in said)]
+    return out + ([f"{len(t.rows)} claims, {len(quoted)} quoted with a verdict"] if len(quoted) != len(t.rows) else [])
+
+
 INVARIANTS = {"recommendations separated": recommendations_separated, "trends hold": trends_hold,
               "evidence present": evidence_present, "timer corrections": timer_corrections,
               "chance and words": chance_and_words, "abstract readable": abstract_readable,
-              "read once": read_once, "parts defined": parts_defined, "step labels": step_labels}
+              "read once": read_once, "parts defined": parts_defined, "step labels": step_labels, "claims as claimed": claims_as_claimed}

@@ -66,3 +66,18 @@ def test_a_step_column_its_label_misnames_is_caught():
     found = judged.step_labels(p)  # the payback table's geometric mean under a label that says median
     assert any(v.startswith("table payback: default (module) at batch 32's step") and
                v.endswith("is not its steady_step_ms 8.69, as its label says") for v in found), found
+
+
+@pytest.mark.unit
+def test_a_claim_given_a_verdict_without_its_own_hedge_is_caught():
+    """The prose read "Holds: dynamic shapes erase the gain" for the claim "Dynamic shapes can erase the compiled
+    gain over eager" (evidence 1.10× [1.01, 1.21])."""
+    p = hand_made()
+    assert judged.claims_as_claimed(p) == []
+    old = {"dynamic": "dynamic shapes erase the gain", "short-runs": "compilation costs more on short runs",
+           "forward": "compile only the forward", "training": "20–40% faster training"}
+    for id, was in old.items():
+        p.markdown = p.markdown.replace(paper.words(Text("claims", "topic", {"id": id})).replace("%", "\\%"), was)
+    found = judged.claims_as_claimed(p)
+    for was in old.values():
+        assert f"a claim not in its own words: {was!r}" in found, (was, found)

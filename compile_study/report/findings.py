@@ -41,6 +41,7 @@ class Context:
     calls: list[dict]  # calls.jsonl (core/session.py); empty where the study was not run through it
     checks: dict  # the method checks' results ({"timer": rows, "drift": rows, "concurrency": its JSON})
     drawn: dict = field(default_factory=dict)  # the figures made (aggregate/figures.py's index): only these are cited
+    in_progress: int | None = None  # the call the paper is made in, not yet in calls.jsonl (session.call_in_progress)
 
     def __post_init__(self) -> None:
         # one block per dtype (read_csv's block per column makes every column added to it warn), and text as plain

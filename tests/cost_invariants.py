@@ -17,7 +17,7 @@ from compile_study.core import stats, vocab
 from compile_study.report import numbers
 from compile_study.report.paper import sentences, words
 
-from .paper_reading import plain, row_of, text
+from .paper_reading import abstract_sentences, plain, row_of, text
 
 
 def _key(r) -> tuple:
@@ -231,5 +231,51 @@ def figures_honest(paper) -> list[str]:
     return out
 
 
+# --- round three (issue 68): the abstract's cold start against an epoch, by every configuration's interval -----------
+def _epoch_codes(summary: pd.DataFrame) -> list[str]:
+    """Each configuration of the payback table (compiled, static, the scopes one trains with, every precision) with a
+    break-even interval: "more" (its interval above an epoch, or it never pays back), "less" or "straddles"."""
+    s = vocab.usable(summary[(summary.compile_mode != "eager") & (summary.shape_regime == "static")
+                             & summary.compile_scope.isin(vocab.TRAINING_SCOPES)])
+    s = s[s.payback.notna()] if "payback" in s else s.iloc[:0]
+    out = []
+    for r in s[["payback", "break_even_low", "break_even_high", "break_even_n", "full_epoch_steps"]].itertuples():
+        if r.payback == "never":
+            out.append("more")
+        elif r.break_even_n >= stats.MIN_N and math.isfinite(r.break_even_low):
+            epoch = r.full_epoch_steps
+            out.append("more" if r.break_even_low > epoch else "less" if r.break_even_high < epoch else "straddles")
+    return out
+
+
+EVERY_MORE = re.compile(r"Wherever measured in \w+ or more processes, a cold start .* takes more than an epoch")
+EVERY_LESS = re.compile(r"a cold start .* is earned back within one epoch")
+SOME = re.compile(r"A cold start .* takes more than an epoch .* to earn back in (\w+) of the (\w+) configurations with "
+                  r"an interval(?:, less in (\w+))?\.")
+
+
+def _count(word: str | None) -> int:
+    return 0 if word in (None, "none") else numbers.WORDS.index(word) if word in numbers.WORDS else int(word)
+
+
+def cold_start_epochs(paper) -> list[str]:
+    """The abstract says a cold start takes more than an epoch to earn back (or less) "wherever measured" only where
+    every configuration's break-even interval lies wholly on that side of an epoch (a configuration that never pays
+    back: above); otherwise it counts them, and its counts are the intervals'."""
+    codes = _epoch_codes(paper.summary)
+    abstract = " ".join(abstract_sentences(paper.markdown))
+    out = []
+    if EVERY_MORE.search(abstract) and set(codes) != {"more"}:
+        out.append(f"the abstract says every cold start takes more than an epoch to earn back: {sorted(codes)}")
+    if EVERY_LESS.search(abstract) and set(codes) != {"less"}:
+        out.append(f"the abstract says every cold start is earned back within an epoch: {sorted(codes)}")
+    m = SOME.search(abstract)
+    said = [_count(m[i]) for i in (1, 2, 3)] if m else None
+    if m and said != [codes.count("more"), len(codes), codes.count("less")]:
+        out.append(f"the abstract counts {said} cold starts against an epoch, the intervals {sorted(codes)}")
+    return out
+
+
 INVARIANTS = {"break-evens charged": break_evens_charged, "checks by one rule": checks_by_one_rule,
-              "dynamic by the rule": dynamic_by_rule, "figures honest": figures_honest}
+              "dynamic by the rule": dynamic_by_rule, "figures honest": figures_honest,
+              "cold start epochs": cold_start_epochs}

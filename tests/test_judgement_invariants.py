@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from compile_study.aggregate import payback
 from compile_study.report import paper
 from compile_study.report.document import Text
 
+from . import cost_invariants as costs
 from . import generated_studies as gen
 from . import judgement_invariants as judged
 from . import paper_invariants as inv
@@ -81,3 +83,27 @@ def test_a_claim_given_a_verdict_without_its_own_hedge_is_caught():
     found = judged.claims_as_claimed(p)
     for was in old.values():
         assert f"a claim not in its own words: {was!r}" in found, (was, found)
+
+
+@pytest.mark.unit
+def test_every_cold_start_said_to_take_more_than_an_epoch_where_one_interval_holds_an_epoch_is_caught():
+    """The yardstick's abstract: "Wherever measured ..., a cold start takes more than an epoch to earn back", while
+    `default` (step-graph) at batch 32 had a break-even of [212.65, ...] steps against a 213-step epoch."""
+    def straddle(s):
+        at = s.compile_mode == "default"
+        s.loc[at, ["break_even_low", "break_even_high", "break_even_n"]] = [212.65, 400.0, 3]
+        s.loc[at, "break_even_epoch_code"] = payback.epoch_code("pays-after", 212.65, 400.0, 3, 214)
+        return s
+
+    p = gen.paper(hand_made().spec, straddle)
+    assert p.summary.loc[p.summary.compile_mode == "default", "break_even_epoch_code"].iloc[0] == "straddles"
+    assert ("A cold start (compiling from an empty cache) takes more than an epoch (a pass over 6,840 training rows) to "
+            "earn back in one of the two configurations with an interval.") in p.markdown.replace("\\", "")
+    assert costs.cold_start_epochs(p) == []
+    p.markdown = p.markdown.replace("A cold start (compiling from an empty cache) takes more than an epoch (a pass "
+                                    "over 6,840 training rows) to earn back in one of the two configurations with an "
+                                    "interval.", "Wherever measured in three or more processes, a cold start (compiling "
+                                    "from an empty cache) takes more than an epoch (a pass over 6,840 training rows) to "
+                                    "earn back.")
+    assert costs.cold_start_epochs(p) == ["the abstract says every cold start takes more than an epoch to earn back: "
+                                          "['more', 'straddles']"]

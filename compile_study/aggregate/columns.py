@@ -74,6 +74,8 @@ PAYBACK = {
     "break_even_epochs": ("break_even_steps in epochs", "epochs"),
     "break_even_epochs_low": ("break_even_low in epochs", "epochs"),
     "break_even_epochs_high": ("break_even_high in epochs", "epochs"),
+    "break_even_epoch_code": ("where the break-even's interval lies against one epoch (payback.epoch_code): more, "
+                              "less, straddles, few-runs; empty for eager", "code"),
 }
 
 

@@ -201,7 +201,21 @@ def payback_cells(row, costs: dict, speedups, train_rows: int) -> dict:
     epoch = steps_per_epoch(row.batch_size, train_rows)
     return cells | {"full_epoch_steps": epoch, "break_even_epochs": cells["break_even_steps"] / epoch,
                     "break_even_epochs_low": cells["break_even_low"] / epoch,
-                    "break_even_epochs_high": cells["break_even_high"] / epoch}
+                    "break_even_epochs_high": cells["break_even_high"] / epoch,
+                    "break_even_epoch_code": epoch_code(code, cells["break_even_low"], cells["break_even_high"],
+                                                        cells["break_even_n"], epoch)}
+
+
+def epoch_code(code: str | None, low: float, high: float, n: int, epoch: int) -> str:
+    """Where a compiled configuration's break-even from an empty cache lies against one epoch (its interval
+    [low, high] of n values): "more" (wholly above an epoch, or `code` says it never pays back), "less" (wholly
+    below), "straddles" (holding an epoch), "few-runs" (no interval): the abstract's sentence on cold starts
+    counts these."""
+    if code == "never":
+        return "more"
+    if not (n >= stats.MIN_N and np.isfinite(low)):
+        return "few-runs"
+    return "more" if low > epoch else "less" if high < epoch else "straddles"
 
 
 def empty_columns() -> list[str]:
@@ -210,4 +224,5 @@ def empty_columns() -> list[str]:
     out = ["payback", "cold_start_how", "cold_search"]
     for way in WAYS:
         out += [*columns(start_prefix(way), none), *columns(break_even_prefix(way), none)]
-    return out + ["full_epoch_steps", "break_even_epochs", "break_even_epochs_low", "break_even_epochs_high"]
+    return out + ["full_epoch_steps", "break_even_epochs", "break_even_epochs_low", "break_even_epochs_high",
+                  "break_even_epoch_code"]

@@ -250,14 +250,24 @@ def payback(ctx: Context) -> dict | None:
     chosen = {tuple(c[k] for k in named) for c in recommended(ctx)}
     for c in rows:
         c["recommended"] = tuple(c[k] for k in named) in chosen
-    factor = (ctx.decisions.get("checks") or {}).get("compile_concurrency")
+    phase = ctx.env.get("compile_phase") or {}
     hows = Counter(c["how"] for c in rows if isinstance(c["how"], str))
     return {"rows": rows, "recommended": [c for c in rows if c["recommended"]], "train_rows": ctx.train_rows,
             "precision": ctx.precision, "precisions": len(set(h.precision)) > 1, "hows": dict(hows),
-            "factor": {"iv": n.decided_interval(factor["interval"]), "k": factor["k"], "verdict": factor["verdict"]}
-            if factor else None, "at_once": (ctx.env.get("compile_phase") or {}).get("at_once"),
+            "factor": factor_used(phase.get("factor")), "at_once": phase.get("at_once"),
+            "divided_at_once": [r.get("cold_at_once") for _, r in h.iterrows() if r.get("cold_start_how") == "divided"],
             "searched": [c for c in rows if isinstance(c["search"], str)],
             "portable": any(n.finite(c["ways"]["portable"]["cost"].point) for c in rows)}
+
+
+def factor_used(facts: dict | None) -> dict | None:
+    """The factor cold compiles among others were divided by and the study's own check (environment.json's
+    compile_phase factor: aggregate/payback.py factor_facts), as intervals: {"used", "own", "k", "source"}."""
+    if not facts:
+        return None
+    ivs = {side: n.decided_interval(facts[side] | {"method": "", "level": LEVEL}) if facts.get(side) else None
+           for side in ("used", "own")}
+    return ivs | {"k": (facts.get("used") or {}).get("k"), "source": (facts.get("used") or {}).get("source")}
 
 
 def cold_epochs(ctx: Context) -> dict | None:

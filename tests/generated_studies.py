@@ -27,6 +27,7 @@ import pandas as pd
 from hypothesis import strategies as st
 
 from compile_study.aggregate import figures
+from compile_study.aggregate import summary as summary_module
 from compile_study.aggregate.claims import claims_table
 from compile_study.aggregate.decide import decide
 from compile_study.aggregate.environment import environment
@@ -56,7 +57,7 @@ class Configuration:
     cold: int  # of the repeats, how many found the Inductor cache empty
     failed: str | None = None  # a status every repeat ends with, or None
     failed_repeats: int = 0  # repeats that failed with `failed`, the others ok
-    contended: bool = False  # its cold compiles in a compile phase ran among fewer than k (no factor measured for them)
+    contended: bool = False  # its cold compiles in a compile phase ran last, among fewer than k as the phase ended
 
 
 @dataclass
@@ -202,21 +203,40 @@ def _record(c: Configuration, repeat: int, status: str, eager_ms: float, rng, sp
     return rec
 
 
+def _schedule(recs: list[dict], k: int, rng) -> list[dict]:
+    """The compile phase as it runs: every job asked for at once, each taking the first of k slots to come free
+    (a GEMM search alone, with the whole host, after them all), so that the phase's end leaves some compiles with
+    fewer at once. Each record gets its job's window (its wait for the slot booked as gpu_wait_s) and the most
+    compiles it saw at once."""
+    start, free, held = 1.8e9, [1.8e9] * k, []
+    for rec in sorted(recs, key=lambda r: r["compile"]["alone"]):
+        seconds = rec["metrics"]["epoch1_s"] + float(rng.uniform(0.5, 3.0))  # the process and its steps beside
+        slot = 0 if rec["compile"]["alone"] else int(np.argmin(free))
+        begin = max(free) if rec["compile"]["alone"] else free[slot]
+        free = [begin + seconds] * k if rec["compile"]["alone"] else free[:slot] + [begin + seconds] + free[slot + 1:]
+        held.append((begin, begin + seconds))
+        rec["metrics"] |= {"job_window_unix": [start, begin + seconds], "overhead_s": {"gpu_wait_s": begin - start}}
+    for rec, (a, b) in zip(sorted(recs, key=lambda r: r["compile"]["alone"]), held):
+        rec["compile"]["at_once"] = max(sum(1 for c, d in held if c <= t < d) for t in [a] + [c for c, _ in held if a < c < b])
+    return recs
+
+
 def compile_records(spec: Spec) -> list[dict]:
     """The compile phase's records (core/compile_record.py), where the study had one: per compiled configuration
-    whose runs did not all fail, its cold compiles, k at once (now and then fewer), or one alone where a
-    max-autotune mode searches its GEMMs, or one among the others where it starts from that search."""
+    whose runs did not all fail, its cold compiles, k at once (the contended ones last, as the phase ends), or one
+    alone where a max-autotune mode searches its GEMMs, or one among the others where it starts from that search;
+    its portable starts among them; each with its job's window (_schedule)."""
     if not spec.phase:
         return []
     rng = np.random.default_rng(spec.seed + 1)
     out = []
-    for c in spec.configurations:
+    for c in sorted(spec.configurations, key=lambda c: c.contended):  # the contended ones last
         if c.mode == "eager" or (c.failed and c.failed_repeats == c.repeats):
             continue
         search = _search(c, spec)
         for i in range(1 if search else min(3, c.cold)):
             alone = search == "own"
-            at_once = 1 if alone else 2 if search or c.contended else spec.phase
+            at_once = 1 if alone else spec.phase  # the most at once, from the schedule (_schedule)
             seconds = float(rng.uniform(60.0, 200.0) if alone else rng.uniform(5.0, 60.0))
             cfg = record.RunConfig(c.mode, c.batch, c.regime, c.precision, i, compile_scope=c.scope)
             rec = compile_record.new(cfg, {}, {"device_type": spec.device}, {
@@ -233,7 +253,7 @@ def compile_records(spec: Spec) -> list[dict]:
             rec["metrics"] = {"cold_compile_s": seconds, "epoch1_s": 1.0 + seconds, "epoch2_s": 1.0,
                               "artifacts_load_s": load, "artifacts_bytes": 11_000_000}
             out.append(rec)
-    return out
+    return _schedule(out, spec.phase, rng)
 
 
 def checks(spec: Spec) -> dict:
@@ -305,7 +325,8 @@ def paper(spec: Spec, edit=None, pool=None) -> Paper:
     model = MODEL | ({"hf_config": PLUGS["hf"]} if spec.plug == "hf" else
                      {"factory": PLUGS["factory"]} if spec.plug == "factory" else {})
     config = {"model": model, "train": {"lr": 3e-4}, "grids": {spec.device: _grids(spec)}}
-    env = environment(runs) | {"peak_tflops": {p: 700.0 for p in set(summary.precision)}}
+    env = environment(runs) | {"peak_tflops": {p: 700.0 for p in set(summary.precision)},
+                               "compile_phase": summary_module._phase(compiles, runs, by_name)}  # as summary.write
     parity = judge_parity(pd.DataFrame([{"compile_mode": m, "precision": p, "batch_size": 32, "loss_steps": 10,
                                          "train_steps": 10, "max_rel_loss_diff": 1e-4, "loss_rtol": 0.05, "loss_ok": True,
                                          "eager_accuracy": e, "compiled_accuracy": a,

@@ -23,7 +23,7 @@ from compile_study.core import stats, vocab
 from compile_study.report import numbers
 from compile_study.report.paper import sentences, words
 
-from .paper_reading import abstract_sentences, iv, main_text, table, text
+from .paper_reading import abstract_sentences, iv, main_text, part, plain, row_of, table, text
 
 TRAINING = ("module", "fused-adamw", "step", "step-graph")
 
@@ -248,6 +248,91 @@ def abstract_readable(paper) -> list[str]:
     return out
 
 
+# --- round three (issue 68): the sentences a reader still trips on -----------------------------------------------------
+NEGATED = re.compile(r"\bnot (?:not|no|never|none)\b")
+
+
+def read_once(paper) -> list[str]:
+    """No sentence negates a negation (the timer correction's "faster than eager, not not distinguishable from
+    eager")."""
+    return [f"a double negation: {s[:120]}" for s in sentences(plain(paper.markdown)) if NEGATED.search(s)]
+
+
+GLOSSED = {"gpu wait": r"gpu wait.*wait for its turn on its GPU"}  # a part of the run time, defined where first used
+
+
+def parts_defined(paper) -> list[str]:
+    """A part of the runs' time whose name does not say what it is (gpu wait) is defined in the sentence that first
+    names it, and in the caption of the figure that draws it."""
+    md, out = plain(paper.markdown), []
+    drawn = ((paper.context.get("drawn") or {}).get("overhead") or {}).get("parts") or []
+    figure = next((b for x in paper.report.main for b in x.blocks if b.kind == "figure" and b.key == "overhead"), None)
+    for name, gloss in GLOSSED.items():
+        first = next((s for s in sentences(md) if name in s.lower()), None)
+        if first is not None and not re.search(gloss, first, re.I):
+            out.append(f"{name!r} first used undefined: {first[:120]}")
+        if name in drawn and figure is not None and not re.search(gloss, words(figure.caption), re.I):
+            out.append(f"the overhead figure draws {name!r} without defining it")
+    return out
+
+
+STEP_LABEL = re.compile(r"Step: ([^.]*)\.")
+
+
+def _step_value(label: str) -> str | None:
+    """The summary column a table's step label names: the median across processes, or the geometric mean."""
+    return "step_ms" if "geometric mean" in label else "steady_step_ms" if "median" in label else None
+
+
+def step_labels(paper) -> list[str]:
+    """A table's "Step:" says what its step column holds: Table 1's median across processes, the payback table's
+    value as its caption names it (the geometric mean with its interval)."""
+    out, s = [], paper.summary
+    keyed = {"modes": lambda r: {"mode": r[2], "scope": "module", "regime": "static", "precision": r[0], "batch": int(r[1])}}
+    rule = text(paper.report, "payback", "rule")
+    for key, at in (("modes", 3), ("payback", 3)):
+        t = table(paper.report, key)
+        m = STEP_LABEL.search(words(t.caption)) if t is not None else None
+        if t is None or not t.rows:
+            continue
+        column = _step_value(m[1]) if m else None
+        if column is None:
+            out.append(f"table {key}: its step column's label names neither a median nor a geometric mean")
+            continue
+        named = [keyed[key](r) for r in t.rows] if key in keyed else rule.data["p"]["rows"]
+        for r, c in zip(t.rows, named):
+            row = row_of(s, c)
+            cell = r[at].split(" ")[0]
+            if row is not None and numbers.finite(row[column]) and re.match(r"[\d.,]+$", cell) and cell != numbers.ms(row[column]):
+                out.append(f"table {key}: {c['mode']} ({c['scope']}) at batch {c['batch']}'s step {cell} is not its "
+                           f"{column} {numbers.ms(row[column])}, as its label says")
+    return out
+
+
+WORD = re.compile(r"[\w.–×%→-]+")
+HEDGES = {"can", "may", "up", "to", "only", "first", "more", "less", "than"}  # a claim's reach: never dropped
+
+
+def _within(short: list[str], long: list[str]) -> bool:
+    """Are the words of `short` those of `long`, in order, every hedge of `long` kept?"""
+    rest = iter(long)
+    return all(w in rest for w in short) and HEDGES & set(long) <= set(short)
+
+
+def claims_as_claimed(paper) -> list[str]:
+    """Each claim the prose gives a verdict ("Holds: ...") is quoted in its own words: those of its statement in the
+    claims table, in order, with every hedge ("can", "up to", "first", "than") kept."""
+    t, prose = table(paper.report, "claims"), part(paper.markdown, "Common claims, checked")
+    if t is None or not prose:
+        return []
+    said = [WORD.findall(plain(r[0]).lower()) for r in t.rows]
+    verdicts = [x for x in sentences(prose) if re.match(r"[A-Z][\w ]+: ", x) and not x.startswith("A verdict")]
+    quoted = [q for x in verdicts for q in re.findall(r'"([^"]+)"', x)]
+    out = [f"a claim not in its own words: {q!r}" for q in quoted if not any(_within(WORD.findall(q.lower()), w) for w in said)]
+    return out + ([f"{len(t.rows)} claims, {len(quoted)} quoted with a verdict"] if len(quoted) != len(t.rows) else [])
+
+
 INVARIANTS = {"recommendations separated": recommendations_separated, "trends hold": trends_hold,
               "evidence present": evidence_present, "timer corrections": timer_corrections,
-              "chance and words": chance_and_words, "abstract readable": abstract_readable}
+              "chance and words": chance_and_words, "abstract readable": abstract_readable,
+              "read once": read_once, "parts defined": parts_defined, "step labels": step_labels, "claims as claimed": claims_as_claimed}

@@ -1,8 +1,9 @@
 """What a reader meets, measured on the stored papers and on a generated CPU paper: an abstract of at most 200 words
 and 25 numbers that opens with a one-sentence takeaway and defines each term where it first appears; sentences
-(abstract and main text) of median length 25 words at most and none over 40; a main text under 3,300 words (3,000 until
-the break-even charged both a cold and a warm start and the trend sentences named their exceptions: issue 51); none
-of the phrases that read as data dumps."""
+(abstract and main text) of median length 25 words at most and none over 40; a main text under 3,400 words (3,000 until
+the break-even charged both a cold and a warm start and the trend sentences named their exceptions: issue 51; 3,300
+until the paper defined gpu wait, quoted each claim in its own words and said by which factor, at how many at once,
+each cold compile is charged: issue 68); none of the phrases that read as data dumps."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .conftest import GPU_REFERENCE, REPO
 from .paper_study import build, make_study
 
 pytestmark = pytest.mark.unit
-MAIN_WORDS = 3300  # the main text's words, tables included (the docstring says why not 3,000)
+MAIN_WORDS = 3400  # the main text's words, tables included (the docstring says why not 3,000 or 3,300)
 
 STORED = sorted(GPU_REFERENCE.parent.glob("*/paper.md"))  # every stored study's paper
 # phrases a reader cannot finish: a count of nothing, "(1)" as a graph count, "1 times", "2 of 3 repeats" read
@@ -81,7 +82,7 @@ def test_the_takeaway_counts_the_configurations_in_plain_words(faster, expected)
 
     data = dict(device="NVIDIA H200", gpu=True, precision="bf16", verdicts={"counts": {"faster": faster}, "decided": faster},
                 trend=None, model={}, data={"max_len": 128}, configs=8, runs=24, batches=[], shape=None,
-                short=[], claims={}, level=0.95)
+                cold=None, claims={}, level=0.95)
     assert words(Text("abstract", "takeaway", data)) == f"On NVIDIA H200, `torch.compile(model)` {expected}"
 
 

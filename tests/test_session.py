@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+import yaml
 
 from compile_study.core import session
 
@@ -268,3 +269,50 @@ def test_a_group_of_tests_runs_on_one_process_and_its_fixture_once(tmp_path):
                          text=True)
     assert res.returncode == 0 and "4 passed" in res.stdout, res.stdout[-2000:]
     assert len(list(seen.iterdir())) == 1  # one process ran all four, and the module fixture once
+
+
+@pytest.mark.unit
+def test_the_command_is_told_which_call_it_runs_in_before_the_call_is_logged(tmp_path, monkeypatch):
+    """The H100 grid's paper, made in its fourth call, said "the study ran in three calls, three ending with an
+    error": the session logs a call when its command ends, after the paper rule ran in it."""
+    monkeypatch.chdir(tmp_path)
+    study, seen = tmp_path / "results" / "cuda", tmp_path / "seen.txt"
+    tell = f"import os; open({str(seen)!r}, 'a').write(os.environ[{session.CALL!r}] + '\\n')"
+    for _ in range(2):
+        assert session.main([str(study), "--", sys.executable, "-c", tell]) == 0
+    assert seen.read_text().splitlines() == [f"{study.resolve()}\t1", f"{study.resolve()}\t2"]
+    monkeypatch.setenv(session.CALL, f"{study.resolve()}\t3")
+    assert session.call_in_progress("results/cuda") == 3 and session.call_in_progress(tmp_path / "other") is None
+    monkeypatch.delenv(session.CALL)
+    assert session.call_in_progress(study) is None
+
+
+@pytest.mark.unit
+def test_a_paper_and_readme_made_during_a_call_count_only_the_logged_calls_and_say_theirs_is_not(tmp_path, monkeypatch):
+    from compile_study.core.layout import CHECKS
+    from compile_study.report import build, readme
+
+    from .conftest import REPO
+
+    stored = REPO / "reference" / "h200-full-2026-12-03"  # three logged calls
+    inputs = {k: str(stored / f) for k, f in (("summary", "summary.csv"), ("parity", "parity.csv"), ("claims", "claims.csv"),
+              ("decisions", "decisions.json"), ("environment", "environment.json"), ("facts", "facts.json"),
+              ("figures", "figures"), ("calls", "calls.jsonl"))}
+    inputs |= {n: str(stored / f"checks/{n}.json") for n in CHECKS if (stored / f"checks/{n}.json").is_file()}
+    config = yaml.safe_load((stored / "config.yaml").read_text())
+    study = tmp_path / "study"
+    study.mkdir()
+    monkeypatch.setenv(session.CALL, f"{study.resolve()}\t4")
+    build.write(inputs, config, "cuda", study / "paper.md", study / "paper.tex")
+    md = (study / "paper.md").read_text()
+    assert "Before this paper's call, the study ran in three calls" in md
+    assert "This paper was made during call 4, which ends after it and is not yet logged." in md
+    monkeypatch.setenv(session.CALL, f"{(tmp_path / 'another').resolve()}\t4")  # a call of another study
+    build.write(inputs, config, "cuda", study / "paper.md", study / "paper.tex")
+    md = (study / "paper.md").read_text()
+    assert "The study ran in three calls" in md and "not yet logged" not in md
+    calls = [{"call": 1, "start_utc": "2026-12-06T00:00:00+00:00", "wall_s": 60.0, "exit_status": 1, "gpus": [],
+              "host_cpus": 2, "command": ["snakemake"]}]
+    assert readme._calls(calls, None, 2)[-1] == "Call 2, which made this README, ends after it and is not yet logged."
+    assert readme._calls([], None, 1) == ["Call 1, which made this README, ends after it and is not yet logged."]
+    assert "not yet logged" not in " ".join(readme._calls(calls))

@@ -6,9 +6,14 @@ once against the same configuration compiled alone, n = 3 each): the stored stud
 benchmarks/compile-at-once/ (MEASURED_DIR: one H200 host, 2026-12-05, a176490, torch 2.11, the quick config's
 compile phase with two cores per compile (k = 8: 1.38x [1.17, 1.62]) and with one (k = 16: 2.78x [2.19, 3.51]):
 fifteen at once take twice as long each as eight, so the phase gains nothing from one core per compile). At a k
-they measured, their median ratio; between two measured k, a line between them; elsewhere the nearest measured
-k's excess over alone, scaled by how the per-compile slowdown grew with k in measurements outside the study
-(MEASURED_SLOWDOWN): (g(k) - 1) / (g(k_ref) - 1), so k = 1 costs 1.
+they measured, their median ratio; between two measured k, or between alone (1 at k = 1) and the least measured
+k, a line between them; beyond the largest measured k, its excess over alone scaled by how the per-compile
+slowdown grew with k in measurements outside the study (MEASURED_SLOWDOWN): (g(k) - 1) / (g(k_ref) - 1).
+
+A compile's k is how many compiles ran at once while it ran, time-weighted over the time it held its compile slot
+(mean_at_once, from the compile records' job windows): the compile phase's end and a search run alone leave some
+with fewer than the phase's k. The paper's cold starts (payback.py) and the estimate (costs.py) both divide a
+compile by the factor at its own k.
 """
 
 from __future__ import annotations
@@ -57,6 +62,12 @@ def checks(references: str, device: str, kept: Path | None = None) -> dict[int, 
     return {k: statistics.median(ratios) for k, ratios in sorted(found.items())}
 
 
+def kept_checks(device: str | None, kept: Path = MEASURED_DIR) -> list[dict]:
+    """The compile_concurrency checks kept in `kept` that applied on `device` (their JSON, by file name)."""
+    found = [json.loads(Path(p).read_text()) for p in sorted(glob.glob(f"{kept}/*.json"))]
+    return [c for c in found if c.get("applicable") and c.get("device") == device]
+
+
 def factor_at(k: float, measured: dict[int, float] | None) -> float:
     """The factor at k at once from the checks' ratios by k (module docstring); AT_ONCE at 8 where none measured."""
     if k <= 1:
@@ -64,13 +75,36 @@ def factor_at(k: float, measured: dict[int, float] | None) -> float:
     points = {1: 1.0} | (measured or {8: AT_ONCE})
     if k in points:
         return points[k]
-    inner = [x for x in points if x > 1]
-    below, above = [x for x in inner if x < k], [x for x in inner if x > k]
-    if below and above:  # between two measured k: a line between them
+    below, above = [x for x in points if x < k], [x for x in points if x > k]
+    if above:  # between two measured k (alone: 1 at k = 1): a line between them
         lo, hi = max(below), min(above)
         return points[lo] + (points[hi] - points[lo]) * (k - lo) / (hi - lo)
-    ref = max(below) if below else min(above)
-    return 1.0 + (points[ref] - 1.0) * (slowdown(k) - 1.0) / (slowdown(ref) - 1.0)
+    ref = max(below)
+    return 1.0 + (points[ref] - 1.0) * share(k, ref)
+
+
+def share(k: float, ref: float) -> float:
+    """The share of a factor measured at `ref` at once that a compile k at once bears (factor_at(k, {ref: r}) = 1 +
+    (r - 1) x share): (k - 1) / (ref - 1) up to ref, beyond it as MEASURED_SLOWDOWN grew."""
+    if k <= 1 or ref <= 1:
+        return 0.0
+    if k <= ref:
+        return (k - 1) / (ref - 1)
+    return (slowdown(k) - 1.0) / (slowdown(ref) - 1.0)
+
+
+def mean_at_once(windows: list) -> list:
+    """Per window ([start, end] a compile held its slot, seconds since the epoch; None: not recorded), how many of
+    the windows ran at once while it ran, itself included, time-weighted over it (None where not recorded)."""
+    known = [w for w in windows if w is not None]
+    out = []
+    for w in windows:
+        if w is None or not w[1] > w[0]:
+            out.append(None if w is None else 1.0)
+            continue
+        overlap = sum(max(0.0, min(w[1], o[1]) - max(w[0], o[0])) for o in known)
+        out.append(overlap / (w[1] - w[0]))
+    return out
 
 
 def at_once_factor(references: str, device: str, k: float | None = None) -> float:

@@ -69,11 +69,15 @@ PAYBACK = {
                 "no-cold-compile; empty for eager", "code"),
     "cold_start_how": ("how the cold compiles were charged (payback.HOWS): alone, divided, contended, first-runs",
                        "code"),
+    "cold_at_once": ("how many compiles ran at once with the compile phase's cold compiles, time-weighted over each "
+                     "(at_once.mean_at_once), their mean; empty without a compile phase", "compiles"),
     "cold_search": ("the compile mode whose shared GEMM search cold_start_s adds (empty: none)", "text"),
     "full_epoch_steps": ("steps of one epoch over the training rows at the batch size", "steps"),
     "break_even_epochs": ("break_even_steps in epochs", "epochs"),
     "break_even_epochs_low": ("break_even_low in epochs", "epochs"),
     "break_even_epochs_high": ("break_even_high in epochs", "epochs"),
+    "break_even_epoch_code": ("where the break-even's interval lies against one epoch (payback.epoch_code): more, "
+                              "less, straddles, few-runs; empty for eager", "code"),
 }
 
 

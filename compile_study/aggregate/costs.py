@@ -12,8 +12,9 @@ and calls, then those of the stored studies under reference/. Torch-free.
 - a cold compile: the wall time of compile records of its kind or, from studies made before the compile phase,
   of what a run's cold compile would take as a job of its own (its fixed cost, its compile and its two epochs),
   as if alone: a compile record made among others counts as as much longer than alone as the stored studies'
-  compile_concurrency checks measured (their median ratio), scaled to as many at once as it ran with
-  (at_once.py; AT_ONCE where none did);
+  compile_concurrency checks measured (their median ratio), scaled to as many at once as ran with it,
+  time-weighted from its study's compile records' windows, as the paper's cold starts are (at_once.py; AT_ONCE
+  where none did);
 - every other job: the time of its rule's jobs in earlier calls' Snakemake logs (walltime.py), a timed one logged
   before the launcher less that study's measured cost of a job start; three jobs grow with what they hold
   (PER_UNIT): the parity job with its checks, the MLP claim with its batch sizes, the timer check with its cases.
@@ -34,7 +35,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from compile_study.aggregate import walltime
+from compile_study.aggregate import at_once, walltime
 from compile_study.aggregate.at_once import AT_ONCE
 from compile_study.core import compile_record, record, vocab
 from compile_study.core.layout import STORED, Layout, study_of
@@ -239,26 +240,40 @@ def known_compiles(patterns: list[str], device: str, model: dict | None = None,
     `model`'s studies, newest first (calibrated); with the class "fixed", a compile record's share besides its
     compile (process, CUDA, data, its steps), alike."""
     by_study: dict[str, dict[tuple, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for pattern in patterns:
-        for path in glob.glob(pattern, recursive=True):
-            rec = cached_record(path)
-            cost = compile_cost(rec, device) if rec else None
-            if cost is None or model_of(rec["config"].get("model")) != model_of(model):
-                continue
-            k = (rec.get("compile") or {}).get("at_once", 1)
-            if k > 1:
-                cost /= factor(k) if callable(factor) else factor
-            key = record.RunKey.of(rec["config"]).with_repeat(0)
-            how = rec.get("compile") or {}
-            shared = how.get("inductor_cache", rec["env"].get("inductor_cache")) == vocab.SEARCH_SHARED
-            start = "portable" if how.get("start") == "portable" else "shared" if shared else "cold"
-            for level in levels(key, (start,)):
-                by_study[study_of(path)][level].append(cost)
-            if rec.get("kind") == compile_record.KIND and start == "cold":  # its job's cost besides the compile
-                fixed = cost * (1 - (rec["metrics"]["overhead_s"].get("compile_s") or 0.0) / rec["metrics"]["overhead_s"]["total_s"])
-                for level in levels(key, ("fixed",)):
-                    by_study[study_of(path)][level].append(fixed)
+    found = [path for pattern in patterns for path in glob.glob(pattern, recursive=True)]
+    weighted = time_weighted_at_once(found)
+    for path in found:
+        rec = cached_record(path)
+        cost = compile_cost(rec, device) if rec else None
+        if cost is None or model_of(rec["config"].get("model")) != model_of(model):
+            continue
+        k = weighted.get(path, (rec.get("compile") or {}).get("at_once", 1))
+        if k > 1:
+            cost /= factor(k) if callable(factor) else factor
+        key = record.RunKey.of(rec["config"]).with_repeat(0)
+        how = rec.get("compile") or {}
+        shared = how.get("inductor_cache", rec["env"].get("inductor_cache")) == vocab.SEARCH_SHARED
+        start = "portable" if how.get("start") == "portable" else "shared" if shared else "cold"
+        for level in levels(key, (start,)):
+            by_study[study_of(path)][level].append(cost)
+        if rec.get("kind") == compile_record.KIND and start == "cold":  # its job's cost besides the compile
+            fixed = cost * (1 - (rec["metrics"]["overhead_s"].get("compile_s") or 0.0) / rec["metrics"]["overhead_s"]["total_s"])
+            for level in levels(key, ("fixed",)):
+                by_study[study_of(path)][level].append(fixed)
     return calibrated(by_study, _configuration_level)
+
+
+def time_weighted_at_once(paths: list[str]) -> dict[str, float]:
+    """Each compile record's k among `paths`: how many of its study's compile records held a slot while it held its
+    own, time-weighted (at_once.mean_at_once; payback.py charges the paper's cold starts by the same k)."""
+    by_study: dict[str, dict[str, list | None]] = defaultdict(dict)
+    for path in paths:
+        rec = cached_record(path)
+        if rec and rec.get("kind") == compile_record.KIND:
+            by_study[study_of(path)][os.path.realpath(path)] = compile_record.held(rec)
+    weighted = {real: k for held in by_study.values()
+                for real, k in zip(held, at_once.mean_at_once(list(held.values()))) if k is not None}
+    return {path: weighted[os.path.realpath(path)] for path in paths if os.path.realpath(path) in weighted}
 
 
 def plan_compiles(layout: Layout, references: str = STORED) -> list[str]:

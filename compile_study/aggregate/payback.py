@@ -13,11 +13,15 @@ a regional compile scope) is a name in columns.WAYS and a function here that lis
 Every second a user would pay is charged, once, as a user alone pays it:
   - a compile that started from another mode's GEMM search (vocab.SEARCH_SHARED) is charged that search too: the
     whole cold compile of the mode that searched (an upper bound of the search alone), added once;
-  - the compile phase ran compiles k at once; where the compile-concurrency check measured what k at once cost
-    (checks/compile_concurrency.py, one ratio per round), a compile that ran k at once is divided by that factor,
-    with its interval (`how`: "divided"); one timed alone is used as timed ("alone"); one that ran among others
-    with no factor measured for them is used as timed, an upper bound ("contended"); a study's first runs
-    before the compile phase, as their records have them ("first-runs").
+  - the compile phase ran compiles up to k at once. Each compile's own k is how many ran at once while it held its
+    slot, time-weighted (at_once.mean_at_once, from the compile records' windows: the phase's end leaves some
+    with fewer). A compile among others is divided by the slowdown a factor measured at k at once gives at its own
+    k (at_once.share: 1 + (factor - 1) x (its k - 1) / (k - 1)), with the factor's interval (`how`: "divided").
+    The factor (charging_factor) is the study's compile-concurrency check where its interval excludes 1, else the
+    checks kept in benchmarks/compile-at-once/ (at_once.MEASURED_DIR) for the device, the same way in every study;
+    where neither has one that excludes 1, compiles among others are used as timed, an upper bound ("contended").
+    One timed alone is used as timed ("alone"); a study's first runs before the compile phase, as their records
+    have them ("first-runs").
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from compile_study.aggregate import at_once as at_once_factor
 from compile_study.aggregate.columns import WAYS, break_even_prefix, columns, start_prefix
 from compile_study.core import payback_stats, stats, vocab
 from compile_study.core.data import steps_per_epoch
@@ -56,11 +61,11 @@ def cold_sources(records: pd.DataFrame, compiles: pd.DataFrame | None = None) ->
     configuration in a cell without eager runs has none."""
     eager = _eager_overhead(records)
     cold = ("cold", vocab.SEARCH_SHARED)
-    phase = None if compiles is None or compiles.empty else compiles[
+    phase = None if compiles is None or compiles.empty else compiles.assign(mean_at_once=mean_at_once(compiles))[
         (compiles.status == "ok") & (compiles.compile_mode != "eager") & (compiles.start == "cold")].assign(
         reference_regime=lambda d: [vocab.Regime.parse(r).reference for r in d.shape_regime], phase=True)
     runs = records[(records.status == "ok") & (records.compile_mode != "eager") & records.inductor_cache.isin(cold)]
-    runs = runs.assign(at_once=np.nan, alone=False, phase=False)
+    runs = runs.assign(at_once=np.nan, mean_at_once=np.nan, alone=False, phase=False)
     out = {}
     for source in (runs, phase):  # the compile phase's, where a configuration has any, replace its cold runs'
         if source is None:
@@ -70,9 +75,19 @@ def cold_sources(records: pd.DataFrame, compiles: pd.DataFrame | None = None) ->
             if cell in eager:
                 seconds = pd.to_numeric(g.epoch1_s - g.epoch2_s) - eager[cell]
                 out[key] = pd.DataFrame({"seconds": seconds.astype(float), "at_once": pd.to_numeric(g.at_once),
-                                         "alone": g.alone.astype(bool), "inductor_cache": g.inductor_cache,
-                                         "phase": g.phase.astype(bool)})
+                                         "mean_at_once": pd.to_numeric(g.mean_at_once), "alone": g.alone.astype(bool),
+                                         "inductor_cache": g.inductor_cache, "phase": g.phase.astype(bool)})
     return out
+
+
+def mean_at_once(compiles: pd.DataFrame) -> pd.Series:
+    """Each compile record's k: how many of the phase's compiles (cold compiles and portable starts, every one
+    that held a slot) ran at once while it held its slot, time-weighted (at_once.mean_at_once); where the records
+    keep no window, the most it saw at once (`at_once`)."""
+    held = list(compiles["held"]) if "held" in compiles else [None] * len(compiles)
+    k = at_once_factor.mean_at_once([h if isinstance(h, list | tuple) else None for h in held])
+    return pd.Series([m if m is not None else a for m, a in zip(k, pd.to_numeric(compiles.at_once))],
+                     index=compiles.index, dtype=float)
 
 
 def cold_compiles(records: pd.DataFrame, compiles: pd.DataFrame | None = None) -> dict[tuple, list[float]]:
@@ -92,9 +107,9 @@ def _search_provider(key: tuple, sources: dict) -> tuple | None:
 
 
 def concurrency_factor(check: dict | None) -> tuple[tuple | payback_stats.Ratio, int | None]:
-    """The compile-concurrency check's factor (k at once over alone) and its k; none where it did not run. Today's
-    check: a payback_stats.Ratio of the phase's own compiles of its cell over the cell compiled alone; a stored study's
-    older check: its per-round ratios."""
+    """A compile-concurrency check's factor (k at once over alone) and its k; none where it did not run. Today's
+    check (and those kept in at_once.MEASURED_DIR): a payback_stats.Ratio of the phase's own compiles of its cell
+    over the cell compiled alone; a stored study's older check: its per-round ratios."""
     if not check or not check.get("applicable"):
         return (), None
     if "phase" in check:
@@ -103,27 +118,63 @@ def concurrency_factor(check: dict | None) -> tuple[tuple | payback_stats.Ratio,
     return tuple(float(r["ratio"]) for r in check["results"]), int(check["k"])
 
 
-def cold_costs(records: pd.DataFrame, compiles: pd.DataFrame | None, check: dict | None) -> dict[tuple, tuple]:
-    """Per compiled configuration: (payback_stats.Cost of its cold start as a user alone pays it, how it was charged: HOWS,
-    the shared search's configuration or None); see the module docstring."""
-    sources = cold_sources(records, compiles)
+def _interval(ratios) -> stats.Interval:
+    return ratios.interval() if isinstance(ratios, payback_stats.Ratio) else stats.speedup_interval(ratios)
+
+
+def charging_factor(check: dict | None, device: str | None) -> dict | None:
+    """The factor cold compiles among others are divided by: {"ratios", "k", "interval", "source"}. The study's
+    own compile-concurrency check ("study") where its interval excludes 1; else, of the checks kept in
+    at_once.MEASURED_DIR for the device ("kept"), the one nearest the study's k whose interval excludes 1; None
+    where none does (an interval holding 1 cannot say what a compile alone pays). `own`: the study's check's
+    interval, said beside the factor used."""
     ratios, k = concurrency_factor(check)
+    own = _interval(ratios) if k else None
+    if own is not None and own.n >= stats.MIN_N and own.low > 1:
+        return {"ratios": ratios, "k": k, "interval": own, "source": "study", "own": own}
+    kept = [concurrency_factor(c) for c in at_once_factor.kept_checks(device)]
+    kept = [(r, kk) for r, kk in kept if kk and _interval(r).n >= stats.MIN_N and _interval(r).low > 1]
+    if not kept:
+        return None
+    r, kk = min(kept, key=lambda rk: (abs(rk[1] - (k or 8)), rk[1]))
+    return {"ratios": r, "k": kk, "interval": _interval(r), "source": "kept", "own": own}
+
+
+def _iv_json(iv: stats.Interval | None) -> dict | None:
+    return None if iv is None else {"point": iv.point, "low": iv.low, "high": iv.high, "n": iv.n}
+
+
+def factor_facts(check: dict | None, device: str | None) -> dict:
+    """What the paper says of the factor (environment.json's compile_phase): the one compiles among others were
+    divided by (`used`: its k, interval and source, or None) and the study's own check's (`own`), both figures."""
+    f = charging_factor(check, device)
+    ratios, k = concurrency_factor(check)
+    return {"used": f and {"k": f["k"], "source": f["source"]} | _iv_json(f["interval"]),
+            "own": {"k": k} | _iv_json(_interval(ratios)) if k else None}
+
+
+def cold_costs(records: pd.DataFrame, compiles: pd.DataFrame | None, factor: dict | None) -> dict[tuple, tuple]:
+    """Per compiled configuration: (payback_stats.Cost of its cold start as a user alone pays it, how it was charged:
+    HOWS, the shared search's configuration or None); `factor`: charging_factor's; see the module docstring."""
+    sources = cold_sources(records, compiles)
     out = {}
     for key, g in sources.items():
-        at_once = g.at_once.fillna(1)
+        k = g.mean_at_once.fillna(g.at_once).fillna(1.0).where(~g.alone, 1.0)
+        shares = ()
         if not g.phase.all():
             how, divisor = "first-runs", ()
-        elif (g.alone | (at_once <= 1)).all():
+        elif (k <= 1).all():
             how, divisor = "alone", ()
-        elif len(ratios) and (at_once >= k).all():
-            how, divisor = "divided", ratios
+        elif factor:
+            how, divisor = "divided", factor["ratios"]
+            shares = tuple(at_once_factor.share(float(x), factor["k"]) for x in k)
         else:
             how, divisor = "contended", ()
         provider = _search_provider(key, sources) if (g.inductor_cache == vocab.SEARCH_SHARED).any() else None
         if (g.inductor_cache == vocab.SEARCH_SHARED).any() and provider is None:
             continue  # the search it relied on has no cold compile: its cold start is unknown
         added = (tuple(sources[provider].seconds),) if provider else ()
-        out[key] = (payback_stats.Cost(tuple(g.seconds), divisor, added), how, provider)
+        out[key] = (payback_stats.Cost(tuple(g.seconds), divisor, added, shares=shares), how, provider)
     return out
 
 
@@ -163,12 +214,15 @@ def portable_costs(records: pd.DataFrame, compiles: pd.DataFrame | None) -> dict
 
 
 def starts(records: pd.DataFrame, compiles: pd.DataFrame | None = None, checks: dict | None = None) -> dict:
-    """{way: {CONFIG values: payback_stats.Cost}} for every way of WAYS, and {"how": {...}, "search": {...}} for the
-    cold way's charging (cold_costs)."""
-    cold = cold_costs(records, compiles, (checks or {}).get("compile_concurrency"))
+    """{way: {CONFIG values: payback_stats.Cost}} for every way of WAYS, and {"how": {...}, "search": {...},
+    "at_once": {...}} for the cold way's charging (cold_costs; each configuration's compiles' mean k)."""
+    device = records.device_type.iloc[0] if len(records) else None
+    cold = cold_costs(records, compiles, charging_factor((checks or {}).get("compile_concurrency"), device))
+    sources = cold_sources(records, compiles)
     return {"cold": {k: c for k, (c, _, _) in cold.items()}, "portable": portable_costs(records, compiles),
             "warm": warm_costs(records), "how": {k: h for k, (_, h, _) in cold.items()},
-            "search": {k: p for k, (_, _, p) in cold.items()}}
+            "search": {k: p for k, (_, _, p) in cold.items()},
+            "at_once": {k: float(g.mean_at_once.mean()) for k, g in sources.items() if g.phase.all()}}
 
 
 def payback(row, cold_n: int) -> str | None:
@@ -190,7 +244,7 @@ def payback_cells(row, costs: dict, speedups, train_rows: int) -> dict:
     config = tuple(row[c] for c in CONFIG)
     cold = costs["cold"].get(config)
     code = payback(row, len(cold.own) if cold else 0)
-    cells = {"payback": code, "cold_start_how": costs["how"].get(config),
+    cells = {"payback": code, "cold_start_how": costs["how"].get(config), "cold_at_once": costs["at_once"].get(config),
              "cold_search": costs["search"][config][CONFIG.index("compile_mode")] if costs["search"].get(config) else None}
     for way in WAYS:
         cost = costs[way].get(config, payback_stats.Cost())
@@ -201,13 +255,28 @@ def payback_cells(row, costs: dict, speedups, train_rows: int) -> dict:
     epoch = steps_per_epoch(row.batch_size, train_rows)
     return cells | {"full_epoch_steps": epoch, "break_even_epochs": cells["break_even_steps"] / epoch,
                     "break_even_epochs_low": cells["break_even_low"] / epoch,
-                    "break_even_epochs_high": cells["break_even_high"] / epoch}
+                    "break_even_epochs_high": cells["break_even_high"] / epoch,
+                    "break_even_epoch_code": epoch_code(code, cells["break_even_low"], cells["break_even_high"],
+                                                        cells["break_even_n"], epoch)}
+
+
+def epoch_code(code: str | None, low: float, high: float, n: int, epoch: int) -> str:
+    """Where a compiled configuration's break-even from an empty cache lies against one epoch (its interval
+    [low, high] of n values): "more" (wholly above an epoch, or `code` says it never pays back), "less" (wholly
+    below), "straddles" (holding an epoch), "few-runs" (no interval): the abstract's sentence on cold starts
+    counts these."""
+    if code == "never":
+        return "more"
+    if not (n >= stats.MIN_N and np.isfinite(low)):
+        return "few-runs"
+    return "more" if low > epoch else "less" if high < epoch else "straddles"
 
 
 def empty_columns() -> list[str]:
     """The payback columns a study without a compiled configuration still has (empty): every reader selects them."""
     none = stats.Interval(np.nan, np.nan, np.nan, "", 0, np.nan)
-    out = ["payback", "cold_start_how", "cold_search"]
+    out = ["payback", "cold_start_how", "cold_at_once", "cold_search"]
     for way in WAYS:
         out += [*columns(start_prefix(way), none), *columns(break_even_prefix(way), none)]
-    return out + ["full_epoch_steps", "break_even_epochs", "break_even_epochs_low", "break_even_epochs_high"]
+    return out + ["full_epoch_steps", "break_even_epochs", "break_even_epochs_low", "break_even_epochs_high",
+                  "break_even_epoch_code"]

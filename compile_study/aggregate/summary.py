@@ -228,6 +228,13 @@ def _json_or(path, default):
     return json.loads(Path(path).read_text()) if path and Path(path).is_file() else default
 
 
+def _phase(compiles: pd.DataFrame, records: pd.DataFrame, checks: dict) -> dict:
+    """environment.json's compile_phase, with the factor its compiles among others were divided by (payback.py)."""
+    phase = compile_phase(compiles, records)
+    device = records.device_type.iloc[0] if len(records) else None
+    return phase | {"factor": payback.factor_facts(checks.get("compile_concurrency"), device)} if phase else phase
+
+
 def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp_path=None,
           check_paths: dict | None = None, compile_paths=()) -> pd.DataFrame:
     """Records -> out["summary"] (csv), out["parity"] (csv), out["environment"] (json), out["claims"] (csv),
@@ -250,7 +257,7 @@ def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp
     write_text_atomic(out["claims"], digits.csv_text(claims))
     write_text_atomic(out["decisions"], to_json(decide(summary, checks)))
     write_text_atomic(out["environment"], digits.dumps(environment(records) | {
-        "peak_tflops": {p: v["tflops"] for p, v in peaks.items()}, "compile_phase": compile_phase(compiles, records),
+        "peak_tflops": {p: v["tflops"] for p, v in peaks.items()}, "compile_phase": _phase(compiles, records, checks),
         "compile_stages": stages.summary(compiles, records)},
         indent=2) + "\n")
     return summary

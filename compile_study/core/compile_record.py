@@ -62,8 +62,19 @@ def read(path) -> dict:
     return rec
 
 
+def held(rec: dict) -> list[float] | None:
+    """[start, end] (seconds since the epoch) a compile held its compile slot: its job's window less the wait for
+    the slot at its start (booked gpu_wait_s); None where the record keeps no window."""
+    m = rec.get("metrics") or {}
+    window = m.get("job_window_unix")
+    if not window or window[1] is None:
+        return None
+    return [window[0] + ((m.get("overhead_s") or {}).get("gpu_wait_s") or 0.0), window[1]]
+
+
 def table(paths) -> pd.DataFrame:
-    """One row per cold compile: the configuration (record.CONFIGURATION_KEYS), how it ran, its metrics, status."""
+    """One row per cold compile: the configuration (record.CONFIGURATION_KEYS), how it ran, its metrics, status,
+    and the window it held its compile slot (`held`: [start, end], or None)."""
     rows = []
     for path in paths:
         rec = read(path)
@@ -73,8 +84,8 @@ def table(paths) -> pd.DataFrame:
         row |= compile_stages.columns(m.get("compile_stages"))
         row["start"] = row["start"] or "cold"
         row |= {"status": rec["status"], "error": rec.get("error"),
-                "total_s": (m.get("overhead_s") or {}).get("total_s")}
+                "total_s": (m.get("overhead_s") or {}).get("total_s"), "held": held(rec)}
         rows.append(row)
     columns = [*record.CONFIGURATION_KEYS, "device_type", *COMPILE, *METRICS, *compile_stages.columns(None), "status",
-               "error", "total_s"]
+               "error", "total_s", "held"]
     return pd.DataFrame(rows, columns=columns)

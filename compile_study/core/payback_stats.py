@@ -60,6 +60,9 @@ class Cost:
     divisor: tuple | Ratio = ()
     added: tuple = ()  # one tuple of values per part
     what: tuple = ("cold compile", "concurrency round", "GEMM search")
+    # per own value, the share of the divisor's excess over 1 it bore (a compile timed among fewer than the divisor's
+    # k at once: aggregate/at_once.py share): it is divided by 1 + (divisor - 1) x share; empty: each by the divisor
+    shares: tuple = ()
 
     @classmethod
     def of(cls, cost) -> Cost:
@@ -73,11 +76,24 @@ class Cost:
         return out + [("added", self.what[2], tuple(a)) for a in self.added]
 
 
+def _divided(own: tuple, shares: tuple, ratio: float) -> tuple:
+    """Each own value over 1 + (ratio - 1) x its share (its share of the slowdown `ratio` measured)."""
+    return tuple(v / (1 + (ratio - 1) * w) for v, w in zip(own, shares, strict=True))
+
+
 def _cost_at(cost: Cost, level: float | None) -> tuple[float, float, float]:
-    """(point, low, high) of a cost, each part's interval at `level` (None: points only)."""
+    """(point, low, high) of a cost, each part's interval at `level` (None: points only). With shares, the own
+    values each divided at the divisor's point give the own part's interval, and the divisor's ends move it by
+    how much more or less they divide the same values."""
     ivs = [(role, _part_interval(v, level or LEVEL)) for role, _, v in cost.parts()]
     div = next((iv for role, iv in ivs if role == "divisor"), None)
     own, added = ivs[0][1], [iv for role, iv in ivs if role == "added"]
+    if div is not None and cost.shares:
+        own = _part_interval(_divided(cost.own, cost.shares, div.point), level or LEVEL)
+        at = {r: _divided(cost.own, cost.shares, r) for r in (div.low, div.point, div.high)}
+        # the divisor's ends as a factor on the own part: the geometric mean divided at an end over at the point
+        div = Interval(1.0, *(float(np.exp(np.mean(np.log(at[div.point])) - np.mean(np.log(at[r]))))
+                               for r in (div.low, div.high)), div.method, div.n, div.level)
     point = own.point / (div.point if div else 1.0) + sum(a.point for a in added)
     if level is None:
         return point, NAN, NAN

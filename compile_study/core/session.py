@@ -16,7 +16,8 @@ everything it started (its own process group), books the call (`killed_after_s`)
 jobs cut short (the profile's rerun-incomplete). Under a host's hard command limit, a call that stops itself
 is logged; one the host kills is not. A config file the command layers (--configfile) that is missing, a
 directory, empty, no mapping or gives a key twice stops the call before it starts, named with its path in one line
-(Snakemake's own message names none, or ends a traceback). Torch-free.
+(Snakemake's own message names none, or ends a traceback). The command is told which call it runs (CALL): the
+paper and the README it makes are made before the call is logged, and say so (call_in_progress). Torch-free.
 """
 
 from __future__ import annotations
@@ -59,13 +60,30 @@ def newest_snakemake_log(since: float, directory: str = ".snakemake/log") -> Pat
     return max(logs, key=lambda p: p.stat().st_mtime) if logs else None
 
 
+CALL = "COMPILE_STUDY_CALL"  # set for the command: "<the study's absolute path>\t<the number its call will be logged as>"
+
+
+def next_call(study: Path) -> int:
+    """The number the study's next logged call gets: one more than the lines of its calls.jsonl."""
+    calls = Path(Layout(str(study)).calls)
+    return sum(1 for _ in calls.open()) + 1 if calls.exists() else 1
+
+
+def call_in_progress(study: str | Path) -> int | None:
+    """The number of the call a session is running on `study`, which its calls.jsonl does not hold yet (the
+    session logs a call when its command ends, after the paper and the README were made in it); None outside a
+    session or for another study (a stored one remade during a call)."""
+    where, _, n = os.environ.get(CALL, "").rpartition("\t")
+    return int(n) if where and n.isdigit() and Path(where) == Path(study).resolve() else None
+
+
 def log_call(study: Path, logs: Path, command: list[str], started: float, ended: float, rc: int,
              load: dict | None = None) -> dict:
     """Append the call to study/calls.jsonl and keep its Snakemake log under logs/calls/ -> the line. `load`: the
     host's load averages at the start and the end (a shared host's other work slows every part of a call), and
     the signal that stopped the call where one did."""
     calls = Path(Layout(str(study)).calls)
-    n = sum(1 for _ in calls.open()) + 1 if calls.exists() else 1
+    n = next_call(study)
     line = {"call": n, "start_utc": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
             "end_utc": datetime.fromtimestamp(ended, UTC).isoformat(timespec="seconds"),
             "wall_s": round(ended - started, 1), "exit_status": rc, "command": command,
@@ -122,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logs = Path("logs") / args.study.name  # results/cuda -> logs/cuda, where the study's job logs go
     started, load_start = time.time(), os.getloadavg()
-    rc, stopped_by, killed = run_to_the_end(command, args.time_limit, args.grace)
+    call = {CALL: f"{args.study.resolve()}\t{next_call(args.study)}"}  # what the paper and README made in it say
+    rc, stopped_by, killed = run_to_the_end(command, args.time_limit, args.grace, call)
     load = {"load_avg_start": [round(x, 2) for x in load_start], "load_avg_end": [round(x, 2) for x in os.getloadavg()]}
     noted = load | ({"stopped_by": stopped_by} if stopped_by else {})  # the signal that cut the call short
     noted |= {"time_limit_s": args.time_limit} if args.time_limit is not None else {}
@@ -161,8 +180,8 @@ def configfile_problems(command: list[str]) -> list[str]:
 STOPS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # a time limit, a closed terminal, ^C
 
 
-def run_to_the_end(command: list[str], time_limit: float | None = None,
-                   grace: float | None = None) -> tuple[int, str | None, float | None]:
+def run_to_the_end(command: list[str], time_limit: float | None = None, grace: float | None = None,
+                   env: dict | None = None) -> tuple[int, str | None, float | None]:
     """Run the command -> (its exit status, what stopped the call, if anything did, and the seconds after the
     start at which the session killed it, if it did). The session outlives a stop signal and waits for the
     command to end, so that a call cut short is logged too: a time limit's SIGTERM or a hang-up is passed on to
@@ -170,8 +189,9 @@ def run_to_the_end(command: list[str], time_limit: float | None = None,
     to the command as well (a second one would cut Snakemake's own clean-up short). `time_limit`: the session's
     own limit, its end passed to the command (core/deadline.py) and a SIGTERM sent when it comes ("time
     limit"). `grace`: the command then runs in a process group of its own (the terminal's ^C no longer reaches
-    it, so the session passes that on too), and `grace` seconds after the limit the whole group is killed."""
-    extra = {deadline.VAR: f"{time.time() + time_limit:.3f}"} if time_limit is not None else {}
+    it, so the session passes that on too), and `grace` seconds after the limit the whole group is killed.
+    `env`: variables added to the command's environment (the call in progress, CALL)."""
+    extra = dict(env or {}) | ({deadline.VAR: f"{time.time() + time_limit:.3f}"} if time_limit is not None else {})
     grouped = grace is not None and time_limit is not None
     started = time.time()
     proc = subprocess.Popen(command, env=os.environ | extra, process_group=0 if grouped else None)

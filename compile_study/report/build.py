@@ -235,10 +235,10 @@ def _number(sections: list[Section], numbers: dict[str, int]) -> None:
 
 def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | None, decisions: dict, environment: dict,
           facts: dict, config: dict, device: str, checks: dict, figure_dir_rel: str, calls: list[dict] | None = None,
-          drawn: dict | None = None, pool: dict | None = None) -> Report:
-    """The whole paper as blocks (see the module docstring)."""
+          drawn: dict | None = None, pool: dict | None = None, in_progress: int | None = None) -> Report:
+    """The whole paper as blocks (see the module docstring); `in_progress`: the call it is made in, not yet logged."""
     ctx = Context(summary.copy(), claims, decisions, environment, facts, config, device, figure_dir_rel, calls or [],
-                  checks or {}, dict(drawn or {}), dict(pool or {}))
+                  checks or {}, dict(drawn or {}), dict(pool or {}), in_progress)
     main = main_sections(ctx)
     utilisation = utilisation_section(ctx)
     extra = ([utilisation] if utilisation else []) + appendix.sections(ctx, parity, claims_table(ctx))
@@ -298,6 +298,7 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     from compile_study.aggregate.figures import read_index
     from compile_study.aggregate.walltime import read_calls
     from compile_study.core.io import write_text_atomic
+    from compile_study.core.session import call_in_progress
     from compile_study.report import paper
 
     claims = pd.read_csv(inputs["claims"]) if inputs.get("claims") else None
@@ -309,7 +310,9 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     calls = read_calls(inputs["calls"]) if inputs.get("calls") else []
     drawn = read_index(inputs["figures"])
     pooled = pool_of(summary, env, inputs.get("host_effect"), study)
+    in_progress = call_in_progress(Path(md_out).parent)  # made inside a session's call, which is logged after it
     for fmt, dest in (("md", md_out), ("tex", tex_out)):
         figs = Path(os.path.relpath(inputs["figures"], os.path.dirname(os.path.abspath(dest)))).as_posix()
-        rep = build(summary, parity, claims, decisions, env, facts, config, device, checks, figs, calls, drawn, pooled)
+        rep = build(summary, parity, claims, decisions, env, facts, config, device, checks, figs, calls, drawn, pooled,
+                    in_progress)
         write_text_atomic(dest, paper.render(rep, fmt))

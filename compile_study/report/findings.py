@@ -43,6 +43,7 @@ class Context:
     checks: dict  # the method checks' results ({"timer": rows, "drift": rows, "concurrency": its JSON})
     drawn: dict = field(default_factory=dict)  # the figures made (aggregate/figures.py's index): only these are cited
     pool: dict = field(default_factory=dict)  # this study in the pool of its GPU kind (build.pool_of); {}: none
+    in_progress: int | None = None  # the call the paper is made in, not yet in calls.jsonl (session.call_in_progress)
 
     def __post_init__(self) -> None:
         # one block per dtype (read_csv's block per column makes every column added to it warn), and text as plain
@@ -231,7 +232,8 @@ def break_even(r) -> dict:
         "warm_s": r.get("warm_compile_s"), "warm_n": r.get("warm_n"),
         "steps": r.break_even_steps, "steps_low": r.break_even_low, "steps_high": r.break_even_high,
         "method": r.break_even_method, "epochs": r.break_even_epochs, "epochs_low": r.break_even_epochs_low,
-        "epochs_high": r.break_even_epochs_high, "epoch_steps": r.get("full_epoch_steps"), "code": r.payback}
+        "epochs_high": r.break_even_epochs_high, "epoch_steps": r.get("full_epoch_steps"), "code": r.payback,
+        "epoch_code": r.get("break_even_epoch_code")}
 
 
 @once
@@ -262,14 +264,37 @@ def payback(ctx: Context) -> dict | None:
     chosen = {tuple(c[k] for k in named) for c in recommended(ctx)}
     for c in rows:
         c["recommended"] = tuple(c[k] for k in named) in chosen
-    factor = (ctx.decisions.get("checks") or {}).get("compile_concurrency")
+    phase = ctx.env.get("compile_phase") or {}
     hows = Counter(c["how"] for c in rows if isinstance(c["how"], str))
     return {"rows": rows, "recommended": [c for c in rows if c["recommended"]], "train_rows": ctx.train_rows,
             "precision": ctx.precision, "precisions": len(set(h.precision)) > 1, "hows": dict(hows),
-            "factor": {"iv": n.decided_interval(factor["interval"]), "k": factor["k"], "verdict": factor["verdict"]}
-            if factor else None, "at_once": (ctx.env.get("compile_phase") or {}).get("at_once"),
+            "factor": factor_used(phase.get("factor")), "at_once": phase.get("at_once"),
+            "divided_at_once": [r.get("cold_at_once") for _, r in h.iterrows() if r.get("cold_start_how") == "divided"],
             "searched": [c for c in rows if isinstance(c["search"], str)],
             "portable": any(n.finite(c["ways"]["portable"]["cost"].point) for c in rows)}
+
+
+def factor_used(facts: dict | None) -> dict | None:
+    """The factor cold compiles among others were divided by and the study's own check (environment.json's
+    compile_phase factor: aggregate/payback.py factor_facts), as intervals: {"used", "own", "k", "source"}."""
+    if not facts:
+        return None
+    ivs = {side: n.decided_interval(facts[side] | {"method": "", "level": LEVEL}) if facts.get(side) else None
+           for side in ("used", "own")}
+    return ivs | {"k": (facts.get("used") or {}).get("k"), "source": (facts.get("used") or {}).get("source")}
+
+
+def cold_epochs(ctx: Context) -> dict | None:
+    """The payback table's configurations whose break-even has an interval, counted by where it lies against an
+    epoch (aggregate/payback.py epoch_code: more, less, straddles), and whether every one never pays back: the
+    abstract says a cold start takes more than an epoch only where each does."""
+    p = payback(ctx)
+    decided = [c for c in p["rows"] if c["epoch_code"] in ("more", "less", "straddles")] if p else []
+    if not decided:
+        return None
+    counts = Counter(c["epoch_code"] for c in decided)
+    return {"total": len(decided), "more": counts["more"], "less": counts["less"], "straddles": counts["straddles"],
+            "never": all(c["code"] == "never" for c in decided)}
 
 
 @once
@@ -342,13 +367,9 @@ def abstract(ctx: Context) -> list[Text]:
     """Takeaway first, then what was timed, the headline cells (MIN_N processes or more), shapes, cost, claims."""
     shapes = [f for f in shape_findings(ctx) if len(f["top"]) == 1 and f["below"]
               and len({c["regime"] for c in f["top"] + f["below"]}) > 1]  # a regime above another, not a mode
-    short = next((c for c in claims(ctx) if c["id"] == "short-runs"), None)
-    if short:  # "never": no configuration measured saves time per step, so none earns its compile back
-        short = short | {"never": all(not n.finite(e.get("steps_low")) for e in short["evidence"]
-                                      if e.get("code") == "more")}
     batches, shape = _glossed(per_batch(ctx), shapes[-1] if shapes else None, ctx.facts["max_len"])
     facts = {"device": ctx.device_name, "gpu": ctx.gpu, "precision": ctx.precision, "verdicts": verdicts(ctx),
              "trend": batch_trend(ctx), "model": model(ctx), "data": data_facts(ctx),
              "configs": len(ctx.summary), "runs": ctx.env.get("n_records"), "batches": batches,
-             "shape": shape, "short": short, "claims": claim_counts(ctx), "level": LEVEL}
+             "shape": shape, "cold": cold_epochs(ctx), "claims": claim_counts(ctx), "level": LEVEL}
     return [Text("abstract", "takeaway", facts), Text("abstract", "body", facts)]

@@ -94,7 +94,8 @@ def blocks(ctx: Context) -> list:
     spent = time_spent(ctx)
     out.append(Para(Text("method", "time_spent", {"spent": spent, "gpu": ctx.gpu})))
     if spent and spent["figure"]:
-        out.append(Figure("overhead", Text("method", "overhead_caption"), f"{ctx.figures}/overhead"))
+        parts = ctx.drawn["overhead"].get("parts") or []  # the bars drawn: the caption glosses those names don't explain
+        out.append(Figure("overhead", Text("method", "overhead_caption", {"parts": parts}), f"{ctx.figures}/overhead"))
     return out
 
 
@@ -125,15 +126,16 @@ def check_state(ctx: Context, name: str) -> str:
 
 
 def calls(ctx: Context) -> dict:
-    """The calls that ran the study: how many, how many a time limit stopped (the session saw the stop signal, or
-    the call ran under `timeout` and has its exit status 124), and the grid's runs against the records made."""
+    """The calls that ran the study, as logged: how many, how many a time limit stopped (the session saw the stop
+    signal, or the call ran under `timeout` and has its exit status 124); the call the paper is made in where it
+    is not logged yet (`in_progress`); and the grid's runs against the records made."""
     planned = len(grid.expand(ctx.grids))
     stop = [bool(c.get("stopped_by")) or (c.get("exit_status") == 124 and "timeout" in (c.get("command") or [])[:1])
             for c in ctx.calls]
     stopped = sum(stop)
     failed = sum(1 for c, s in zip(ctx.calls, stop, strict=True) if not s and c.get("exit_status") != 0)
     return {"n": len(ctx.calls), "stopped": stopped, "failed": failed, "planned": planned,
-            "made": int(ctx.env.get("n_records") or 0)}
+            "made": int(ctx.env.get("n_records") or 0), "in_progress": ctx.in_progress}
 
 
 def commits(ctx: Context) -> dict:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from compile_study.aggregate import walltime
-from compile_study.core import record
+from compile_study.core import record, session
 from compile_study.core.io import write_text_atomic
 from compile_study.report import times
 from compile_study.report.numbers import join
@@ -34,9 +34,11 @@ def _code(records: pd.DataFrame) -> str:
     return f"**{len(commits)} commits** ({', '.join(f'`{c[:12]}`' for c in commits)}), {state}"
 
 
-def _calls(calls: list[dict], logs: str | Path | None = None) -> list[str]:
+def _calls(calls: list[dict], logs: str | Path | None = None, in_progress: int | None = None) -> list[str]:
+    """The logged calls, one row each, and the call this README is made in where it is not logged yet."""
+    later = [f"Call {in_progress}, which made this README, ends after it and is not yet logged."] if in_progress else []
     if not calls:
-        return ["No call log (`calls.jsonl`): the study was not run through `python -m compile_study session`."]
+        return later or ["No call log (`calls.jsonl`): the study was not run through `python -m compile_study session`."]
     rows = ["| call | start (UTC) | wall | estimate printed at its start, against the wall time from there to the "
             "study's end | exit status | host | command |",
             "|---:|---|---:|---:|---:|---|---|"]
@@ -58,7 +60,7 @@ def _calls(calls: list[dict], logs: str | Path | None = None) -> list[str]:
     total = sum(c["wall_s"] for c in calls)
     rows += ["", f"{len(calls)} call(s), {total / 60:.1f} min of wall time in all (each call's Snakemake log is "
                  "under `logs/calls/`)."]
-    return rows
+    return rows + ([""] + later if later else [])
 
 
 def test_line(t: dict) -> str:
@@ -131,7 +133,7 @@ def versions(env: dict) -> str:
 
 def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], paper_md: str, rebuild: str,
           time_lines: list[str], logs: str | Path | None = None, tests: list[dict] = (),
-          reproduction: str | None = None) -> str:
+          reproduction: str | None = None, in_progress: int | None = None) -> str:
     devices = env.get("device_name")
     gpus = ", ".join(devices) if isinstance(devices, list) else devices
     days = sorted({c["start_utc"][:10] for c in calls})
@@ -159,7 +161,7 @@ def build(records: pd.DataFrame, env: dict, facts: dict, calls: list[dict], pape
         "",
         "## How it was run",
         "",
-        *_calls(calls, logs),
+        *_calls(calls, logs, in_progress),
         "",
         *_tests(list(tests)),
         *_reproduction(reproduction),
@@ -188,5 +190,6 @@ def write(inputs: dict, rebuild: str, out: str | Path, logs: str | Path | None =
                  json.loads(Path(inputs["facts"]).read_text()), calls, Path(inputs["paper"]).read_text(), rebuild,
                  times.study_time(records, calls, logs, list(inputs["records"]) + list(inputs.get("compiles", [])), root),
                  logs, tests,
-                 Path(inputs["reproduction"]).read_text() if inputs.get("reproduction") else None)
+                 Path(inputs["reproduction"]).read_text() if inputs.get("reproduction") else None,
+                 session.call_in_progress(Path(out).parent))
     write_text_atomic(out, text)

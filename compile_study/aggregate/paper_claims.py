@@ -127,3 +127,19 @@ def records(summary: pd.DataFrame, decisions: dict, claims: pd.DataFrame | None)
             seen.add(r["id"])
             out.append(r)
     return out
+
+
+# what each common claim's function reads of a cell's summary row besides its key (aggregate/claims.py)
+COMMON_READS = {"training": ("speedup",), "inference": ("inference",), "dynamic": ("speedup", "verdict"),
+                "short-runs": ("break_even", "payback", "cold_start"), "mlp": ("mlp",), "forward": ("speedup",)}
+
+
+def inputs(claim: dict) -> set[tuple]:
+    """What a claim reads: (cell, quantity) pairs, the cell as a tuple of its key's values and the quantity a
+    summary.csv interval prefix ("aa": the cell's A/A band). A study that changes none of a claim's inputs leaves
+    its verdict as it was (tests/test_rejudge.py holds the evaluators to it)."""
+    cells = [tuple(c.values()) for c in claim["cells"]]
+    if claim["rule"] == "verdict":
+        return {(c, q) for c in cells for q in (claim["prefix"], "aa")}
+    reads = COMMON_READS[claim["prefix"]] if claim["rule"] == "common" else (claim["prefix"],)
+    return {(c, q) for c in cells for q in reads}

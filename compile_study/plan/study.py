@@ -294,6 +294,13 @@ class Plan(CompilePhase, TimedJobs):
         """The yardstick's data facts (what it trained on), as a path from the working directory."""
         return os.path.relpath(Layout(self.yardstick).facts)
 
+    def yardstick_claims(self, wildcards=None) -> dict:
+        """The yardstick's summary.csv, decisions.json and claims.csv (the paper's claims: aggregate/rejudge.py
+        read_claims), those it has, as paths from the working directory."""
+        y = Layout(self.yardstick)
+        found = {"yardstick_summary": y.summary, "yardstick_decisions": y.decisions, "yardstick_claims": y.claims}
+        return {k: os.path.relpath(p) for k, p in found.items() if os.path.exists(p)}
+
     def reproduction_report(self, wildcards=None) -> dict:
         """For the study's README: the report rule reproduction makes, or the one a stored study kept."""
         if self.yardstick or os.path.exists(self.layout.reproduction("md")):

@@ -160,7 +160,7 @@ def test_a_study_on_another_kind_says_so_first_and_is_judged_by_the_claims_alone
 
 
 # --- generated studies: flipping one claim's inputs --------------------------------------------------------------
-PROPERTY = settings(max_examples=40, deadline=None, database=None, derandomize=True, print_blob=True,
+PROPERTY = settings(max_examples=25, deadline=None, database=None, derandomize=True, print_blob=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 IV = ("point", "low", "high")
 
@@ -217,7 +217,7 @@ def flip(summary: pd.DataFrame, claim: dict) -> pd.DataFrame | None:
         steps = 1.0 if claim["stated"] == "holds" else 1e9
         for c in cells:
             i = _at(s, c)
-            s.loc[i, _cols("break_even")] = [steps, steps / 1.01, steps * 1.01]
+            s.loc[i, _cols("break_even") + ["break_even_n"]] = [steps, steps / 1.01, steps * 1.01, 3]
             s.loc[i, "payback"] = "pays-after"
     else:
         return None

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from hypothesis import strategies as st
 
-from compile_study.aggregate import figures, paper_claims
+from compile_study.aggregate import figures
 from compile_study.aggregate.claims import claims_table
 from compile_study.aggregate.decide import decide
 from compile_study.aggregate.environment import environment
@@ -300,8 +300,7 @@ def paper(spec: Spec, edit=None) -> Paper:
     summary = add_mfu(summarize(runs, ROWS, compiles, by_name), {p: {"tflops": 700.0} for p in ("bf16", "fp32")})
     summary = edit(summary) if edit else summary
     claims = claims_table(summary, None, FACTS)
-    decisions = decide(summary, by_name)
-    decisions["claims"] = paper_claims.records(summary, decisions, claims)
+    decisions = decide(summary, by_name, claims)
     model = MODEL | ({"hf_config": PLUGS["hf"]} if spec.plug == "hf" else
                      {"factory": PLUGS["factory"]} if spec.plug == "factory" else {})
     config = {"model": model, "train": {"lr": 3e-4}, "grids": {spec.device: _grids(spec)}}

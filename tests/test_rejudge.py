@@ -173,7 +173,7 @@ def study(spec: gen.Spec) -> tuple[pd.DataFrame, list[dict], pd.DataFrame]:
     checks = gen.checks(spec)
     summary = summarize(runs, gen.ROWS, compiles, checks)
     claims = claims_table(summary, None, gen.FACTS)
-    return summary, paper_claims.records(summary, decide(summary, checks), claims), claims
+    return summary, decide(summary, checks, claims)["claims"], claims
 
 
 def _at(s: pd.DataFrame, cell: dict) -> pd.Index:

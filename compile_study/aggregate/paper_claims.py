@@ -3,9 +3,9 @@ slower than eager, the group a recommendation names, an ordering, the trend over
 packing gain, each common claim checked), with the rule that decided it and the cells (configuration keys) it
 reads, so that it can be judged again on any study that has those cells (aggregate/rejudge.py).
 
-    decisions["claims"] = records(summary, decisions, claims)   # decisions.json's `claims` list
+    records(summary, decisions, claims)   # decisions.json's `claims` (aggregate/decide.py decide adds them)
 
-A record: {"id", "rule" (a kind of RULES), "cells" (decide.key of each configuration it reads; a common claim's
+A record: {"id", "rule" (a kind of RULES), "cells" (columns.key of each configuration it reads; a common claim's
 MLP example is {"check": "mlp", "batch": 64}), "prefix" (the interval it reads: summary.csv's prefix),
 "stated" (what the paper says: a verdict code, the top group, a compare code, a common claim's verdict),
 "verdict" (on this study: "holds", by construction)}. The templates word the abstract's and the conclusions'
@@ -20,7 +20,7 @@ import json
 import pandas as pd
 
 from compile_study.aggregate.claims import VERDICTS as COMMON_VERDICTS
-from compile_study.aggregate.decide import key
+from compile_study.aggregate.columns import key
 from compile_study.core import vocab
 
 # a record's rule: which evaluator of aggregate/rejudge.py judges it

@@ -235,7 +235,6 @@ def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp
 
     The peak and MLP results, the method checks ({name: path}) and the cold compiles' records are optional (a
     stored study from before they existed has none)."""
-    from compile_study.aggregate import paper_claims
     from compile_study.aggregate.claims import claims_table
     from compile_study.aggregate.decide import decide, to_json
 
@@ -249,8 +248,7 @@ def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp
     write_text_atomic(out["parity"], digits.csv_text(parity_table(parity_paths, facts)))
     claims = claims_table(summary, _json_or(mlp_path, None), facts)
     write_text_atomic(out["claims"], digits.csv_text(claims))
-    decisions = decide(summary, checks)
-    write_text_atomic(out["decisions"], to_json(decisions | {"claims": paper_claims.records(summary, decisions, claims)}))
+    write_text_atomic(out["decisions"], to_json(decide(summary, checks, claims)))
     write_text_atomic(out["environment"], digits.dumps(environment(records) | {
         "peak_tflops": {p: v["tflops"] for p, v in peaks.items()}, "compile_phase": compile_phase(compiles, records),
         "compile_stages": stages.summary(compiles, records)},

@@ -54,6 +54,26 @@ def label(k: dict) -> str:
     return f"{k['precision']} bs{k['batch']} {k['mode']} ({k['scope']}){regime}"
 
 
+def verdict_id(k: dict, code: str) -> str:
+    return f"{code} than eager: {label(k)}"
+
+
+def top_id(by: str, precision: str, batch: int) -> str:
+    return f"best by {by} at {precision} bs{batch}"
+
+
+def compare_id(what: str, a: dict, b: dict, code: str) -> str:
+    """A comparison of decide.comparisons (batch-trend, precision) as a claim's id."""
+    return f"{'speedup' if what == 'batch-trend' else 'step time'}: {label(a)} {code} than {label(b)}"
+
+
+def common_id(claim: str) -> str:
+    return f"common claim: {claim}"
+
+
+TREND_ID = "speedup larger at the smallest batch than at the largest, every mode"
+
+
 def _record(rid: str, rule: str, cells: list[dict], prefix: str | None, stated) -> dict:
     return {"id": rid, "rule": rule, "cells": cells, "prefix": prefix, "stated": stated, "verdict": "holds"}
 
@@ -63,7 +83,7 @@ def verdict_records(summary: pd.DataFrame) -> list[dict]:
     eager: the abstract counts the module's, the conclusions recommend the fast ones and warn of the slow ones."""
     s = vocab.usable(summary[(summary.shape_regime == "static") & (summary.compile_mode != "eager")])
     s = s[s.verdict.isin(DECIDED)]
-    return [_record(f"{r.verdict} than eager: {label(key(r))}", "verdict", [key(r)], "speedup", r.verdict)
+    return [_record(verdict_id(key(r), r.verdict), "verdict", [key(r)], "speedup", r.verdict)
             for _, r in s.iterrows()]
 
 
@@ -74,9 +94,9 @@ def ranking_records(decisions: dict, precision: str | None) -> list[dict]:
     for r in decisions.get("rankings", []):
         if r["by"] not in ("speedup", "gain") or r["precision"] != precision or not r["top"]:
             continue
-        prefix, where = ("speedup" if r["by"] == "speedup" else "gain"), f"{r['precision']} bs{r['batch']}"
+        prefix = "speedup" if r["by"] == "speedup" else "gain"
         if r["below"] or len(r["top"]) > 1:  # one ranked configuration alone claims no order
-            out.append(_record(f"best by {r['by']} at {where}", "top", r["top"] + r["below"], prefix, r["top"]))
+            out.append(_record(top_id(r["by"], r["precision"], r["batch"]), "top", r["top"] + r["below"], prefix, r["top"]))
         for a in r["apart"]:
             for above in a["above"]:
                 out.append(_record(f"{label(above)} above {label(a['lower'])} by {r['by']}", "compare",
@@ -90,12 +110,11 @@ def comparison_records(decisions: dict) -> list[dict]:
     out, trend = [], [c for c in decisions.get("comparisons", []) if c["what"] == "batch-trend"]
     for c in decisions.get("comparisons", []):
         if c["code"] in ("higher", "lower"):
-            what = "speedup" if c["what"] == "batch-trend" else "step time"
-            out.append(_record(f"{what}: {label(c['a'])} {c['code']} than {label(c['b'])}", "compare",
+            out.append(_record(compare_id(c["what"], c["a"], c["b"], c["code"]), "compare",
                                [c["a"], c["b"]], c["by"], c["code"]))
     if trend and all(c["code"] == "higher" for c in trend):
         cells = [k for c in trend for k in (c["a"], c["b"])]
-        out.append(_record("speedup larger at the smallest batch than at the largest, every mode", "trend", cells,
+        out.append(_record(TREND_ID, "trend", cells,
                            "speedup", "higher"))
     return out
 
@@ -113,7 +132,7 @@ def common_records(claims: pd.DataFrame | None) -> list[dict]:
     """Each common claim the paper says holds or does not hold (claims.csv), with the cells that decided it."""
     if claims is None or claims.empty:
         return []
-    return [_record(f"common claim: {c.claim}", "common", common_cells(c.claim, json.loads(c.evidence)), c.claim,
+    return [_record(common_id(c.claim), "common", common_cells(c.claim, json.loads(c.evidence)), c.claim,
                     c.verdict) for c in claims.itertuples() if c.verdict in STATED_COMMON]
 
 

@@ -272,3 +272,68 @@ def test_flipping_one_claims_inputs_flips_that_claim_and_only_the_claims_reading
 @given(gen.studies(device="cpu", max_batches=2))
 def test_flipping_one_cpu_claims_inputs_flips_that_claim_alone(spec):
     _assert_flips(spec)
+
+
+# --- the prose worded from the records ---------------------------------------------------------------------------
+# the sentences of the abstract and the conclusions that say something holds; the others quote numbers without a
+# rule's verdict (conclusions: payback quotes each recommended configuration's break-even, host one profiler
+# window, evidence a count of configurations with too few processes)
+CLAIMING = {("abstract", "takeaway"), ("abstract", "body"), ("conclusions", "modes"), ("conclusions", "precision"),
+            ("conclusions", "shapes"), ("conclusions", "slower")}
+
+
+def _keys(configs: list[dict]) -> list[dict]:
+    return [{k: c[k] for k in ("mode", "scope", "regime", "precision", "batch")} for c in configs]
+
+
+def _context(d: Path):
+    import yaml
+
+    from compile_study.report import findings
+
+    summary = pd.read_csv(d / "summary.csv")
+    decisions = decide(summary, {}, pd.read_csv(d / "claims.csv"))
+    ctx = findings.Context(summary, pd.read_csv(d / "claims.csv"), decisions, _env(d),
+                           json.loads((d / "facts.json").read_text()), yaml.safe_load((d / "config.yaml").read_text()),
+                           _env(d)["device_type"], "figures", [], {})
+    return ctx, decisions
+
+
+def _assert_sentence_has_its_records(t, ids: set[str]) -> int:
+    """Every claim a claiming Text states is a record of decisions.json, the very group, ordering or count it
+    words; returns how many records it carries."""
+    from compile_study.report import findings
+
+    d, found = t.data, findings.claim_ids(t)
+    assert set(found) <= ids, set(found) - ids
+    if t.macro == "takeaway":
+        v = d["verdicts"]["counts"]
+        assert len(d["verdicts"]["claims"]) == v.get("faster", 0) + v.get("slower", 0)
+    for b in d.get("batches", []):  # a group named, or an order among several: its record, the same group
+        if len(b["top"]) > 1 or b["below"]:
+            assert b["claim"]["stated"] == _keys(b["top"]), b["batch"]
+    if t.macro == "body" and d["shape"]:
+        assert d["shape"]["claim"]["stated"] == _keys(d["shape"]["top"])
+    if t.macro == "body" and d["short"]:
+        assert d["short"]["claim"]["stated"] == d["short"]["verdict"]
+    for f in d.get("found", []):
+        assert f["claim"]["stated"] == _keys(f["top"])
+    if t.macro == "precision":
+        assert d["p"]["claim"]["cells"] == _keys([d["p"]["slow"], d["p"]["fast"]])
+    if t.macro == "slower":
+        assert [c["cells"][0] for c in d["claims"]] == _keys(d["slow"])
+    return len(found)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("study", STORED, ids=lambda d: d.name)
+def test_each_claim_sentence_of_the_abstract_and_conclusions_has_its_record(study):
+    """The stored studies' abstracts and conclusions, built from decisions with the claims' records: each sentence
+    that says something holds carries the records of what it says, and they are decisions.json's."""
+    from compile_study.report import conclusions, findings
+
+    ctx, decisions = _context(study)
+    ids = {c["id"] for c in decisions["claims"]}
+    texts = [t for t in findings.abstract(ctx) + conclusions.items(ctx) if (t.file, t.macro) in CLAIMING]
+    carried = sum(_assert_sentence_has_its_records(t, ids) for t in texts)
+    assert carried > 0 or {c["rule"] for c in decisions["claims"]} <= {"common"}  # the CPU study's: its claims section

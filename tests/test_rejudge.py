@@ -337,3 +337,37 @@ def test_each_claim_sentence_of_the_abstract_and_conclusions_has_its_record(stud
     texts = [t for t in findings.abstract(ctx) + conclusions.items(ctx) if (t.file, t.macro) in CLAIMING]
     carried = sum(_assert_sentence_has_its_records(t, ids) for t in texts)
     assert carried > 0 or {c["rule"] for c in decisions["claims"]} <= {"common"}  # the CPU study's: its claims section
+
+
+# --- across GPU kinds --------------------------------------------------------------------------------------------
+def _kind_study(name: str, kind: str):
+    from compile_study.aggregate import kinds
+
+    d = REPO / "reference" / name
+    return kinds.KindStudy(f"reference/{name}", kind, rejudge.subject(d), rejudge.stored_claims(d))
+
+
+@pytest.mark.unit
+def test_across_kinds_gives_each_shared_configuration_on_each_kind_and_the_claims_holding_on_every_kind():
+    """Two kinds (the H200 full grid, and a kick-the-tires study standing for a second kind): the configurations
+    both ran with numbers, each kind's interval its own study's; each kind's claims judged on both, `everywhere`
+    where they hold on both; the README's section words them, and one kind alone has none."""
+    from compile_study.aggregate import kinds
+    from compile_study.report import across_kinds
+
+    h200, other = _kind_study("h200-full-2026-12-03", "NVIDIA H200"), _kind_study("h200-quick-2026-12-05b", "GPU B")
+    found = kinds.across([h200, other])
+    both = [set(tuple(paper_claims.key(r).values()) for _, r in s.subject.summary.iterrows()
+                if r.compile_mode != "eager" and r.status == "ok") for s in (h200, other)]
+    assert len(found["cells"]) == len(both[0] & both[1]) > 0
+    for _, row in found["cells"].iterrows():  # each kind's interval is its own study's
+        cell = {k: row[k] for k in ("mode", "scope", "regime", "precision", "batch")}
+        for s in (h200, other):
+            assert row[s.kind].point == pytest.approx(s.subject.row(cell).speedup)
+    stated = {(c["id"], json.dumps(c["stated"], sort_keys=True)) for c in h200.claims + other.claims}
+    assert len(found["claims"]) == len(stated) < len(h200.claims) + len(other.claims)  # alike ones once
+    everywhere = {c["id"] for c in found["claims"] if c["everywhere"] and "NVIDIA H200" in c["stated_on"]}
+    assert everywhere == {j["id"] for j in rejudge.rejudge(h200.claims, other.subject) if j["code"] == "holds"}
+    text = "\n".join(across_kinds.lines(found))
+    assert "| configuration | NVIDIA H200 | GPU B |" in text and "hold on every kind" in text
+    assert kinds.across([h200]) is None and across_kinds.lines(None) == []

@@ -24,7 +24,8 @@ def sentence(judged: list[dict], device: str) -> str:
     (which) and how many cannot be told (why, counted)."""
     c = rejudge.counts(judged)
     if not c["total"]:
-        return f"On your {device}: the stored study states no claim that can be judged again (it has no summary.csv)"
+        return (f"On your {device}: the stored paper states no claim to judge again (nothing in it is decided on "
+                "intervals of three or more processes, or it has no summary.csv)")
     text = f"On your {device}: {c['holds']} of {c['total']} of the paper's claims hold, {c['does-not-hold']} do not"
     if c["against"]:
         text += f" ({_some(c['against'])})"

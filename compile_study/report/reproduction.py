@@ -224,15 +224,24 @@ def same_kind(result: cmp.Comparison) -> bool:
     return stored == study
 
 
+def refused(result: cmp.Comparison) -> bool:
+    """Did the two studies train on different data (and no verdict is given anyway)? Then neither their cells
+    nor the paper's claims are judged."""
+    return bool(result.data_differences) and not result.allow_different_data
+
+
 def claims_lines(result: cmp.Comparison, names: tuple[str, str], judged: list[dict] | None) -> list[str]:
-    """The report's opening: on another kind, that first; the paper's claims on this study (report/rejudged.py);
-    then, on the same kind, the cell-by-cell headline and its advice."""
+    """The report's opening: on another kind, that first; the paper's claims on this study (report/rejudged.py),
+    unless the two trained on different data; then, on the same kind (or where the data differ), the cell-by-cell
+    headline, and on the same kind its advice."""
     stored, study = devices(result)
     lines = [] if same_kind(result) else [rejudged.other_kind(stored, study, names[0]) + ".", ""]
-    if judged is not None:
+    if judged is not None and not refused(result):
         lines += [f"**{rejudged.sentence(judged, study)}.**", ""]
+    if same_kind(result) or refused(result):  # different data: said first, on any kind
+        lines += [f"**{headline(result)}.**", ""]
     if same_kind(result):
-        lines += [f"**{headline(result)}.**", "", advice(result, names), "", rule_text(), ""]
+        lines += [advice(result, names), "", rule_text(), ""]
     return lines
 
 
@@ -243,7 +252,7 @@ def markdown(result: cmp.Comparison, names: tuple[str, str], judged: list[dict] 
     cells = ["## Configuration by configuration", "", f"Stored: `{stored}`; this study: `{study}`. Absolute step "
              f"times: {hosts(result)}.", "", *table_lines(result), ""] if same_kind(result) else []
     claims = ["## The paper's claims on this study", "", rejudged.rule_text(), "", *rejudged.table_lines(judged),
-              ""] if judged is not None else []
+              ""] if judged is not None and not refused(result) else []
     lines = [
         f"# Reproduction of `{stored}` by `{study}`",
         "",
@@ -308,7 +317,7 @@ def readme_block(result: cmp.Comparison, names: tuple[str, str], judged: list[di
     data = result.data.loc["description"]
     trained = (f"Both trained on {data.stored}." if not result.data_differences
                else f"Trained on: stored {data.stored}; this study {data.study}.")
-    claims = f"{rejudged.sentence(judged, devices(result)[1])}. " if judged is not None else ""
+    claims = f"{rejudged.sentence(judged, devices(result)[1])}. " if judged is not None and not refused(result) else ""
     cells = (f"**{headline(result)}**. {advice(result, names)} " if same_kind(result)
              else rejudged.other_kind(*devices(result), names[0]) + ". ")
     lines = [f"`{names[1]}` against `{names[0]}` (`python -m compile_study compare {names[0]} {names[1]}`): "

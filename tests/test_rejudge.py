@@ -83,6 +83,29 @@ def test_each_quick_study_rejudges_the_full_grid_of_its_kind(quick):
     assert c["holds"] + c["does-not-hold"] + c["cannot-tell"] == c["total"] == len(claims)
 
 
+YARDSTICK = REPO / "reference/h200-full-2026-12-03"
+OTHER_KINDS = [d for d in STORED if "-full-" in d.name and _env(d)["device_name"] != _env(YARDSTICK)["device_name"]]
+# the H200 full grid's claims on a stored full grid of another kind: (hold, do not hold, cannot be told)
+ACROSS = {"h100-full-2026-12-06": (22, 0, 1)}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("grid", OTHER_KINDS, ids=lambda d: d.name)
+def test_a_full_grid_of_another_kind_against_the_h200_claims(grid):
+    """The H200 full grid's claims on the full grid of another GPU kind: it has every cell, so none is missing;
+    each claim is judged by its own rule, and the report says first that no stored study of the yardstick's kind
+    ran there."""
+    judged = rejudge.rejudge(rejudge.stored_claims(YARDSTICK), rejudge.subject(grid))
+    c = rejudge.counts(judged)
+    assert rejudge.MISSING not in c["why"] and c["total"] == len(rejudge.stored_claims(YARDSTICK))
+    if grid.name in ACROSS:
+        assert (c["holds"], c["does-not-hold"], c["cannot-tell"]) == ACROSS[grid.name]
+    names = (str(YARDSTICK.relative_to(REPO)), str(grid.relative_to(REPO)))
+    result = cmp.compare(cmp.load(YARDSTICK), cmp.load(grid), names)
+    first = reproduction.markdown(result, names, judged).split("\n")[4]
+    assert first.startswith(f"No stored study here ran on {_env(grid)['device_name']}")
+
+
 @pytest.mark.unit
 def test_the_readmes_quick_study_against_the_h200_full_grid():
     """The pair the README quotes, by number: the H200 full grid's 23 claims on the kick-the-tires study

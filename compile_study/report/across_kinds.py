@@ -11,7 +11,7 @@ from compile_study.aggregate import kinds
 from compile_study.aggregate.paper_claims import label
 from compile_study.report import numbers
 
-SHOWN = 8  # claims named that hold on every kind, before "and N more"
+SHOWN = 8  # claims named that do not hold on every kind, before "and N more"
 
 
 def lines(found: dict | None) -> list[str]:
@@ -27,14 +27,20 @@ def lines(found: dict | None) -> list[str]:
     for _, r in found["cells"].iterrows():
         out.append(f"| {label(r.to_dict())} | " + " | ".join(numbers.interval(r[k]) for k in names) + " |")
     every = [c for c in found["claims"] if c["everywhere"]]
-    ids = [f"{c['id']} (stated on {' and '.join(c['stated_on'])})" for c in every]
-    shown = "; ".join(ids[:SHOWN]) + (f"; and {len(ids) - SHOWN} more" if len(ids) > SHOWN else "")
-    counts = {code: sum(code in c["codes"].values() for c in found["claims"]) for code in ("does-not-hold", "cannot-tell")}
-    out += ["", f"Of the {len(found['claims'])} claims the kinds' papers state, {len(every)} hold on every kind"
-            + (f": {shown}" if every else "") + f". {counts['does-not-hold']} do not hold on some kind and "
-            f"{counts['cannot-tell']} cannot be told on some kind (`python -m compile_study compare <stored> <study>` "
-            "judges one study against another's claims)."]
+    others = [f"{c['id']} ({_codes(c)})" for c in found["claims"] if not c["everywhere"]]
+    out += ["", f"Of the {len(found['claims'])} claims the kinds' papers state (each judged on every kind's study by its "
+            f"own rule: `python -m compile_study compare`), {len(every)} hold on every kind"
+            + (f"; all but: {_some(others)}" if others else "") + "."]
     return out
+
+
+def _codes(claim: dict) -> str:
+    """Where a claim does not hold: 'does-not-hold on X; cannot-tell on Y'."""
+    return "; ".join(f"{code} on {kind}" for kind, code in claim["codes"].items() if code != "holds")
+
+
+def _some(items: list[str]) -> str:
+    return "; ".join(items[:SHOWN]) + (f"; and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
 
 
 def section(project: Path) -> list[str]:

@@ -169,7 +169,7 @@ def test_a_study_on_another_kind_says_so_first_and_is_judged_by_the_claims_alone
     hold; it gives no cell-by-cell verdicts (no headline of reproduced configurations, no table)."""
     names = ("reference/h200-full-2026-12-03", "reference/h200-quick-2026-12-05b")
     result = cmp.compare(cmp.load(REPO / names[0]), cmp.load(REPO / names[1]), names)
-    judged = reproduction.judge_dirs(REPO / names[0], REPO / names[1])
+    judged = rejudged.judge_dirs(REPO / names[0], REPO / names[1])
     same = reproduction.markdown(result, names, judged)
     assert same.split("\n")[4].startswith("**On your NVIDIA H200: 4 of 23 of the paper's claims hold")
     assert "shared configurations reproduced" in same and "## Configuration by configuration" in same
@@ -325,9 +325,9 @@ def _context(d: Path):
 def _assert_sentence_has_its_records(t, ids: set[str]) -> int:
     """Every claim a claiming Text states is a record of decisions.json, the very group, ordering or count it
     words; returns how many records it carries."""
-    from compile_study.report import findings
+    from compile_study.report.document import claim_ids
 
-    d, found = t.data, findings.claim_ids(t)
+    d, found = t.data, claim_ids(t)
     assert set(found) <= ids, set(found) - ids
     if t.macro == "takeaway":
         v = d["verdicts"]["counts"]

@@ -363,16 +363,3 @@ def abstract(ctx: Context) -> list[Text]:
              "shape": shape, "short": short, "claims": claim_counts(ctx), "level": LEVEL}
     return [Text("abstract", "takeaway", facts), Text("abstract", "body", facts)]
 
-
-def claim_ids(data) -> list[str]:
-    """The ids of the claims' records (decisions.json `claims`) a Text's data carries, wherever they sit in it: what
-    the sentence states as holding (tests/test_rejudge.py checks that each such sentence of the abstract and the
-    conclusions carries its own)."""
-    if isinstance(data, Text):
-        return claim_ids(data.data)
-    if isinstance(data, dict):
-        own = [data["id"]] if {"id", "rule", "cells", "stated"} <= set(data) else []
-        return own + [i for v in data.values() for i in claim_ids(v)]
-    if isinstance(data, list | tuple):
-        return [i for v in data for i in claim_ids(v)]
-    return []

@@ -8,6 +8,9 @@ The verdicts come from aggregate/rejudge.py; this module only writes them down. 
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from compile_study.aggregate import compare as cmp
 from compile_study.aggregate import rejudge
 from compile_study.aggregate.paper_claims import label
 
@@ -74,3 +77,40 @@ def rule_text() -> str:
             "(`compile_study/aggregate/rejudge.py`). **Holds**: the rule says what the paper says. **Does not hold**: "
             "it says otherwise on decided intervals. **Cannot tell**: a cell is missing or failed, has too few "
             "processes, or its interval overlaps the boundary (the A/A band, the other interval, the claim's range).")
+
+
+def devices(result: cmp.Comparison) -> tuple[str, str]:
+    """The stored study's and this study's device (GPU or CPU model), as their records name it."""
+    return result.versions.loc["device_name", "stored"], result.versions.loc["device_name", "study"]
+
+
+def same_kind(result: cmp.Comparison) -> bool:
+    """Did both studies run on one kind of device? Only then are their speedups judged cell by cell."""
+    stored, study = devices(result)
+    return stored == study
+
+
+def refused(result: cmp.Comparison) -> bool:
+    """Did the two studies train on different data (and no verdict is given anyway)? Then neither their cells
+    nor the paper's claims are judged."""
+    return bool(result.data_differences) and not result.allow_different_data
+
+
+def opening(result: cmp.Comparison, names: tuple[str, str], judged: list[dict] | None, headline: str,
+            advice: list[str]) -> list[str]:
+    """The reproduction report's opening: on another kind, that first; the paper's claims on this study, unless
+    the two trained on different data; then, on the same kind (or where the data differ), the cell-by-cell
+    `headline`, and on the same kind its `advice` (paragraphs)."""
+    stored, study = devices(result)
+    lines = [] if same_kind(result) else [other_kind(stored, study, names[0]) + ".", ""]
+    if judged is not None and not refused(result):
+        lines += [f"**{sentence(judged, study)}.**", ""]
+    if same_kind(result) or refused(result):  # different data: said first, on any kind
+        lines += [headline, ""]
+    return lines + ([x for a in advice for x in (a, "")] if same_kind(result) else [])
+
+
+def judge_dirs(stored: str | Path, study: str | Path) -> list[dict] | None:
+    """The stored study's claims judged on the study (both directories), None where the study has no summary."""
+    subject = rejudge.subject(study)
+    return rejudge.rejudge(rejudge.stored_claims(stored), subject) if subject else None

@@ -213,36 +213,9 @@ def hosts(result: cmp.Comparison) -> str:
     return f"stored on {host['stored']}; this study on {host['study']}"
 
 
-def devices(result: cmp.Comparison) -> tuple[str, str]:
-    """The stored study's and this study's device (GPU or CPU model), as their records name it."""
-    return result.versions.loc["device_name", "stored"], result.versions.loc["device_name", "study"]
-
-
-def same_kind(result: cmp.Comparison) -> bool:
-    """Did both studies run on one kind of device? Only then are their speedups judged cell by cell."""
-    stored, study = devices(result)
-    return stored == study
-
-
-def refused(result: cmp.Comparison) -> bool:
-    """Did the two studies train on different data (and no verdict is given anyway)? Then neither their cells
-    nor the paper's claims are judged."""
-    return bool(result.data_differences) and not result.allow_different_data
-
-
 def claims_lines(result: cmp.Comparison, names: tuple[str, str], judged: list[dict] | None) -> list[str]:
-    """The report's opening: on another kind, that first; the paper's claims on this study (report/rejudged.py),
-    unless the two trained on different data; then, on the same kind (or where the data differ), the cell-by-cell
-    headline, and on the same kind its advice."""
-    stored, study = devices(result)
-    lines = [] if same_kind(result) else [rejudged.other_kind(stored, study, names[0]) + ".", ""]
-    if judged is not None and not refused(result):
-        lines += [f"**{rejudged.sentence(judged, study)}.**", ""]
-    if same_kind(result) or refused(result):  # different data: said first, on any kind
-        lines += [f"**{headline(result)}.**", ""]
-    if same_kind(result):
-        lines += [advice(result, names), "", rule_text(), ""]
-    return lines
+    """The report's opening (report/rejudged.py opening), with the cell-by-cell headline and its advice."""
+    return rejudged.opening(result, names, judged, f"**{headline(result)}.**", [advice(result, names), rule_text()])
 
 
 def markdown(result: cmp.Comparison, names: tuple[str, str], judged: list[dict] | None = None) -> str:
@@ -250,9 +223,9 @@ def markdown(result: cmp.Comparison, names: tuple[str, str], judged: list[dict] 
     this study has no summary yet."""
     stored, study = names
     cells = ["## Configuration by configuration", "", f"Stored: `{stored}`; this study: `{study}`. Absolute step "
-             f"times: {hosts(result)}.", "", *table_lines(result), ""] if same_kind(result) else []
+             f"times: {hosts(result)}.", "", *table_lines(result), ""] if rejudged.same_kind(result) else []
     claims = ["## The paper's claims on this study", "", rejudged.rule_text(), "", *rejudged.table_lines(judged),
-              ""] if judged is not None and not refused(result) else []
+              ""] if judged is not None and not rejudged.refused(result) else []
     lines = [
         f"# Reproduction of `{stored}` by `{study}`",
         "",
@@ -303,12 +276,6 @@ def write_records(stored: dict, study: dict, names: tuple[str, str], out: dict,
     return result
 
 
-def judge_dirs(stored: str | Path, study: str | Path) -> list[dict] | None:
-    """The stored study's claims judged on the study (both directories), None where the study has no summary."""
-    subject = rejudge.subject(study)
-    return rejudge.rejudge(rejudge.stored_claims(stored), subject) if subject else None
-
-
 def readme_block(result: cmp.Comparison, names: tuple[str, str], judged: list[dict] | None = None) -> str:
     """What the project README quotes: the headline, the hosts, the versions that differ and the table."""
     v = result.versions
@@ -317,13 +284,14 @@ def readme_block(result: cmp.Comparison, names: tuple[str, str], judged: list[di
     data = result.data.loc["description"]
     trained = (f"Both trained on {data.stored}." if not result.data_differences
                else f"Trained on: stored {data.stored}; this study {data.study}.")
-    claims = f"{rejudged.sentence(judged, devices(result)[1])}. " if judged is not None and not refused(result) else ""
-    cells = (f"**{headline(result)}**. {advice(result, names)} " if same_kind(result)
-             else rejudged.other_kind(*devices(result), names[0]) + ". ")
+    told = judged is not None and not rejudged.refused(result)
+    claims = f"{rejudged.sentence(judged, rejudged.devices(result)[1])}. " if told else ""
+    cells = (f"**{headline(result)}**. {advice(result, names)} " if rejudged.same_kind(result)
+             else rejudged.other_kind(*rejudged.devices(result), names[0]) + ". ")
     lines = [f"`{names[1]}` against `{names[0]}` (`python -m compile_study compare {names[0]} {names[1]}`): "
              f"{claims}{cells}{trained} Absolute step times: {hosts(result)}."
              + (f" Other differences: {'; '.join(differing)}." if differing else ""), "",
-             *(table_lines(result) if same_kind(result) else [])]
+             *(table_lines(result) if rejudged.same_kind(result) else [])]
     return "\n".join(lines)
 
 
@@ -357,7 +325,7 @@ def refresh_readme(path: str | Path, project: str | Path) -> tuple[str, str] | N
     project = Path(project)
     stored, study = (cmp.load(project / name) for name in names)
     result = cmp.compare(stored, study, names, host_effect=host_estimate.load(host_effect_path(project)))
-    update_readme(path, result, names, judge_dirs(*(project / name for name in names)))
+    update_readme(path, result, names, rejudged.judge_dirs(*(project / name for name in names)))
     return names
 
 
@@ -372,11 +340,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     names = (args.stored.rstrip("/"), args.study.rstrip("/"))
     result = cmp.compare(cmp.load(args.stored), cmp.load(args.study), names, args.allow_different_data)
-    judged = judge_dirs(args.stored, args.study)
+    judged = rejudged.judge_dirs(args.stored, args.study)
     if args.out:
         out = {ext: str(Path(args.out) / f"reproduction.{ext}") for ext in ("md", "csv")}
         write(result, names, out, judged)
-        first = rejudged.sentence(judged, devices(result)[1]) if judged is not None else headline(result)
+        first = rejudged.sentence(judged, rejudged.devices(result)[1]) if judged is not None else headline(result)
         print(f"{out['md']}, {out['csv']}: {first}")
     else:
         print(markdown(result, names, judged))

@@ -93,8 +93,7 @@ ACROSS = {"h100-full-2026-12-06": (22, 0, 1)}
 @pytest.mark.parametrize("grid", OTHER_KINDS, ids=lambda d: d.name)
 def test_a_full_grid_of_another_kind_against_the_h200_claims(grid):
     """The H200 full grid's claims on the full grid of another GPU kind: it has every cell, so none is missing;
-    each claim is judged by its own rule, and the report says first that no stored study of the yardstick's kind
-    ran there."""
+    each claim is judged by its own rule, and the report says first that the yardstick ran on another kind."""
     judged = rejudge.rejudge(rejudge.stored_claims(YARDSTICK), rejudge.subject(grid))
     c = rejudge.counts(judged)
     assert rejudge.MISSING not in c["why"] and c["total"] == len(rejudge.stored_claims(YARDSTICK))
@@ -103,7 +102,26 @@ def test_a_full_grid_of_another_kind_against_the_h200_claims(grid):
     names = (str(YARDSTICK.relative_to(REPO)), str(grid.relative_to(REPO)))
     result = cmp.compare(cmp.load(YARDSTICK), cmp.load(grid), names)
     first = reproduction.markdown(result, names, judged).split("\n")[4]
-    assert first.startswith(f"No stored study here ran on {_env(grid)['device_name']}")
+    assert first.startswith(f"The stored study `{names[0]}` ran on NVIDIA H200, not on your {_env(grid)['device_name']}")
+
+
+@pytest.mark.unit
+def test_the_h100_kick_the_tires_study_against_the_h200_claims():
+    """What a reviewer with an H100 sees (reference/h100-quick-2026-12-06 against the H200 full grid): first that
+    the stored study ran on another kind, then 6 of the 23 claims holding, none contradicted, 17 cannot be told
+    for cells the quick grid does not run; no cell-by-cell verdicts across kinds."""
+    names = ("reference/h200-full-2026-12-03", "reference/h100-quick-2026-12-06")
+    if not (REPO / names[1]).is_dir():
+        pytest.skip(f"{names[1]} is not in this checkout")
+    result = cmp.compare(cmp.load(REPO / names[0]), cmp.load(REPO / names[1]), names)
+    judged = rejudged.judge_dirs(REPO / names[0], REPO / names[1])
+    c = rejudge.counts(judged)
+    assert (c["holds"], c["does-not-hold"], c["cannot-tell"], c["why"]) == (6, 0, 17, {rejudge.MISSING: 17})
+    body = reproduction.markdown(result, names, judged).split("\n")
+    assert body[4].startswith(f"The stored study `{names[0]}` ran on NVIDIA H200, not on your NVIDIA H100 80GB HBM3")
+    assert body[6] == ("**On your NVIDIA H100 80GB HBM3: 6 of 23 of the paper's claims hold, 0 do not, 17 cannot be "
+                       "told (17 for missing cells).**")
+    assert "## Configuration by configuration" not in "\n".join(body)
 
 
 @pytest.mark.unit
@@ -175,8 +193,8 @@ def test_a_study_on_another_kind_says_so_first_and_is_judged_by_the_claims_alone
     assert "shared configurations reproduced" in same and "## Configuration by configuration" in same
     other = reproduction.markdown(_kind(result, "NVIDIA H100 80GB HBM3"), names, judged)
     body = other.split("\n")
-    assert body[4].startswith("No stored study here ran on NVIDIA H100 80GB HBM3: `reference/h200-full-2026-12-03` "
-                              "ran on NVIDIA H200")
+    assert body[4].startswith("The stored study `reference/h200-full-2026-12-03` ran on NVIDIA H200, not on your "
+                              "NVIDIA H100 80GB HBM3: ")
     assert body[6].startswith("**On your NVIDIA H100 80GB HBM3: 4 of 23 of the paper's claims hold, 0 do not")
     assert "shared configurations reproduced" not in other and "## Configuration by configuration" not in other
     assert "| best by speedup at bf16 bs32 | top |" in other

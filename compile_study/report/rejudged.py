@@ -40,7 +40,7 @@ def sentence(judged: list[dict], device: str) -> str:
 
 def other_kind(stored_device: str, study_device: str, stored: str) -> str:
     """What the report says first where the study's GPU kind is not the stored study's."""
-    return (f"No stored study here ran on {study_device}: `{stored}` ran on {stored_device}, so this report judges "
+    return (f"The stored study `{stored}` ran on {stored_device}, not on your {study_device}: this report judges "
             "the paper's claims on your study and does not judge its speedups cell by cell against another kind's "
             "(whether a speedup carries across GPU kinds is a finding, not a rule)")
 

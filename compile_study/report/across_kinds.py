@@ -10,6 +10,7 @@ from pathlib import Path
 from compile_study.aggregate import kinds
 from compile_study.aggregate.paper_claims import label
 from compile_study.report import numbers
+from compile_study.report.rejudged import WORDS
 
 SHOWN = 8  # claims named that do not hold on every kind, before "and N more"
 
@@ -36,7 +37,7 @@ def lines(found: dict | None) -> list[str]:
 
 def _codes(claim: dict) -> str:
     """Where a claim does not hold: 'does-not-hold on X; cannot-tell on Y'."""
-    return "; ".join(f"{code} on {kind}" for kind, code in claim["codes"].items() if code != "holds")
+    return "; ".join(f"{WORDS[code]} on {kind}" for kind, code in claim["codes"].items() if code != "holds")
 
 
 def _some(items: list[str]) -> str:

@@ -15,6 +15,7 @@ from compile_study.aggregate import rejudge
 from compile_study.aggregate.paper_claims import label
 
 SHOWN = 3  # claims named in the first sentence's parenthesis before "and N more"
+WORDS = {"holds": "holds", "does-not-hold": "does not hold", "cannot-tell": "cannot be told"}  # rejudge.CODES
 
 
 def _some(ids: list[str]) -> str:
@@ -65,7 +66,7 @@ def table_lines(judged: list[dict]) -> list[str]:
         return []
     lines = ["| claim | rule | the paper says | on this study | why |", "|---|---|---|---|---|"]
     for j in judged:
-        lines.append(f"| {j['id']} | {j['rule']} | {_stated(j)} | {j['code']} | {_why(j)} |")
+        lines.append(f"| {j['id']} | {j['rule']} | {_stated(j)} | {WORDS[j['code']]} | {_why(j)} |")
     return lines
 
 

@@ -412,3 +412,33 @@ def test_across_kinds_gives_each_shared_configuration_on_each_kind_and_the_claim
     text = "\n".join(across_kinds.lines(found))
     assert "| configuration | NVIDIA H200 | GPU B |" in text and "hold on every kind" in text
     assert kinds.across([h200]) is None and across_kinds.lines(None) == []
+
+
+@pytest.mark.unit
+def test_rebuild_writes_the_finding_across_kinds_and_a_gpu_paper_gives_it_an_appendix(tmp_path):
+    """reference/kinds.json from the stored studies of two kinds (here the stored H100 and H200 studies, linked
+    into a project of their own): the kinds, each shared configuration's interval on each, the claims; a GPU
+    paper built with it has the appendix "Across GPU kinds" whose table gives those intervals; one kind, none."""
+    from compile_study.aggregate import kinds
+    from compile_study.report import appendix
+
+    names = ("h100-quick-2026-12-06", "h200-full-2026-12-03")
+    if not all((REPO / "reference" / name).is_dir() for name in names):
+        pytest.skip("the stored H100 and H200 studies are not both in this checkout")
+    (tmp_path / "reference").mkdir()
+    for name in names:
+        (tmp_path / "reference" / name).symlink_to(REPO / "reference" / name)
+    found = json.loads(kinds.write(tmp_path).read_text())
+    assert [k for k, _ in found["kinds"]] == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
+    assert [n for _, n in found["kinds"]] == [f"reference/{name}" for name in names]
+    h200 = rejudge.subject(REPO / "reference" / names[1])
+    for c in found["cells"]:
+        cell = {k: c[k] for k in ("mode", "scope", "regime", "precision", "batch")}
+        assert c["intervals"]["NVIDIA H200"]["point"] == pytest.approx(h200.row(cell).speedup, rel=1e-9)
+    section = appendix.kinds_section(found)
+    table = section.blocks[1]
+    assert section.title == "Across GPU kinds" and len(table.rows) == len(found["cells"]) > 0
+    assert [c.header for c in table.columns] == ["configuration", "NVIDIA H100 80GB HBM3", "NVIDIA H200"]
+    every = sum(c["everywhere"] for c in found["claims"])
+    assert (section.blocks[0].text.data["every"], section.blocks[0].text.data["total"]) == (every, len(found["claims"]))
+    assert appendix.kinds_section({"kinds": found["kinds"][:1], "cells": [], "claims": []}) is None

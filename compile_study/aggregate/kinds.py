@@ -19,7 +19,10 @@ import pandas as pd
 
 from compile_study.aggregate import rejudge
 from compile_study.aggregate.columns import interval_of, key
-from compile_study.core import vocab
+from compile_study.aggregate.decide import interval_json
+from compile_study.core import digits, vocab
+from compile_study.core.io import write_text_atomic
+from compile_study.core.layout import kinds_path
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,23 @@ def every_kind(studies: list[KindStudy]) -> list[dict]:
             out[same] = {"id": c["id"], "stated_on": [s.kind], "codes": codes,
                          "everywhere": all(v == "holds" for v in codes.values())}
     return list(out.values())
+
+
+def to_json(found: dict | None) -> dict:
+    """The finding as reference/kinds.json holds it ({"kinds": []} with fewer than two kinds)."""
+    if not found:
+        return {"kinds": [], "cells": [], "claims": []}
+    cells = [{k: r[k] for k in ("mode", "scope", "regime", "precision", "batch")}
+             | {"intervals": {kind: interval_json(r[kind]) for kind, _ in found["kinds"]}}
+             for _, r in found["cells"].iterrows()]
+    return {"kinds": [list(k) for k in found["kinds"]], "cells": cells, "claims": found["claims"]}
+
+
+def write(project: Path) -> Path:
+    """`python -m compile_study rebuild --all` writes the project's finding across kinds (layout.kinds_path)."""
+    path = kinds_path(project)
+    write_text_atomic(path, digits.dumps(to_json(across(kind_studies(project))), indent=1, sort_keys=True) + "\n")
+    return path
 
 
 def across(studies: list[KindStudy]) -> dict | None:

@@ -416,7 +416,7 @@ def test_across_kinds_gives_each_shared_configuration_on_each_kind_and_the_claim
 
 @pytest.mark.unit
 def test_rebuild_writes_the_finding_across_kinds_and_a_gpu_paper_gives_it_an_appendix(tmp_path):
-    """reference/kinds.json from the stored studies of two kinds (here the stored H100 and H200 studies, linked
+    """kinds.json (layout.KINDS) from the stored studies of two kinds (here the stored H100 and H200 studies, linked
     into a project of their own): the kinds, each shared configuration's interval on each, the claims; a GPU
     paper built with it has the appendix "Across GPU kinds" whose table gives those intervals; one kind, none."""
     from compile_study.aggregate import kinds

@@ -89,7 +89,7 @@ def every_kind(studies: list[KindStudy]) -> list[dict]:
 
 
 def to_json(found: dict | None) -> dict:
-    """The finding as reference/kinds.json holds it ({"kinds": []} with fewer than two kinds)."""
+    """The finding as kinds.json (layout.KINDS) holds it ({"kinds": []} with fewer than two kinds)."""
     if not found:
         return {"kinds": [], "cells": [], "claims": []}
     cells = [{k: r[k] for k in ("mode", "scope", "regime", "precision", "batch")}

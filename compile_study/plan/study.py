@@ -303,7 +303,7 @@ class Plan(CompilePhase, TimedJobs):
         return {k: os.path.relpath(p) for k, p in found.items() if os.path.exists(p)}
 
     def kinds_input(self, wildcards=None) -> dict:
-        """For a GPU study's paper: the stored studies' finding across GPU kinds (reference/kinds.json, written by
+        """For a GPU study's paper: the stored studies' finding across GPU kinds (kinds.json, layout.KINDS, written by
         rebuild --all), where the project has it."""
         path = kinds_path()
         return {"kinds": os.path.relpath(path)} if self.device == "cuda" and path.is_file() else {}

@@ -301,7 +301,7 @@ KINDS_SHOWN = 4  # claims named that do not hold on every kind, before "and N mo
 
 
 def kinds_section(kinds: dict | None) -> Section | None:
-    """The stored studies across GPU kinds (reference/kinds.json, aggregate/kinds.py): each shared compiled
+    """The stored studies across GPU kinds (kinds.json, layout.KINDS: aggregate/kinds.py): each shared compiled
     configuration's speedup interval on each kind, and which claims hold on every kind; None under two kinds."""
     if not kinds or len(kinds.get("kinds") or []) < 2:
         return None

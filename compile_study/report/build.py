@@ -237,7 +237,7 @@ def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | No
           facts: dict, config: dict, device: str, checks: dict, figure_dir_rel: str, calls: list[dict] | None = None,
           drawn: dict | None = None, kinds: dict | None = None) -> Report:
     """The whole paper as blocks (see the module docstring); `kinds`: the stored studies across GPU kinds
-    (reference/kinds.json), an appendix of its own where they hold two or more."""
+    (kinds.json, layout.KINDS), an appendix of its own where they hold two or more."""
     ctx = Context(summary.copy(), claims, decisions, environment, facts, config, device, figure_dir_rel, calls or [],
                   checks or {}, dict(drawn or {}))
     main = main_sections(ctx)

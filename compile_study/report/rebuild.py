@@ -43,7 +43,7 @@ def stored_studies(project: Path = PROJECT) -> list[Path]:
 
 def rebuild_all(project: Path = PROJECT) -> list[Path]:
     """Every golden file: the host-effect estimate the reproduction reports read (and its README block), the
-    README's reproduction block judged again with it, the finding across GPU kinds (reference/kinds.json), each
+    README's reproduction block judged again with it, the finding across GPU kinds (kinds.json, layout.KINDS), each
     stored study rebuilt, then the README's results block -> the files rewritten."""
     from compile_study.aggregate import kinds
     from compile_study.core.layout import host_effect_path

@@ -22,7 +22,7 @@ from compile_study.aggregate.columns import interval_of, key
 from compile_study.aggregate.decide import interval_json
 from compile_study.core import digits, vocab
 from compile_study.core.io import write_text_atomic
-from compile_study.core.layout import kinds_path
+from compile_study.core.layout import STORED, Layout, kinds_path, stored_studies
 
 
 @dataclass(frozen=True)
@@ -38,21 +38,21 @@ class KindStudy:
 def _plugged(directory: Path) -> bool:
     import yaml
 
-    model = yaml.safe_load((directory / "config.yaml").read_text()).get("model") or {}
+    model = yaml.safe_load(Path(Layout(str(directory)).config).read_text()).get("model") or {}
     return bool(model.get("hf_config") or model.get("factory"))
 
 
 def kind_studies(project: Path) -> list[KindStudy]:
     """Per GPU kind among the stored studies (reference/*) of the built-in model: the study that speaks for it."""
     by_kind: dict[str, list[Path]] = {}
-    for d in sorted((project / "reference").glob("*/summary.csv")):
-        env = json.loads((d.parent / "environment.json").read_text())
-        if env.get("device_type") == "cuda" and not _plugged(d.parent):
-            by_kind.setdefault(env["device_name"], []).append(d.parent)
+    for d in stored_studies("summary.csv", Path(project) / STORED):
+        env = json.loads(Path(Layout(str(d)).environment).read_text())
+        if env.get("device_type") == "cuda" and not _plugged(d):
+            by_kind.setdefault(env["device_name"], []).append(d)
     out = []
     for kind, dirs in sorted(by_kind.items()):
         full = [d for d in dirs if "-full-" in d.name]
-        d = full[-1] if full else max(dirs, key=lambda x: len(pd.read_csv(x / "summary.csv")))
+        d = full[-1] if full else max(dirs, key=lambda x: len(pd.read_csv(Layout(str(x)).summary)))
         out.append(KindStudy(str(d.relative_to(project)), kind, rejudge.subject(d), rejudge.stored_claims(d)))
     return out
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from compile_study.aggregate import kinds
 from compile_study.aggregate.paper_claims import label
+from compile_study.core.layout import Layout
 from compile_study.report import numbers
 from compile_study.report.rejudged import WORDS
 
@@ -20,7 +21,7 @@ def lines(found: dict | None) -> list[str]:
     if not found:
         return []
     names = [kind for kind, _ in found["kinds"]]
-    studies = "; ".join(f"{kind}: [`{name}`]({name}/README.md)" for kind, name in found["kinds"])
+    studies = "; ".join(f"{kind}: [`{name}`]({Layout(name).readme})" for kind, name in found["kinds"])
     out = ["", f"Across GPU kinds ({studies}): each compiled configuration every kind's study ran, its speedup over "
            "eager in the same process with its 95% interval on each kind. The intervals are each kind's own; no "
            "rule here judges one kind's speedup by another's.", "",

@@ -192,8 +192,6 @@ def counts(judged: list[dict]) -> dict:
             "why": dict(Counter(j["why"] for j in by["cannot-tell"]).most_common())}
 
 
-
-
 def _file(path) -> Path | None:
     return Path(path) if path and Path(path).is_file() else None
 

@@ -321,7 +321,7 @@ def paper(spec: Spec, edit=None, pool=None) -> Paper:
     summary = add_mfu(summarize(runs, ROWS, compiles, by_name), {p: {"tflops": 700.0} for p in ("bf16", "fp32")})
     summary = edit(summary) if edit else summary
     claims = claims_table(summary, None, FACTS)
-    decisions = decide(summary, by_name)
+    decisions = decide(summary, by_name, claims)
     model = MODEL | ({"hf_config": PLUGS["hf"]} if spec.plug == "hf" else
                      {"factory": PLUGS["factory"]} if spec.plug == "factory" else {})
     config = {"model": model, "train": {"lr": 3e-4}, "grids": {spec.device: _grids(spec)}}

@@ -248,6 +248,14 @@ def test_tiny_study_end_to_end(tmp_path):
     # one process each: the stored cell carries no verdict
     assert len(table) == 2 and set(table.reason) == {"the stored cell is too uncertain (n < 3)"}
     assert "0 of 2 shared configurations reproduced, 0 differ, 2 inconclusive" in (root / "reproduction.md").read_text()
+    # the stored copy's claims judged on the study: each holds (the same runs), and the report opens with them
+    from compile_study.aggregate import rejudge
+    from compile_study.report import rejudged
+
+    judged = rejudge.rejudge(rejudge.stored_claims(tmp_path / "stored"), rejudge.subject(root))
+    assert [j["code"] for j in judged] == ["holds"] * len(judged)
+    device = json.loads((root / "environment.json").read_text())["device_name"]
+    assert f"**{rejudged.sentence(judged, device)}.**" in (root / "reproduction.md").read_text().split("\n")[4]
 
 
 def m_commit(runs) -> str:

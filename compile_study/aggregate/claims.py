@@ -19,8 +19,7 @@ import math
 
 import pandas as pd
 
-from compile_study.aggregate.columns import interval_of
-from compile_study.aggregate.decide import key
+from compile_study.aggregate.columns import interval_of, key
 from compile_study.core import digits, stats, vocab
 from compile_study.core.data import steps_per_epoch
 

@@ -94,6 +94,14 @@ def columns(prefix: str, iv: Interval) -> dict:
             f"{prefix}_n": iv.n}
 
 
+def key(r) -> dict:
+    """A configuration as the decisions, the claims and the paper name it (summary.csv's compile_mode,
+    compile_scope, shape_regime, precision and batch_size)."""
+    get = r.get if hasattr(r, "get") else (lambda k, d=None: getattr(r, k, d))
+    return {"mode": get("compile_mode"), "scope": get("compile_scope"), "regime": get("shape_regime"),
+            "precision": get("precision"), "batch": int(get("batch_size"))}
+
+
 def interval_of(row, prefix: str = "speedup") -> Interval:
     """The Interval of a summary row (a Series, dict or itertuples row) from its point, ends and n columns."""
     get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))

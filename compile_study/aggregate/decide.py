@@ -19,7 +19,8 @@ import statistics
 import numpy as np
 import pandas as pd
 
-from compile_study.aggregate.columns import interval_of
+from compile_study.aggregate import paper_claims
+from compile_study.aggregate.columns import interval_of, key
 from compile_study.core import digits, stats, vocab
 from compile_study.core.intervals import NAN
 
@@ -33,13 +34,6 @@ RANKINGS = {
 }
 MODE_ORDER = {m: i for i, m in enumerate(vocab.COMPILE_MODES)}
 SCOPE_ORDER = {s: i for i, s in enumerate(vocab.COMPILE_SCOPES)}
-
-
-def key(r) -> dict:
-    """A configuration as the decisions and the paper name it."""
-    get = r.get if hasattr(r, "get") else (lambda k, d=None: getattr(r, k, d))
-    return {"mode": get("compile_mode"), "scope": get("compile_scope"), "regime": get("shape_regime"),
-            "precision": get("precision"), "batch": int(get("batch_size"))}
 
 
 def ordered(df: pd.DataFrame, *first: str) -> pd.DataFrame:
@@ -287,14 +281,17 @@ def graph_split(summary: pd.DataFrame) -> dict:
     return {"split": split, "missing": missing}
 
 
-def decide(summary: pd.DataFrame, checks: dict | None = None) -> dict:
-    """decisions.json: the rule's constants, every ranking, the comparisons and the method checks' verdicts.
+def decide(summary: pd.DataFrame, checks: dict | None = None, claims: pd.DataFrame | None = None) -> dict:
+    """decisions.json: the rule's constants, every ranking, the comparisons, the method checks' verdicts, the step
+    graph's split and the paper's claims as records (aggregate/paper_claims.py; the common claims' from `claims`,
+    claims.csv, where given).
 
     checks: the method checks' JSON by name ({"concurrency": ..., "launcher": ...}); absent ones are skipped."""
     summary = summary.copy()  # one block per dtype: a summary read column by column fragments when sorted
     ranks = rankings(summary)
-    return {"rules": RULES, "rankings": ranks, "comparisons": comparisons(summary, ranks),
-            "checks": checks_decided(checks or {}, summary), "graph_split": graph_split(summary)}
+    out = {"rules": RULES, "rankings": ranks, "comparisons": comparisons(summary, ranks),
+           "checks": checks_decided(checks or {}, summary), "graph_split": graph_split(summary)}
+    return out | {"claims": paper_claims.records(summary, out, claims)}
 
 
 def to_json(decisions: dict) -> str:

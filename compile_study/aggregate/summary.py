@@ -238,7 +238,7 @@ def _phase(compiles: pd.DataFrame, records: pd.DataFrame, checks: dict) -> dict:
 def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp_path=None,
           check_paths: dict | None = None, compile_paths=()) -> pd.DataFrame:
     """Records -> out["summary"] (csv), out["parity"] (csv), out["environment"] (json), out["claims"] (csv),
-    out["decisions"] (json: aggregate/decide.py).
+    out["decisions"] (json: aggregate/decide.py, with the paper's claims as records: aggregate/paper_claims.py).
 
     The peak and MLP results, the method checks ({name: path}) and the cold compiles' records are optional (a
     stored study from before they existed has none)."""
@@ -255,7 +255,7 @@ def write(record_paths, parity_paths, facts_path, out: dict, peak_path=None, mlp
     write_text_atomic(out["parity"], digits.csv_text(parity_table(parity_paths, facts)))
     claims = claims_table(summary, _json_or(mlp_path, None), facts)
     write_text_atomic(out["claims"], digits.csv_text(claims))
-    write_text_atomic(out["decisions"], to_json(decide(summary, checks)))
+    write_text_atomic(out["decisions"], to_json(decide(summary, checks, claims)))
     write_text_atomic(out["environment"], digits.dumps(environment(records) | {
         "peak_tflops": {p: v["tflops"] for p, v in peaks.items()}, "compile_phase": _phase(compiles, records, checks),
         "compile_stages": stages.summary(compiles, records)},

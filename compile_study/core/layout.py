@@ -55,6 +55,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 STORED = "reference"  # the project's stored studies: reference/<name>/
 LIVE = "results"  # the studies one runs: results/<device>[-<model>] (study_root)
 HOST_EFFECT = f"{STORED}/host-effect.json"
+KINDS = f"{STORED}/kinds.json"  # the stored studies across GPU kinds (aggregate/kinds.py), what a GPU paper quotes
 CHECKS = ("timer_check", "reference_drift", "concurrency", "launcher", "compile_concurrency")  # optional method checks (checks/<name>.py)
 
 
@@ -288,6 +289,11 @@ def log_root(root: str) -> str:
 def host_effect_path(project: str | Path = PROJECT) -> Path:
     """Where the host-effect estimate of a project lives (HOST_EFFECT)."""
     return Path(project) / HOST_EFFECT
+
+
+def kinds_path(project: str | Path = PROJECT) -> Path:
+    """Where the finding across GPU kinds of a project lives (KINDS)."""
+    return Path(project) / KINDS
 
 
 def is_stored_study(directory: str | Path = ".") -> bool:

@@ -24,6 +24,7 @@ from compile_study.core.layout import (
     STORED,
     Layout,
     is_stored_study,
+    kinds_path,
     log_root,
     model_difference,
     same_study,
@@ -293,6 +294,19 @@ class Plan(CompilePhase, TimedJobs):
     def yardstick_facts(self, wildcards=None) -> str:
         """The yardstick's data facts (what it trained on), as a path from the working directory."""
         return os.path.relpath(Layout(self.yardstick).facts)
+
+    def yardstick_claims(self, wildcards=None) -> dict:
+        """The yardstick's summary.csv, decisions.json and claims.csv (the paper's claims: aggregate/rejudge.py
+        read_claims), those it has, as paths from the working directory."""
+        y = Layout(self.yardstick)
+        found = {"yardstick_summary": y.summary, "yardstick_decisions": y.decisions, "yardstick_claims": y.claims}
+        return {k: os.path.relpath(p) for k, p in found.items() if os.path.exists(p)}
+
+    def kinds_input(self, wildcards=None) -> dict:
+        """For a GPU study's paper: the stored studies' finding across GPU kinds (kinds.json, layout.KINDS, written by
+        rebuild --all), where the project has it."""
+        path = kinds_path()
+        return {"kinds": os.path.relpath(path)} if self.device == "cuda" and path.is_file() else {}
 
     def reproduction_report(self, wildcards=None) -> dict:
         """For the study's README: the report rule reproduction makes, or the one a stored study kept."""

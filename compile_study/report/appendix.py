@@ -10,8 +10,9 @@ from collections import Counter
 
 import pandas as pd
 
+from compile_study.aggregate.paper_claims import label
 from compile_study.core import grid, vocab
-from compile_study.core.intervals import BAND_SDS
+from compile_study.core.intervals import BAND_SDS, LEVEL
 from compile_study.core.record import RunKey
 from compile_study.report import numbers as n
 from compile_study.report.conclusions import step_scope
@@ -26,6 +27,7 @@ from compile_study.report.method_checks import (
     timer_para,
 )
 from compile_study.report.paper import term
+from compile_study.report.rejudged import WORDS
 
 
 def _ok(r) -> bool:
@@ -293,3 +295,25 @@ def sections(ctx: Context, parity: pd.DataFrame, claims: Table | None = None) ->
     out.append(Section("Environment", [environment_para(ctx)]
                        + ([Para(Text("setup", "disturbance_rule", rule))] if rule["d"].get("recorded") else [])))
     return out
+
+
+KINDS_SHOWN = 4  # claims named that do not hold on every kind, before "and N more"
+
+
+def kinds_section(kinds: dict | None) -> Section | None:
+    """The stored studies across GPU kinds (kinds.json, layout.KINDS: aggregate/kinds.py): each shared compiled
+    configuration's speedup interval on each kind, and which claims hold on every kind; None under two kinds."""
+    if not kinds or len(kinds.get("kinds") or []) < 2:
+        return None
+    names = [kind for kind, _ in kinds["kinds"]]
+    rows = [[plain(label(c)), *(n.interval(n.decided_interval(c["intervals"][k])) for k in names)]
+            for c in kinds["cells"]]
+    others = [{"id": plain(c["id"]), "where": "; ".join(f"{WORDS[code]} on {plain(kind)}" for kind, code in
+                                                       c["codes"].items() if code != "holds")}
+              for c in kinds["claims"] if not c["everywhere"]]
+    data = {"kinds": [{"kind": plain(k), "name": plain(name)} for k, name in kinds["kinds"]],
+            "total": len(kinds["claims"]), "every": sum(c["everywhere"] for c in kinds["claims"]),
+            "others": others[:KINDS_SHOWN], "more": max(len(others) - KINDS_SHOWN, 0)}
+    table = Table("kinds", Text("appendix", "kinds_caption", {"level": LEVEL}),
+                  [Column("configuration")] + [Column(plain(k), "r") for k in names], rows)
+    return Section("Across GPU kinds", [Para(Text("appendix", "kinds", data)), table])

@@ -235,13 +235,18 @@ def _number(sections: list[Section], numbers: dict[str, int]) -> None:
 
 def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | None, decisions: dict, environment: dict,
           facts: dict, config: dict, device: str, checks: dict, figure_dir_rel: str, calls: list[dict] | None = None,
-          drawn: dict | None = None, pool: dict | None = None, in_progress: int | None = None) -> Report:
-    """The whole paper as blocks (see the module docstring); `in_progress`: the call it is made in, not yet logged."""
+          drawn: dict | None = None, pool: dict | None = None, in_progress: int | None = None,
+          kinds: dict | None = None) -> Report:
+    """The whole paper as blocks (see the module docstring); `in_progress`: the call it is made in, not yet logged;
+    `kinds`: the stored studies across GPU kinds (kinds.json, layout.KINDS), an appendix of its own where they hold
+    two or more."""
     ctx = Context(summary.copy(), claims, decisions, environment, facts, config, device, figure_dir_rel, calls or [],
                   checks or {}, dict(drawn or {}), dict(pool or {}), in_progress)
     main = main_sections(ctx)
     utilisation = utilisation_section(ctx)
-    extra = ([utilisation] if utilisation else []) + appendix.sections(ctx, parity, claims_table(ctx))
+    across = appendix.kinds_section(kinds) if ctx.gpu else None
+    extra = ([utilisation] if utilisation else []) + appendix.sections(ctx, parity, claims_table(ctx)) + (
+        [across] if across else [])
     for i, s in enumerate(extra):
         s.prefix = f"Appendix {chr(ord('A') + i)}"
     numbers: dict[str, int] = {}
@@ -302,6 +307,7 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     from compile_study.report import paper
 
     claims = pd.read_csv(inputs["claims"]) if inputs.get("claims") else None
+    kinds = json.loads(Path(inputs["kinds"]).read_text()) if inputs.get("kinds") else None
     summary, parity = pd.read_csv(inputs["summary"]), pd.read_csv(inputs["parity"])
     env = json.loads(Path(inputs["environment"]).read_text())
     decisions = json.loads(Path(inputs["decisions"]).read_text())
@@ -314,5 +320,5 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     for fmt, dest in (("md", md_out), ("tex", tex_out)):
         figs = Path(os.path.relpath(inputs["figures"], os.path.dirname(os.path.abspath(dest)))).as_posix()
         rep = build(summary, parity, claims, decisions, env, facts, config, device, checks, figs, calls, drawn, pooled,
-                    in_progress)
+                    in_progress, kinds)
         write_text_atomic(dest, paper.render(rep, fmt))

@@ -99,7 +99,7 @@ def _named(ctx: Context, c: dict | None) -> dict | None:
 
 
 def precision_advice(ctx: Context) -> Text | None:
-    pairs = [p for p in precisions(ctx) if p["code"] == "higher"]
+    pairs = [p for p in precisions(ctx) if p["code"] == "higher" and p["claim"]]
     return Text("conclusions", "precision", {"p": pairs[-1]}) if pairs else None
 
 
@@ -112,7 +112,7 @@ def shapes_advice(ctx: Context) -> Text | None:
     a compiled bucketed or packed configuration, padding less, measurably below them (`pads_less`)."""
     found = []
     for f in shape_findings(ctx):
-        if len(f["top"]) == 1 and f["below"] and len({c["regime"] for c in f["top"] + f["below"]}) > 1:
+        if len(f["top"]) == 1 and f["below"] and f["claim"] and len({c["regime"] for c in f["top"] + f["below"]}) > 1:
             top = f["top"][0]
             less = [c for c in f["below"] if vocab.Regime.parse(c["regime"]).kind in PADS_LESS
                     and n.finite(c["padding"]) and n.finite(top["padding"]) and c["padding"] < top["padding"]]
@@ -129,11 +129,10 @@ def payback_advice(ctx: Context) -> Text | None:
 
 
 def slower_advice(ctx: Context) -> Text | None:
-    """Configurations measurably slower than eager (any scope, static shapes, main precision)."""
-    s = compiled(vocab.usable(ctx.summary[(ctx.summary.shape_regime == "static")
-                                          & (ctx.summary.precision == ctx.precision)]))
-    slow = [config(r) for _, r in s[s.verdict == "slower"].iterrows()]
-    return Text("conclusions", "slower", {"slow": slow}) if slow else None
+    """Configurations measurably slower than eager (any scope, static shapes, main precision): their claims."""
+    claims = [c for c in ctx.stated("verdict") if c["stated"] == "slower" and c["cells"][0]["precision"] == ctx.precision]
+    slow = [ctx.named(c["cells"][0]) for c in claims]
+    return Text("conclusions", "slower", {"slow": slow, "claims": claims}) if slow else None
 
 
 def host_advice(ctx: Context) -> Text | None:

@@ -89,3 +89,17 @@ def hide_paths(value) -> str:
 def plain(value) -> str:
     """A data string made safe to place inside a sentence: no code spans, no reference marks, no absolute path."""
     return hide_paths(re.sub(r"[`⟦⟧]", "'", " ".join(str(value).split())))
+
+
+def claim_ids(data) -> list[str]:
+    """The ids of the claims' records (decisions.json `claims`) a Text's data carries, wherever they sit in it: what
+    the sentence states as holding (tests/test_rejudge.py checks that each such sentence of the abstract and the
+    conclusions carries its own)."""
+    if isinstance(data, Text):
+        return claim_ids(data.data)
+    if isinstance(data, dict):
+        own = [data["id"]] if {"id", "rule", "cells", "stated"} <= set(data) else []
+        return own + [i for v in data.values() for i in claim_ids(v)]
+    if isinstance(data, list | tuple):
+        return [i for v in data for i in claim_ids(v)]
+    return []

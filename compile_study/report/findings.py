@@ -20,6 +20,7 @@ import pandas as pd
 from compile_study.aggregate import advice
 from compile_study.aggregate.columns import WAYS, break_even_prefix, start_prefix
 from compile_study.aggregate.decide import key, ordered
+from compile_study.aggregate.paper_claims import TREND_ID, common_id, compare_id, top_id
 from compile_study.aggregate.summary import compact
 from compile_study.core import grid, vocab
 from compile_study.core.intervals import LEVEL
@@ -65,6 +66,15 @@ class Context:
         """The main precision's rankings of one kind (aggregate/decide.py RANKINGS), by batch size."""
         return sorted((r for r in self.decisions["rankings"] if r["by"] == by and r["precision"] == self.precision),
                       key=lambda r: r["batch"])
+
+    def claim(self, rid: str) -> dict | None:
+        """The paper's claim of that id (decisions.json `claims`, aggregate/paper_claims.py), None where it states
+        none: a sentence that says something holds is worded from its record."""
+        return next((c for c in self.decisions.get("claims", []) if c["id"] == rid), None)
+
+    def stated(self, rule: str) -> list[dict]:
+        """The claims of one rule."""
+        return [c for c in self.decisions.get("claims", []) if c["rule"] == rule]
 
     def comparisons(self, what: str) -> list[dict]:
         return [c for c in self.decisions["comparisons"] if c["what"] == what]
@@ -159,7 +169,13 @@ def static_rows(ctx: Context, precision: str | None = None, scopes=vocab.TRAININ
 @once
 def per_batch(ctx: Context) -> list[dict]:
     """Per batch size (main precision, static shapes, the scopes one trains with): the ranking by speedup."""
-    return [{"batch": r["batch"]} | ranking(ctx, r) for r in ctx.rankings("speedup")]
+    return [{"batch": r["batch"], "claim": ctx.claim(top_id("speedup", r["precision"], r["batch"]))} | ranking(ctx, r)
+            for r in ctx.rankings("speedup")]
+
+
+def stated(b: dict) -> bool:
+    """A ranking the paper may word: its group is a claim's record, or it ranks one configuration alone (no order)."""
+    return bool(b["top"]) and (b["claim"] is not None or (len(b["top"]) == 1 and not b["below"]))
 
 
 @once
@@ -176,23 +192,29 @@ def batch_trend(ctx: Context) -> dict | None:
     agree = [c for c in found if c["code"] == "higher" and (c["a"]["batch"], c["b"]["batch"]) == (small, large)]
     return {"small": small, "large": large, "higher": [ctx.named(c["a"]) for c in mine if c in agree],
             "others": [ctx.named(c["a"]) | {"code": c["code"]} for c in mine if c not in agree],
-            "all": len(agree) == len(found)}
+            "all": len(agree) == len(found) and ctx.claim(TREND_ID) is not None, "claim": ctx.claim(TREND_ID)}
 
 
 @once
 def verdicts(ctx: Context) -> dict:
-    """Counts of verdict codes over the compiled static-shape configurations of the module (every precision)."""
+    """Counts of verdict codes over the compiled static-shape configurations of the module (every precision); those
+    faster or slower than eager counted from their claims' records (`claims`)."""
     counts = Counter(compiled(ctx.head).verdict)
+    claims = [c for c in ctx.stated("verdict") if c["cells"][0]["scope"] == "module"]
+    for code in ("faster", "slower"):
+        counts[code] = sum(c["stated"] == code for c in claims)
+    counts = Counter({k: v for k, v in counts.items() if v})
     decided = sum(v for k, v in counts.items() if k not in ("few-runs", "no-control", "no-run", "disturbed"))
     return {"counts": dict(counts), "decided": decided, "total": sum(counts.values()),
-            "few": counts.get("few-runs", 0)}
+            "few": counts.get("few-runs", 0), "claims": claims}
 
 
 @once
 def precisions(ctx: Context) -> list[dict]:
     """The same mode, scope and batch size in two precisions: step time intervals compared by the rule."""
     return [{"mode": c["a"]["mode"], "batch": c["a"]["batch"], "fast": ctx.named(c["b"]), "slow": ctx.named(c["a"]),
-             "code": c["code"]} for c in ctx.comparisons("precision")]
+             "code": c["code"], "claim": ctx.claim(compare_id("precision", c["a"], c["b"], c["code"]))}
+            for c in ctx.comparisons("precision")]
 
 
 @once
@@ -211,7 +233,7 @@ def shape_findings(ctx: Context) -> list[dict]:
                          key=lambda mr: (MODE_ORDER[mr[0]], mr[1]))
         usable = vocab.usable(every)
         unmeasured = usable[(usable.compile_mode != "eager") & (usable.gain_method == "no eager static runs")]
-        found = {"batch": r["batch"], "missing": missing, "no_yardstick": [config(x) for _, x in
+        found = {"batch": r["batch"], "missing": missing, "claim": ctx.claim(top_id("gain", r["precision"], r["batch"])), "no_yardstick": [config(x) for _, x in
                                                                           ordered(unmeasured).iterrows()]} | ranking(ctx, r)
         eager = {x.shape_regime: x for _, x in usable[usable.compile_mode == "eager"].iterrows()}
         for c in found["top"] + found["below"] + found["few"]:  # eager on the same batches, beside each compiled gain
@@ -314,7 +336,8 @@ def claims(ctx: Context) -> list[dict]:
     """claims.csv as the templates read it: id, verdict code, evidence (numbers and codes)."""
     if ctx.claims is None or ctx.claims.empty:
         return []
-    return [{"id": r.claim, "verdict": r.verdict, "evidence": json.loads(r.evidence)} for r in ctx.claims.itertuples()]
+    return [{"id": r.claim, "verdict": r.verdict, "evidence": json.loads(r.evidence), "claim": ctx.claim(common_id(r.claim))}
+            for r in ctx.claims.itertuples()]
 
 
 def claim_counts(ctx: Context) -> dict:
@@ -365,11 +388,13 @@ def _glossed(batches: list[dict], shape: dict | None, max_len: int) -> tuple[lis
 
 def abstract(ctx: Context) -> list[Text]:
     """Takeaway first, then what was timed, the headline cells (MIN_N processes or more), shapes, cost, claims."""
-    shapes = [f for f in shape_findings(ctx) if len(f["top"]) == 1 and f["below"]
+    shapes = [f for f in shape_findings(ctx) if len(f["top"]) == 1 and f["below"] and f["claim"]
               and len({c["regime"] for c in f["top"] + f["below"]}) > 1]  # a regime above another, not a mode
-    batches, shape = _glossed(per_batch(ctx), shapes[-1] if shapes else None, ctx.facts["max_len"])
+    batches, shape = _glossed([b for b in per_batch(ctx) if stated(b)], shapes[-1] if shapes else None,
+                              ctx.facts["max_len"])
     facts = {"device": ctx.device_name, "gpu": ctx.gpu, "precision": ctx.precision, "verdicts": verdicts(ctx),
              "trend": batch_trend(ctx), "model": model(ctx), "data": data_facts(ctx),
              "configs": len(ctx.summary), "runs": ctx.env.get("n_records"), "batches": batches,
              "shape": shape, "cold": cold_epochs(ctx), "claims": claim_counts(ctx), "level": LEVEL}
     return [Text("abstract", "takeaway", facts), Text("abstract", "body", facts)]
+

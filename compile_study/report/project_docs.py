@@ -16,7 +16,7 @@ import yaml
 from compile_study.aggregate import column_dictionary, models, walltime
 from compile_study.core.io import write_text_atomic
 from compile_study.core.layout import STORED, Layout, stored_studies
-from compile_study.report import times
+from compile_study.report import across_kinds, times
 from compile_study.report.readme import reproduction_verdict, test_line
 from compile_study.report.times import study_link
 
@@ -59,6 +59,7 @@ def project_block(study: Path, project: Path) -> str:
         *_not_clean(env),
         *_reproduced(study),
         *kinds_lines(project),
+        *across_kinds.section(project),
         *_plugged(project),
         END,
     ]

@@ -43,16 +43,18 @@ def stored_studies(project: Path = PROJECT) -> list[Path]:
 
 def rebuild_all(project: Path = PROJECT) -> list[Path]:
     """Every golden file: the host-effect estimate the reproduction reports read (and its README block), the
-    README's reproduction block judged again with it, each stored study rebuilt, then the README's results
-    block -> the files rewritten."""
+    README's reproduction block judged again with it, the finding across GPU kinds (kinds.json, layout.KINDS), each
+    stored study rebuilt, then the README's results block -> the files rewritten."""
+    from compile_study.aggregate import kinds
     from compile_study.core.layout import host_effect_path
     from compile_study.report import host_effect, project_docs, reproduction
 
     host_effect.main(["--project", str(project), "--readme", str(project / "README.md")])
     reproduction.refresh_readme(project / "README.md", project)
+    found = kinds.write(project)  # what each GPU study's paper quotes across kinds
     papers = [rebuild(study) for study in stored_studies(project)]
     project_docs.main([str(project / "README.md")])
-    return [host_effect_path(project)] + papers + [project / "README.md"]
+    return [host_effect_path(project), found] + papers + [project / "README.md"]
 
 
 def main(argv: list[str] | None = None) -> None:

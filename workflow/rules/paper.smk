@@ -3,6 +3,7 @@ rule paper:
     input:
         unpack(P.optional_inputs),
         unpack(P.call_log),
+        unpack(P.kinds_input),
         templates=P.templates,
         summary=L.summary,
         parity=L.parity_table,

@@ -168,7 +168,7 @@ def device_and_model(paper) -> list[str]:
 
 SPLIT = re.compile(r"Of `([\w-]+)` \(step-graph\)'s ([\d.,]+)× .*? at batch (\d+), ([\d.,]+)× .*? is the CUDA graph's "
                    r"and ([\d.,]+)× .*? the compiler's\.")
-UNSPLIT = re.compile(r"How much of the speedup of (.*?) is the CUDA graph's and how much the compiler's is not yet measured")
+UNSPLIT = re.compile(r"The CUDA graph's and the compiler's shares of (.*?) are not yet measured")
 
 
 def graph_split(paper) -> list[str]:

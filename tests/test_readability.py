@@ -83,7 +83,7 @@ def test_the_takeaway_counts_the_configurations_in_plain_words(faster, expected)
     data = dict(device="NVIDIA H200", gpu=True, precision="bf16", verdicts={"counts": {"faster": faster}, "decided": faster},
                 trend=None, model={}, data={"max_len": 128}, configs=8, runs=24, batches=[], shape=None,
                 cold=None, claims={}, level=0.95)
-    assert words(Text("abstract", "takeaway", data)) == f"On NVIDIA H200, `torch.compile(model)` {expected}"
+    assert words(Text("abstract", "takeaway", data)) == f"On this NVIDIA H200, `torch.compile(model)` {expected}"
 
 
 README_WORDS = 40  # the project README's longest sentence outside its generated blocks, as the paper's

@@ -72,10 +72,14 @@ def paule_mandel(y, v) -> float:
     return float(optimize.brentq(excess, 0.0, high, xtol=1e-14))
 
 
-def combine(y, v, tau2: float | None = None, df: float | None = None) -> dict:
+def combine(y, v, tau2: float | None = None, df: float | None = None, within_df: float | None = None) -> dict:
     """One configuration pooled (module docstring, log units): k, mean, se, tau2, df and tau2_from ("own";
     "class" where tau2 and its df are given because k < MIN_STUDIES; "none" where neither is known: no
-    prediction), the interval (ci_low, ci_high) and the prediction interval (pi_low, pi_high)."""
+    prediction), the interval (ci_low, ci_high) and the prediction interval (pi_low, pi_high). Below
+    MIN_STUDIES the studies' own standard errors carry their processes' degrees of freedom (`within_df`, the sum
+    of n - 1; None: as many as the class's): the interval is a t on them, and the prediction's df combines them
+    with the class's tau^2's by Welch-Satterthwaite, so that one study of three processes is never read as
+    surer than its own t interval."""
     y, v = np.asarray(y, float), np.fmax(np.asarray(v, float), FLOOR)
     own = len(y) >= MIN_STUDIES
     if own:
@@ -86,6 +90,12 @@ def combine(y, v, tau2: float | None = None, df: float | None = None) -> dict:
     w = 1 / (v + t2)
     mean, se = float((w * y).sum() / w.sum()), float(1 / np.sqrt(w.sum()))
     z = sps.norm.ppf(1 - (1 - LEVEL) / 2)
+    if not own and within_df:
+        z = float(hosts.t_quantile(1 - (1 - LEVEL) / 2, within_df))
+        if source == "class":  # the prediction's variance: its processes' part (the weighted mean's variance
+            # from v alone) and the hosts' rest (tau^2 and its share of se^2)
+            spread, part = t2 + se ** 2, float((w ** 2 * v).sum() / w.sum() ** 2)
+            df = spread ** 2 / (max(spread - part, 0.0) ** 2 / df + part ** 2 / within_df)
     half = float(hosts.t_quantile(1 - (1 - LEVEL) / 2, df) * np.sqrt(t2 + se ** 2)) if source != "none" else np.nan
     return {"k": len(y), "mean": mean, "se": se, "tau2": t2 if source != "none" else np.nan,
             "df": float(df) if source != "none" else np.nan, "tau2_from": source,
@@ -178,7 +188,8 @@ def pooled(cells: pd.DataFrame, leave_out: str | None = None, protocols: pd.Seri
             continue
         found = effect.get(g["class"].iloc[0]) or {}
         tau = found.get("sd")
-        p = combine(g["mean"], g.se2, None if tau is None else tau ** 2, found.get("df") or None)
+        p = combine(g["mean"], g.se2, None if tau is None else tau ** 2, found.get("df") or None,
+                    float((g.n - 1).clip(lower=1).sum()))
         margin = _margin(g)
         rows.append(dict(zip(KEY, key)) | {"class": g["class"].iloc[0], "studies": sorted(g.study),
                                            "processes": int(g.n.sum())} | p

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -31,16 +32,19 @@ def project_block(study: Path, project: Path) -> str:
 
     layout = Layout(study.as_posix())
     summary = pd.read_csv(layout.summary)
-    env = json.loads(Path(layout.environment).read_text())
     calls = walltime.study_calls(study)
     head = summary[(summary.precision == "bf16") & (summary.shape_regime == "static")
                    & summary.compile_scope.isin(["module", "step-graph"]) & (summary.compile_mode != "eager")]
-    rows = ["| batch | mode (scope) | median step (ms) | vs eager, same process [interval] (method) | verdict against the A/A band |",
-            "|---:|---|---:|---|---|"]
+    env = json.loads(Path(layout.environment).read_text())
+    kind, pooled = env.get("device_name"), _pooled(project, env.get("device_name"))
+    rows = ["| batch | mode (scope) | median step (ms) | vs eager, same process [interval] (method) | this host's verdict "
+            "| on the kind: pooled [prediction interval for a new host] (studies), verdict |",
+            "|---:|---|---:|---|---|---|"]
     for r in head.sort_values(["batch_size", "steady_step_ms"], ascending=[True, False]).itertuples():
         scope = "" if r.compile_scope == "module" else f" ({r.compile_scope})"
         rows.append(f"| {r.batch_size} | `{r.compile_mode}`{scope} | {numbers.ms(r.steady_step_ms)} "
-                    f"| {numbers.row_interval(r)} | {term('verdict_cell', code=r.verdict)} |")
+                    f"| {numbers.row_interval(r)} | {term('verdict_cell', code=r.verdict)} "
+                    f"| {pooled.get((r.batch_size, r.compile_mode, r.compile_scope), numbers.DASH)} |")
     runs = grid.expand(grid.load_config([layout.config])["grids"]["cuda"])  # the study's own grid
     done = len(layout.stored_records())
     wall = sum(c["wall_s"] for c in calls) / 60
@@ -50,7 +54,9 @@ def project_block(study: Path, project: Path) -> str:
         f"From the stored study [`{study.name}`]({layout.readme}) ({env.get('device_name')}, torch "
         f"{env.get('torch')}; its README says how it was made and what it lacks; its paper: "
         f"[`paper.md`]({layout.paper('md')}), [`paper.pdf`]({layout.paper('pdf')})). Compiled "
-        "training steps in bf16, static shapes:",
+        f"training steps in bf16, static shapes; the last column is the pool of every stored {kind} study "
+        "(one speedup a host: what a new host of the kind can expect, [docs/reproduction.md]"
+        "(docs/reproduction.md#the-pool-of-a-gpu-kind)):",
         "",
         *rows,
         "",
@@ -64,6 +70,21 @@ def project_block(study: Path, project: Path) -> str:
         END,
     ]
     return "\n".join(lines)
+
+
+def _pooled(project: Path, kind: str | None) -> dict[tuple, str]:
+    """Each bf16 static configuration of the kind's pool (aggregate/pool.py pooled, every stored study of the
+    kind) -> its pooled speedup, the prediction interval for a new host, how many studies and the pool's verdict."""
+    from compile_study.aggregate import hosts, pool
+    from compile_study.core.layout import host_effect_path
+    from compile_study.report import numbers
+
+    rows = pool.pooled(pool.members(hosts.load(host_effect_path(project)), kind))
+    rows = rows[(rows.precision == "bf16") & (rows.shape_regime == "static")] if len(rows) else rows
+    return {(int(r.batch_size), r.compile_mode, r.compile_scope):
+            f"{numbers.times(np.exp(r.mean))} [{np.exp(r.pi_low):.2f}, {np.exp(r.pi_high):.2f}] ({r.k}), {r.verdict}"
+            if np.isfinite(r.pi_low) else f"{numbers.times(np.exp(r.mean))} ({r.k}), {r.verdict}"
+            for r in rows.itertuples()}
 
 
 def _largest_per_kind(project: Path) -> dict[str, Path]:
@@ -120,8 +141,8 @@ def plugs_a_model(study: Path) -> bool:
 
 def _plugged(project: Path) -> list[str]:
     """One sentence per stored study of a plugged model: its speedups against the built-in model's on the cells
-    both ran, the built-in study being the stored one of the same device with the most such cells (the most
-    recently run of those)."""
+    both ran, the built-in study being the stored one of the same device (type and name) with the most such cells
+    (the most recently run of those)."""
     studies = stored_studies(Layout(".").summary, project / STORED)
     plugged = [s for s in studies if plugs_a_model(s)]
     lines = []
@@ -144,9 +165,11 @@ def _plugged(project: Path) -> list[str]:
     return ["", *lines] if lines else []
 
 
-def _device(study: Path) -> str | None:
-    """The device a stored study ran on (its environment.json)."""
-    return json.loads(Path(Layout(str(study)).environment).read_text()).get("device_type")
+def _device(study: Path) -> tuple[str | None, str | None]:
+    """The device a stored study ran on, its type and its name (its environment.json): a plugged model is set
+    beside the built-in model's study of the same GPU kind, never another kind's."""
+    env = json.loads(Path(Layout(str(study)).environment).read_text())
+    return env.get("device_type"), env.get("device_name")
 
 
 def _reproduced(study: Path) -> list[str]:
@@ -263,7 +286,7 @@ def quoted_study(project: Path) -> Path:
     """The stored GPU study the project README quotes: of those under reference/ run through session.py on the
     built-in model (a plugged model's study answers another question), the one with the most run records."""
     studies = [s for s in stored_studies(Layout(".").calls, project / STORED)
-               if _device(s) == "cuda" and not plugs_a_model(s)]
+               if _device(s)[0] == "cuda" and not plugs_a_model(s)]
     if not studies:
         raise SystemExit(f"{project}/{STORED}: no stored GPU study of the built-in model with a calls.jsonl to quote")
     return max(studies, key=lambda s: (len(Layout(str(s)).stored_records()), s.name))

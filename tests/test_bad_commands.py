@@ -17,7 +17,7 @@ from compile_study.core import record
 
 from .conftest import REPO
 
-CPU_STUDY = REPO / "reference" / "cpu-2core-2026-12-05"  # the smallest stored study: 6 run records
+CPU_STUDY = REPO / "reference" / "cpu-2core-2026-12-06"  # the smallest stored study: 6 run records
 EAGER = "runs/static/fp32/eager/module/bs8/r0.json"
 COMPILED = "runs/static/fp32/default/module/bs8"
 

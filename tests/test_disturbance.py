@@ -289,7 +289,7 @@ def test_a_study_without_the_readings_says_they_were_not_recorded(tmp_path):
 def test_the_stored_cpu_study_says_what_its_host_readings_show_from_its_records():
     """The stored CPU study recorded its host readings: no run was redone, its CPU frequency did not vary, and the
     widest spread of eager's steps is its records' slowest and fastest steady steps."""
-    study = REPO / "reference/cpu-2core-2026-12-05"
+    study = REPO / "reference/cpu-2core-2026-12-06"
     paper = (study / "paper.md").read_text()
     assert "No run was redone." in paper
     assert "The recorded CPU frequency did not vary within any configuration" in paper

@@ -161,7 +161,7 @@ def test_the_cpu_study_against_the_stored_cpu_study():
     """The stored CPU study's claims (the 20-40% training claim and the MLP example's 1.2-1.5x, neither holding
     there) on a CPU study: on itself both hold; on a copy whose default-mode speedup is moved inside 1.2-1.4x (1.3x,
     an interval of +-1%) the training claim does not hold, the MLP one still does."""
-    cpu = REPO / "reference/cpu-2core-2026-12-05"
+    cpu = REPO / "reference/cpu-2core-2026-12-06"
     claims, subject = rejudge.stored_claims(cpu), rejudge.subject(cpu)
     assert {c["id"]: c["stated"] for c in claims} == {"common claim: training": "does-not-hold",
                                                       "common claim: mlp": "does-not-hold"}

@@ -158,7 +158,8 @@ def _compiles(mode: str, per_stage: list[dict], start: str = "cold") -> list[dic
     for seconds in per_stage:
         stages = dict.fromkeys(STAGES, 0.0) | seconds
         row = {"shape_regime": "static", "precision": "fp32", "compile_mode": mode, "compile_scope": "module",
-               "batch_size": 8, "status": "ok", "start": start, "compile_stages_s": sum(stages.values())}
+               "batch_size": 8, "status": "ok", "start": start, "compile_stages_s": sum(stages.values()),
+               "record_dir": "x"}
         row |= {f"stage_{k}_s": v for k, v in stages.items()}
         row |= {"compile_rest_s": 1.0, "cold_compile_s": sum(stages.values()) + 1.0}
         rows.append(row)
@@ -251,7 +252,7 @@ def test_the_traces_cost_is_torchs_count_over_the_studys_job_seconds_against_its
 
     from compile_study.aggregate import stages as agg
 
-    monkeypatch.chdir(tmp_path)  # the live study's report folder, where the record says it made it
+    monkeypatch.chdir(tmp_path)  # the report folder beside the compile's record (its record_dir, x)
     (tmp_path / "x" / "c0.tlparse").mkdir(parents=True)
     rows = _compiles("default", [{"inductor": 5.0}] * 3)
     rows[0]["trace"] = {"overhead_s": 0.9, "tlparse": "x/c0.tlparse", "trace_bytes": 10}
@@ -296,7 +297,7 @@ def test_the_paper_words_each_modes_stage_the_skips_the_cost_and_links_the_trace
     from .paper_study import build, make_study
 
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "x").mkdir()  # the report folder the record names (_measured_environment)
+    (tmp_path / "x" / "c0.tlparse").mkdir(parents=True)  # the report beside the record (_measured_environment)
     study = make_study(tmp_path, hostile="h", device="cpu")
     study["environment"] = study["environment"] | {"compile_stages": _measured_environment()}
     md = render(build(study), "md")

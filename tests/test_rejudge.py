@@ -355,7 +355,7 @@ def _assert_sentence_has_its_records(t, ids: set[str]) -> int:
             assert b["claim"]["stated"] == _keys(b["top"]), b["batch"]
     if t.macro == "body" and d["shape"]:
         assert d["shape"]["claim"]["stated"] == _keys(d["shape"]["top"])
-    if t.macro == "body" and d["short"]:
+    if t.macro == "body" and d.get("short"):
         assert d["short"]["claim"]["stated"] == d["short"]["verdict"]
     for f in d.get("found", []):
         assert f["claim"]["stated"] == _keys(f["top"])

@@ -215,7 +215,8 @@ def place(mine: pd.DataFrame, cells: pd.DataFrame, leave_out: str | None = None)
     both["ratio"] = np.exp(both.study_mean - both["mean"])
     both["place"] = np.select([both.low.isna(), both.study_mean > both.high, both.study_mean < both.low],
                               ["none", "above", "below"], "inside")
-    both["verdict"], both["reason"] = zip(*(_judge(r) for _, r in both.iterrows()))
+    judged = [_judge(r) for _, r in both.iterrows()]  # none where the study shares no configuration with the pool
+    both["verdict"], both["reason"] = [v for v, _ in judged], [why for _, why in judged]
     return both.drop(columns=["aa_low", "aa_high"])
 
 
@@ -244,3 +245,16 @@ def entry(found: dict[str, cmp.Study]) -> dict:
     cells = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*CELL, "study"])
     rows = [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()} for r in cells.to_dict("records")]
     return {"studies": sorted(found), "method": METHOD, "cells": rows}
+
+
+def ratios(stored: dict, kind: str | None, precision: str = "bf16", regime: str = "static") -> dict[tuple, dict]:
+    """The kind's pool (every stored study of it) per configuration of one precision and regime, (batch, mode,
+    scope) -> the pooled speedup and its prediction interval for a new host as ratios (None without one), the
+    studies pooled (k) and the pool's verdict against eager: what the project README prints beside a study's own."""
+    rows = pooled(members(stored, kind))
+    rows = rows[(rows.precision == precision) & (rows.shape_regime == regime)] if len(rows) else rows
+    return {(int(r.batch_size), r.compile_mode, r.compile_scope):
+            {"speedup": float(np.exp(r.mean)), "k": int(r.k), "verdict": r.verdict,
+             "low": float(np.exp(r.pi_low)) if np.isfinite(r.pi_low) else None,
+             "high": float(np.exp(r.pi_high)) if np.isfinite(r.pi_high) else None}
+            for r in rows.itertuples()}

@@ -107,7 +107,7 @@ def trace_cost(compiles: pd.DataFrame | None, records: pd.DataFrame) -> dict | N
     where no compile kept a trace."""
     if compiles is None or compiles.empty or "trace" not in compiles:
         return None
-    kept = compiles[compiles.trace.map(lambda t: isinstance(t, dict))]
+    kept = compiles[compiles.trace.map(lambda t: isinstance(t, dict))].sort_values(list(CONFIGURATION_KEYS))
     if kept.empty:
         return None
     traces = list(kept.trace)
@@ -131,14 +131,14 @@ def _files(row) -> dict:
     keys["batch_size"] = int(keys["batch_size"])
     return {"mode": row["compile_mode"], "scope": row["compile_scope"], "regime": row["shape_regime"],
             "precision": row["precision"], "batch": keys["batch_size"], "trace": COMPILE_TRACE.format(**keys),
-            "tlparse": _report(row["trace"].get("tlparse"), COMPILE_TLPARSE.format(**keys))}
+            "tlparse": _report(row["trace"].get("tlparse"), row.get("record_dir"), COMPILE_TLPARSE.format(**keys))}
 
 
-def _report(made: str | None, kept: str) -> str | None:
-    """tlparse's report as the study holds it: the folder the run made (a live study, read from the project) or
-    the layout's (a stored study, read from its own directory), else None: a stored study keeps each trace but not
-    the report (about 4 MB a configuration on a GPU), which tlparse remakes from the trace (NOT_KEPT)."""
-    if made and (os.path.isdir(made) or os.path.isdir(kept)):
+def _report(made: str | None, record_dir: str | None, kept: str) -> str | None:
+    """tlparse's report as the study holds it, beside the compile's record (wherever the study is read from), else
+    None: a stored study keeps each trace but not the report (about 4 MB a configuration on a GPU), which tlparse
+    remakes from the trace (NOT_KEPT)."""
+    if made and record_dir and os.path.isdir(os.path.join(record_dir, os.path.basename(kept))):
         return f"{kept}/index.html"
     return None
 

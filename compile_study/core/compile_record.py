@@ -11,6 +11,7 @@ compile's index) with `kind: "cold_compile"` and a `compile` block saying how it
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 
 import pandas as pd
@@ -74,7 +75,7 @@ def held(rec: dict) -> list[float] | None:
 
 def table(paths) -> pd.DataFrame:
     """One row per cold compile: the configuration (record.CONFIGURATION_KEYS), how it ran, its metrics, status,
-    and the window it held its compile slot (`held`: [start, end], or None)."""
+    the window it held its compile slot (`held`: [start, end], or None) and the folder its record is in."""
     rows = []
     for path in paths:
         rec = read(path)
@@ -84,8 +85,9 @@ def table(paths) -> pd.DataFrame:
         row |= compile_stages.columns(m.get("compile_stages"))
         row["start"] = row["start"] or "cold"
         row |= {"status": rec["status"], "error": rec.get("error"),
-                "total_s": (m.get("overhead_s") or {}).get("total_s"), "held": held(rec)}
+                "total_s": (m.get("overhead_s") or {}).get("total_s"), "held": held(rec),
+                "record_dir": os.path.dirname(str(path))}  # what the study keeps beside the record
         rows.append(row)
     columns = [*record.CONFIGURATION_KEYS, "device_type", *COMPILE, *METRICS, *compile_stages.columns(None), "status",
-               "error", "total_s", "held"]
+               "error", "total_s", "held", "record_dir"]
     return pd.DataFrame(rows, columns=columns)

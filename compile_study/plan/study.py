@@ -84,6 +84,7 @@ class Plan(CompilePhase, TimedJobs):
         self.call_logs = L.own_logs if self.stored else L.logs  # where core/session.py keeps each call's log
         # how the README names the study's directory in its rebuild command
         self.study_dir = f"{STORED}/{os.path.basename(os.getcwd())}" if self.stored else L.root
+        self.pool_member = self.study_dir if self.stored else None  # what the paper leaves out of its kind's pool
         self.yardstick = self._yardstick()
         if not self.stored:  # not the synthetic stand-in unseen where the yardstick trained on real text
             config_check.refuse(data_check.yardstick_refusal(config, self.device, self.yardstick, DATA_DIR))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import yaml
 
@@ -73,18 +72,16 @@ def project_block(study: Path, project: Path) -> str:
 
 
 def _pooled(project: Path, kind: str | None) -> dict[tuple, str]:
-    """Each bf16 static configuration of the kind's pool (aggregate/pool.py pooled, every stored study of the
+    """Each bf16 static configuration of the kind's pool (aggregate/pool.py ratios, every stored study of the
     kind) -> its pooled speedup, the prediction interval for a new host, how many studies and the pool's verdict."""
     from compile_study.aggregate import hosts, pool
     from compile_study.core.layout import host_effect_path
     from compile_study.report import numbers
 
-    rows = pool.pooled(pool.members(hosts.load(host_effect_path(project)), kind))
-    rows = rows[(rows.precision == "bf16") & (rows.shape_regime == "static")] if len(rows) else rows
-    return {(int(r.batch_size), r.compile_mode, r.compile_scope):
-            f"{numbers.times(np.exp(r.mean))} [{np.exp(r.pi_low):.2f}, {np.exp(r.pi_high):.2f}] ({r.k}), {r.verdict}"
-            if np.isfinite(r.pi_low) else f"{numbers.times(np.exp(r.mean))} ({r.k}), {r.verdict}"
-            for r in rows.itertuples()}
+    return {key: f"{numbers.times(c['speedup'])}"
+                 + (f" [{numbers.fixed(c['low'])}, {numbers.fixed(c['high'])}]" if c["low"] is not None else "")
+                 + f" ({c['k']}), {c['verdict']}"
+            for key, c in pool.ratios(hosts.load(host_effect_path(project)), kind).items()}
 
 
 def _largest_per_kind(project: Path) -> dict[str, Path]:

@@ -28,7 +28,7 @@ rule paper:
         **P.cpu_job,
     params:
         device=P.device,
-        study=P.study_dir,
+        study=P.pool_member,
     script:
         "../scripts/render_paper.py"
 

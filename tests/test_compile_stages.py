@@ -368,3 +368,22 @@ def test_a_portable_starts_stages_sum_to_its_latency_with_its_cache_loads_apart(
     assert loaded["artifacts_bytes"] > 0 and m["aot_cache_hits"] >= 1 and stages["cache_load"] > 0
     assert m["compile_stages_s"] == pytest.approx(m["cold_compile_s"], rel=0.10)
     assert m["compile_rest_s"] == pytest.approx(m["cold_compile_s"] - m["compile_stages_s"])
+
+
+@pytest.mark.unit
+def test_a_study_reads_no_file_of_a_tlparse_report_as_a_compile_record(tmp_path):
+    """tlparse's report sits beside the record (c0.tlparse/) and holds JSON named chromium_events.json and
+    compile_directory.json: the globs of a study's compiles and portable starts name the records alone."""
+    import glob
+
+    from compile_study.core.layout import Layout
+
+    folder = tmp_path / "compiles/static/fp32/default/module/bs8"
+    (folder / "c0.tlparse/payloads").mkdir(parents=True)
+    for name in ("c0.json", "p0.json", "c0.tlparse/chromium_events.json", "c0.tlparse/compile_directory.json",
+                 "c0.tlparse/payloads/c6293458ce356a5693bdeb0182f3c9b4.txt"):
+        (folder / name).write_text("[]")
+    layout = Layout(str(tmp_path))
+    assert [p.rsplit("/", 1)[1] for p in layout.stored_compiles()] == ["c0.json", "p0.json"]
+    assert [p.rsplit("/", 1)[1] for p in glob.glob(layout.compiles_glob, recursive=True)] == ["c0.json"]
+    assert [p.rsplit("/", 1)[1] for p in glob.glob(layout.portables_glob, recursive=True)] == ["p0.json"]

@@ -108,12 +108,12 @@ class Layout:
     @property
     def compiles_glob(self) -> str:
         """Every cold compile's record of the study (glob.glob with recursive=True); portable starts apart."""
-        return self._p("compiles/**/c*.json")
+        return self._p("compiles/**/c[0-9]*.json")  # not tlparse's files in c0.tlparse/
 
     @property
     def portables_glob(self) -> str:
         """Every portable start's record of the study (glob.glob with recursive=True)."""
-        return self._p("compiles/**/p*.json")
+        return self._p("compiles/**/p[0-9]*.json")
 
     def compile_record(self, key: RunKey, index: int) -> str:
         """The index-th cold compile of key's configuration (its repeat is ignored)."""
@@ -242,7 +242,7 @@ class Layout:
     def stored_compiles(self) -> list[str]:
         """Every cold compile and portable start a stored study has."""
         root = Path(self.root or ".")
-        return sorted(str(p) for pattern in ("c*.json", "p*.json") for p in root.glob(f"compiles/**/{pattern}"))
+        return sorted(str(p) for pattern in ("c[0-9]*.json", "p[0-9]*.json") for p in root.glob(f"compiles/**/{pattern}"))
 
     def stored_parity(self) -> list[str]:
         return sorted(str(p) for p in Path(self.root or ".").glob("parity/**/*.json"))

@@ -3,7 +3,7 @@
 #   snakemake --cores all --directory reference/<name>   (a stored study: remake its summary, figures, paper)
 from snakemake.utils import min_version
 
-from compile_study.core import bytecode, study_lock
+from compile_study.core.calls import bytecode, study_lock
 
 min_version("9.0")
 # One invocation per study: a second one is refused here, before it imports torch or plans anything.

@@ -31,14 +31,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from compile_study.core.batches import make_batches
-from compile_study.core.data import load_split
-from compile_study.core.env import collect
-from compile_study.core.flops import step_flops
+from compile_study.core.dataset.batches import make_batches
+from compile_study.core.dataset.data import load_split
+from compile_study.core.calls.env import collect
+from compile_study.core.models.flops import step_flops
 from compile_study.core.io import write_json_atomic
-from compile_study.core.model import ModelConfig
-from compile_study.core.packing import make_packed_batches, real_lengths
-from compile_study.core.plug import build_model
+from compile_study.core.models.model import ModelConfig
+from compile_study.core.dataset.packing import make_packed_batches, real_lengths
+from compile_study.core.models.plug import build_model
 from compile_study.measure.compile import compile_model
 from compile_study.measure.compile_stats import unique_graphs
 from compile_study.measure.profiling import profile_steps
@@ -133,7 +133,7 @@ def measure(case: dict, args) -> dict:
     out = {"warmup_s": warmup_s, **timed_blocks(step, batches, device, args.blocks, args.block_s, args.max_steps)}
     out["recompiles_after_warmup"] = unique_graphs() - graphs
     out["attention"] = attention if packed else "sdpa (padding mask)"
-    counted = step_flops(cfg)  # FlopCounterMode's count (core/flops.py), after the timing
+    counted = step_flops(cfg)  # FlopCounterMode's count (core/models/flops.py), after the timing
     computed = statistics.mean(counted.padded(*b.ids.shape) for b in batches)
     real = statistics.mean(counted.real(real_lengths(b)) for b in batches)
     out |= {"padding_fraction": 1 - sum(b.real_tokens for b in batches) / sum(b.ids.numel() for b in batches),

@@ -22,8 +22,8 @@ CHILD = r"""
 import json, sys, time
 from pathlib import Path
 import torch
-from compile_study.core.clock import Clock
-from compile_study.core.model import ModelConfig
+from compile_study.core.calls.clock import Clock
+from compile_study.core.models.model import ModelConfig
 from compile_study.core.record import RunConfig
 from compile_study.measure import cold, compile_stats
 from compile_study.measure.trace import structured_trace
@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    from compile_study.core.data import prepare
+    from compile_study.core.dataset.data import prepare
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.conftest import TINY_MODEL, data_cfg

@@ -28,18 +28,18 @@ import sys
 from compile_study.core.errors import InputError
 
 COMMANDS = {  # command -> (module, what it does)
-    "estimate": ("aggregate.estimate", "a study's wall time, every job of its plan, from earlier records"),
-    "walltime": ("aggregate.calls", "where every second of a study's logged calls went"),
-    "grid": ("core.grid", "the run records of a device's grid (Snakemake targets)"),
+    "estimate": ("aggregate.estimate.estimate", "a study's wall time, every job of its plan, from earlier records"),
+    "walltime": ("aggregate.estimate.calls", "where every second of a study's logged calls went"),
+    "grid": ("core.config.grid", "the run records of a device's grid (Snakemake targets)"),
     "record": ("core.record", "one line per run record"),
-    "session": ("core.session", "run a study's command and log the call in calls.jsonl"),
-    "rebuild": ("report.rebuild", "remake a stored study's summary, figures and paper"),
-    "readme": ("report.project_docs", "regenerate the generated blocks of the project's README and docs/"),
-    "compare": ("report.reproduction", "a study against a stored one: did it reproduce? (reproduction.md)"),
-    "host-effect": ("report.host_effect", "how much hosts of one kind differ, from the stored studies (host-effect.json)"),
+    "session": ("core.calls.session", "run a study's command and log the call in calls.jsonl"),
+    "rebuild": ("report.docs.rebuild", "remake a stored study's summary, figures and paper"),
+    "readme": ("report.docs.project_docs", "regenerate the generated blocks of the project's README and docs/"),
+    "compare": ("report.compare.reproduction", "a study against a stored one: did it reproduce? (reproduction.md)"),
+    "host-effect": ("report.compare.host_effect", "how much hosts of one kind differ, from the stored studies (host-effect.json)"),
     "spread": ("aggregate.spread", "why a configuration's speedup spreads: its processes side by side, study by study"),
-    "model": ("core.plug_check", "check the configured model (built-in or plugged) and print its facts"),
-    "compare-models": ("aggregate.models", "a plugged model's speedups against the built-in model's, same cells"),
+    "model": ("core.models.plug_check", "check the configured model (built-in or plugged) and print its facts"),
+    "compare-models": ("aggregate.compare.models", "a plugged model's speedups against the built-in model's, same cells"),
 }
 
 

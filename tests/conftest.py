@@ -91,7 +91,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     path = config.getoption("--tier-record")
     if not path:
         return
-    from compile_study.core import env
+    from compile_study.core.calls import env
     from compile_study.core.io import write_json_atomic
 
     outcomes = {k: len(v) for k, v in terminalreporter.stats.items() if k}  # "" holds passing setups/teardowns
@@ -108,7 +108,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 def pytest_configure(config):
-    from compile_study.core import bytecode
+    from compile_study.core.calls import bytecode
 
     # Where torch has no bytecode (an image installed without it), each of the session's processes would
     # compile it from source (seconds each): they keep it once under .pytest_cache/pycache instead.
@@ -142,7 +142,7 @@ TINY_MODEL = dict(n_layers=2, n_heads=2, d_model=32, d_ff=64, dropout=0.0, max_l
 
 @pytest.fixture(scope="session")
 def synthetic_data(tmp_path_factory) -> Path:
-    from compile_study.core.data import prepare
+    from compile_study.core.dataset.data import prepare
 
     out = tmp_path_factory.mktemp("data")
     prepare(data_cfg(), TINY_MODEL["max_len"], out, out / "hf")

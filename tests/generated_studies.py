@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from hypothesis import strategies as st
 
-from compile_study.aggregate import figures
+from compile_study.aggregate.figures import figures
 from compile_study.aggregate import summary as summary_module
 from compile_study.aggregate.claims import claims_table
 from compile_study.aggregate.decide import decide
@@ -35,7 +35,7 @@ from compile_study.aggregate.summary import PARITY_COLUMNS, add_mfu, judge_parit
 from compile_study.core import compile_record, record, vocab
 from compile_study.report import build as report
 from compile_study.report import paper as render
-from compile_study.report import readme
+from compile_study.report.docs import readme
 
 ROWS = 6840  # training rows: epochs are counted in them
 MODEL = {"n_layers": 4, "n_heads": 4, "d_model": 256, "d_ff": 1024, "dropout": 0.1, "max_len": 128}

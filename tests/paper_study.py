@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 
-from compile_study.aggregate import figures
+from compile_study.aggregate.figures import figures
 from compile_study.aggregate.claims import claims_table
 from compile_study.aggregate.decide import decide
 from compile_study.aggregate.environment import environment

@@ -159,7 +159,7 @@ def test_session_refuses_a_file_for_a_study_and_names_a_missing_or_directory_con
 
 @pytest.mark.unit
 def test_a_known_error_is_one_line_and_a_fault_of_the_code_keeps_its_traceback(monkeypatch, run):
-    from compile_study.report import rebuild
+    from compile_study.report.docs import rebuild
 
     def fails(*args, **kwargs):
         raise subprocess.CalledProcessError(1, [sys.executable, "-m", "snakemake", "-s", "Snakefile"])

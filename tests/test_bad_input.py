@@ -9,10 +9,11 @@ import sys
 import pytest
 import yaml
 
-from compile_study.core import config_check, config_schema, grid, vocab
-from compile_study.core.ag_news_csv import KNOWN_SHA256, load_csv, read_ag_news_csv
-from compile_study.core.config_problem import Problem
-from compile_study.core.corpus import DataError
+from compile_study.core.config import config_check, config_schema, grid
+from compile_study.core import vocab
+from compile_study.core.dataset.ag_news_csv import KNOWN_SHA256, load_csv, read_ag_news_csv
+from compile_study.core.config.config_problem import Problem
+from compile_study.core.dataset.corpus import DataError
 
 from .conftest import REPO
 
@@ -305,7 +306,7 @@ def test_an_empty_split_names_eval_fraction_and_the_class_counts(tmp_path):
     with pytest.raises(DataError, match="data.eval_fraction 0.9 leaves the train split empty"):
         load_csv(tmp_path, 0.9, 0, verify_sha256=False)  # the same check where the data is prepared (source auto)
     cfg["data"]["eval_fraction"] = 0.5
-    found = errors_of(cfg)  # the split is fine; its 4 train rows fill no batch of the grids (core/sizes.py)
+    found = errors_of(cfg)  # the split is fine; its 4 train rows fill no batch of the grids (core/config/sizes.py)
     assert found and all("is more than the 4 rows of the train split of" in e for e in found), found
 
 

@@ -1,5 +1,5 @@
 """Values no JSON schema bound refuses, refused by one rule for every number of the config (NaN, infinity,
-integers past 64 bits: core/config_schema.py number_errors), a key given twice in a config file, and a hub
+integers past 64 bits: core/config/config_schema.py number_errors), a key given twice in a config file, and a hub
 dataset that is not AG News."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compile_study.core import config_schema, grid, sources
-from compile_study.core.corpus import DataError
+from compile_study.core.config import config_schema, grid
+from compile_study.core.dataset import sources
+from compile_study.core.dataset.corpus import DataError
 
 from .test_bad_input import BASE, SCHEMA, errors_of, snakemake_dry_run
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from compile_study.core import bytecode
+from compile_study.core.calls import bytecode
 
 pytestmark = pytest.mark.unit
 

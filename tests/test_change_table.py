@@ -51,7 +51,7 @@ def change_table(text: str) -> dict[str, str]:
 
 def named(cell: str, path: str) -> bool:
     """Whether an edit cell names a file of the repository: a path in backticks, relative to the repository or to
-    compile_study/ (`<section>` stands for any name; a folder, `checks/`, names the files in it)."""
+    compile_study/ (`<section>` stands for any name; a folder, `measure/checks/`, names the files in it)."""
     for token in re.findall(r"`([^`]+)`", cell):
         if "/" not in token:
             continue
@@ -91,7 +91,7 @@ def add_a_mode(c: Copy) -> None:
     c.edit(row, "compile_study/core/vocab.py", r"^(COMPILE_MODES = \([^)]*)\)", rf'\1, "{MODE}")')
     c.edit(row, "compile_study/core/vocab.py", r"^(AUTOTUNE_MODES = \([^)]*)\)", rf'\1, "{MODE}")')
     c.edit(row, "workflow/schemas/config.schema.yaml", r"(enum: \[eager, [^\]]*)\]", rf"\1, {MODE}]")
-    c.edit(row, "compile_study/aggregate/drawing.py", r'^(MODE_COLOURS = .*"tab:[a-z]+")\)', r'\1, "tab:purple")')
+    c.edit(row, "compile_study/aggregate/figures/drawing.py", r'^(MODE_COLOURS = .*"tab:[a-z]+")\)', r'\1, "tab:purple")')
 
 
 ECHO = '''"""A method check that times nothing: one row naming the data and the model's width it was given."""
@@ -108,15 +108,15 @@ def main(data_dir: str, out_path: str, model: dict) -> None:
 def add_a_check(c: Copy) -> None:
     row = "a method check"  # one that runs as a process of its own, with a table in the appendix
     c.add(row, f"compile_study/checks/{CHECK}.py", ECHO)
-    c.edit(row, "compile_study/checks/targets.py", r"^METHOD_CHECKS = \{(.*?)\}",
-           f"def {CHECK}():\n    from compile_study.checks.{CHECK} import main\n\n    return main\n\n\n"
+    c.edit(row, "compile_study/measure/checks/targets.py", r"^METHOD_CHECKS = \{(.*?)\}",
+           f"def {CHECK}():\n    from compile_study.measure.checks.{CHECK} import main\n\n    return main\n\n\n"
            rf'METHOD_CHECKS = {{\1, "{CHECK}": {CHECK}}}')
     c.edit(row, "compile_study/core/layout.py", r"^(CHECKS = \([^)]*)\)", rf'\1, "{CHECK}")')
     schema = "workflow/schemas/config.schema.yaml"
     c.edit(row, schema, r"(enum: \[timer_check, [^\]]*)\]", rf"\1, {CHECK}]")
     c.edit(row, schema, r"(the paper's appendix shows: )", rf"\1{CHECK} (one row, timing nothing), ")
     c.edit(row, "compile_study/report/appendix.py", r"^(CHECK_KEYS = \{[^}]*)\}", rf'\1, "{CHECK}": "echo"}}')
-    c.edit(row, "compile_study/aggregate/estimate.py", r"^(PRIOR_JOB_S = \{[^}]*)\}", rf'\1, "method_check:{CHECK}": 1}}')
+    c.edit(row, "compile_study/aggregate/estimate/estimate.py", r"^(PRIOR_JOB_S = \{[^}]*)\}", rf'\1, "method_check:{CHECK}": 1}}')
     c.edit(row, "compile_study/report/method_checks.py", r"(?s)(def check_tables.*?\n)(    return out\n)",
            r'\1    if checks.get("echo"):\n        rows = [[str(r["d_model"])] for r in checks["echo"]]\n'
            r'        out.append(Table("echo", Text("appendix", "echo_caption"), _cols("width:r"), rows))\n\2')
@@ -153,7 +153,7 @@ pytestmark = pytest.mark.unit
 
 
 def test_the_mode_runs_in_every_scope_of_its_kind_and_is_priced_as_a_search():
-    from compile_study.aggregate import estimate
+    from compile_study.aggregate.estimate import estimate
     from compile_study.core import vocab
     from compile_study.core.record import RunKey
 
@@ -164,7 +164,7 @@ def test_the_mode_runs_in_every_scope_of_its_kind_and_is_priced_as_a_search():
 
 
 def test_the_check_runs_and_the_appendix_shows_it(tmp_path):
-    from compile_study.checks import targets
+    from compile_study.measure.checks import targets
     from compile_study.report import build, method_checks, paper
 
     out = tmp_path / "@CHECK@.json"
@@ -189,7 +189,7 @@ def test_the_sentence_is_in_the_paper_s_words():
 
 
 def test_the_moved_file_is_where_a_live_and_a_stored_study_keep_it(tmp_path):
-    from compile_study.aggregate import costs, walltime
+    from compile_study.aggregate.estimate import costs, walltime
     from compile_study.core.layout import STORED, Layout, study_root
 
     assert Layout(study_root("cuda")).calls == "results/cuda/calls.log.jsonl" and Layout(".").calls == "calls.log.jsonl"
@@ -249,8 +249,8 @@ def run_in_copy(root: Path, args: list[str]) -> tuple[int, str]:
 # --- no study path but the layout's ----------------------------------------------------------------------------
 # The layout, and the run record's own path (record.RECORD, read backwards by record.path_key; layout imports it)
 LAYOUT = {"core/layout.py", "core/record.py"}
-# The data directory's facts.json (resources/data, core/data.py) is named like a study's, but is the data's
-DATA_FACTS = {"core/data.py", "core/data_check.py", "core/model.py", "core/plug_check.py", "plan/study.py"}
+# The data directory's facts.json (resources/data, core/dataset/data.py) is named like a study's, but is the data's
+DATA_FACTS = {"core/dataset/data.py", "core/config/data_check.py", "core/models/model.py", "core/models/plug_check.py", "plan/study.py"}
 
 
 def _study_names() -> tuple[set[str], set[str]]:
@@ -308,4 +308,4 @@ def test_a_study_path_written_outside_the_layout_is_found():
     assert study_paths_written(source, "aggregate/x.py") == [
         "aggregate/x.py:2 study / 'summary.csv'", "aggregate/x.py:3 f'{study}/logs/x'",
         "aggregate/x.py:4 'reference/*/runs/**/r*.json'"]
-    assert study_paths_written('facts = Path(data_dir) / "facts.json"\n', "core/data.py") == []
+    assert study_paths_written('facts = Path(data_dir) / "facts.json"\n', "core/dataset/data.py") == []

@@ -1,6 +1,6 @@
-"""The reproduction rule (compile_study/aggregate/compare.py): checked on simulated pairs of studies whose true
+"""The reproduction rule (compile_study/aggregate/compare/compare.py): checked on simulated pairs of studies whose true
 shift is known (false "differs" rate, power at 1.3x), each study on a host of its own drawn with the measured host
-effect (aggregate/hosts.py), on the stored study against itself and against a copy with known shifts, and on bad
+effect (aggregate/compare/hosts.py), on the stored study against itself and against a copy with known shifts, and on bad
 arguments. What a study is compared with (like with like, the yardstick, its data): tests/test_yardstick.py."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from compile_study.aggregate import compare as cmp
-from compile_study.aggregate import hosts
+from compile_study.aggregate.compare import compare as cmp
+from compile_study.aggregate.compare import hosts
 from compile_study.core import layout
-from compile_study.report import reproduction
+from compile_study.report.compare import reproduction
 
 from .conftest import GPU_REFERENCE, REPO
 from .test_stats import CHUNK, STEPS, STUDIES, band_of, process_speedups, simulate
@@ -120,7 +120,7 @@ CLASS_NOISE = {hosts.CLASSES[0]: ("typical", "device-bound"), hosts.CLASSES[1]: 
 def measured_effect() -> dict[str, dict]:
     """The host effect per class as estimated from the stored H200 studies (what reference/host-effect.json
     holds once regenerated)."""
-    from compile_study.aggregate import reruns
+    from compile_study.aggregate.compare import reruns
 
     effect = hosts.effect_dict(hosts.estimate({n: s.records for n, s in reruns.stored(REPO)["NVIDIA H200"].items()}))
     assert set(effect) == set(hosts.CLASSES)

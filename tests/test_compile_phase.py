@@ -15,7 +15,7 @@ import pytest
 
 from compile_study.core import compile_record
 from compile_study.core.layout import Layout
-from compile_study.measure.isolation import Host
+from compile_study.measure.process.isolation import Host
 
 from .test_resilience import tiny_study
 

@@ -115,7 +115,7 @@ def test_a_cold_compiles_stages_sum_to_its_measured_latency_and_state_the_rest(s
     import torch
     from torch._inductor.utils import fresh_cache
 
-    from compile_study.core.clock import Clock
+    from compile_study.core.calls.clock import Clock
     from compile_study.measure import cold
 
     from .test_train import tiny_model_cfg, tiny_run
@@ -138,7 +138,7 @@ def test_a_cold_compiles_stages_on_cuda_sum_to_its_measured_latency(synthetic_da
     import torch
     from torch._inductor.utils import fresh_cache
 
-    from compile_study.core.clock import Clock
+    from compile_study.core.calls.clock import Clock
     from compile_study.measure import cold
 
     from .test_train import tiny_model_cfg, tiny_run
@@ -220,7 +220,7 @@ def test_a_study_whose_records_predate_the_stages_says_they_were_not_measured():
 def test_the_stages_figure_is_drawn_only_where_the_stages_were_measured(tmp_path):
     import pandas as pd
 
-    from compile_study.aggregate import cost_figures, figures
+    from compile_study.aggregate.figures import cost_figures, figures
     from compile_study.aggregate import stages as agg
     from compile_study.core import digits
 
@@ -352,7 +352,7 @@ def test_a_portable_starts_stages_sum_to_its_latency_with_its_cache_loads_apart(
     import torch
     from torch._inductor.utils import fresh_cache
 
-    from compile_study.core.clock import Clock
+    from compile_study.core.calls.clock import Clock
     from compile_study.measure import cold
 
     from .test_train import tiny_model_cfg, tiny_run

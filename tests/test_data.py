@@ -6,11 +6,11 @@ import time
 import numpy as np
 import pytest
 
-from compile_study.core import ag_news_csv, data, sources, synthetic
-from compile_study.core.ag_news_csv import read_ag_news_csv
-from compile_study.core.corpus import DataError
-from compile_study.core.sources import load_corpus
-from compile_study.core.splits import split_indices
+from compile_study.core.dataset import ag_news_csv, data, sources, synthetic
+from compile_study.core.dataset.ag_news_csv import read_ag_news_csv
+from compile_study.core.dataset.corpus import DataError
+from compile_study.core.dataset.sources import load_corpus
+from compile_study.core.dataset.splits import split_indices
 
 from .conftest import AG_NEWS_DIR, data_cfg
 
@@ -146,7 +146,7 @@ def test_tokenizer_round_trip():
 def test_prepare_writes_ids_lengths_labels_and_facts(synthetic_data):
     import json
 
-    from compile_study.core.data import load_split
+    from compile_study.core.dataset.data import load_split
 
     facts = json.loads((synthetic_data / "facts.json").read_text())
     ids, lengths, labels = load_split(synthetic_data, "train")
@@ -158,7 +158,7 @@ def test_prepare_writes_ids_lengths_labels_and_facts(synthetic_data):
 
 
 def test_a_capped_train_split_says_how_many_rows_it_had_and_how_many_the_runs_use(tmp_path):
-    from compile_study.core.data import prepare, steps_per_epoch
+    from compile_study.core.dataset.data import prepare, steps_per_epoch
 
     from .conftest import TINY_MODEL, data_cfg
 

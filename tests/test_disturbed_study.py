@@ -29,7 +29,7 @@ HANDSHAKE = '''
 import os, time
 from contextlib import contextmanager
 from pathlib import Path
-from compile_study.measure import hostwatch
+from compile_study.measure.process import hostwatch
 
 _window = hostwatch.HostWatch.window
 SIGNALS = Path(os.environ["COMPILE_STUDY_TEST_SIGNALS"])

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from compile_study.aggregate import at_once, costs, estimate, schedule, snakemake_time, walltime
-from compile_study.aggregate.snakemake_time import CallTime
-from compile_study.core import compile_record, grid, record
+from compile_study.aggregate.estimate import at_once, costs, estimate, schedule, snakemake_time, walltime
+from compile_study.aggregate.estimate.snakemake_time import CallTime
+from compile_study.core import compile_record, record
+from compile_study.core.config import grid
 from compile_study.core.layout import Layout
 from compile_study.core.record import RunConfig, RunKey
 from compile_study.plan.study import Plan
@@ -95,10 +96,10 @@ def test_an_mlp_claim_of_batch_sizes_a_study_ran_is_priced_as_that_studys_whole_
 
 def test_the_timer_check_is_priced_per_case(monkeypatch):
     """The timer check times its cases one after another in one process: the stored GPU study's job held three
-    (before eager at batch 512 joined, checks/cells.py), the H100 grid's four, so a case is a job over its cases (the
+    (before eager at batch 512 joined, measure/checks/cells.py), the H100 grid's four, so a case is a job over its cases (the
     newest study's first), and today's plan of four
     cases is priced four times that; the deadline asks the same of the job."""
-    from compile_study.checks.cells import TIMER_CASES
+    from compile_study.measure.checks.cells import TIMER_CASES
 
     monkeypatch.chdir(REPO)
     stored = REPO / "reference/h200-full-2026-12-03"

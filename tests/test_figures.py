@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from matplotlib.container import ErrorbarContainer
 
-from compile_study.aggregate import drawing, figures
+from compile_study.aggregate.figures import drawing, figures
 from compile_study.core import record, vocab
 
 from .conftest import GPU_REFERENCE

@@ -1,6 +1,6 @@
 """FLOPs of any model from torch.utils.flop_counter, against the built-in model's hand count (exact).
 
-Both count the same things for the built-in model: the hand count (core/model.py train_flops) takes every
+Both count the same things for the built-in model: the hand count (core/models/model.py train_flops) takes every
 matrix product of forward and backward (projections, feed-forward, Q K^T and A V, the head; backward twice the
 forward) and nothing else; the counter, run with SDPA's math backend on meta tensors, sees exactly those
 products as mm/addmm/bmm. So the tolerance is zero.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from compile_study.core.flops import StepFlops, count_step
-from compile_study.core.model import ModelConfig, real_train_flops, train_flops
-from compile_study.core.plug import build_model
+from compile_study.core.models.flops import StepFlops, count_step
+from compile_study.core.models.model import ModelConfig, real_train_flops, train_flops
+from compile_study.core.models.plug import build_model
 
 from .conftest import TINY_MODEL
 from .plug_models import TINY_BERT
@@ -54,7 +54,7 @@ def test_a_model_whose_flops_are_not_quadratic_in_length_has_every_shape_counted
 
 
 def test_a_count_kept_beside_the_data_is_read_by_a_later_process_and_gives_the_same_flops(tmp_path, monkeypatch):
-    from compile_study.core import flops
+    from compile_study.core.models import flops
 
     cfg = ModelConfig(vocab_size=300, **TINY_MODEL)
     monkeypatch.setattr(flops, "_CACHE", {})

@@ -13,8 +13,8 @@ import statistics
 import pytest
 import torch
 
-from compile_study.core.batches import Batch
-from compile_study.core.model import ModelConfig, TextClassifier
+from compile_study.core.dataset.batches import Batch
+from compile_study.core.models.model import ModelConfig, TextClassifier
 from compile_study.measure.compile import compile_model, make_step
 from compile_study.measure.compile_stats import CompileWatch
 from compile_study.measure.run import run_and_record

@@ -1,5 +1,5 @@
-"""How much hosts of one kind differ (compile_study/aggregate/hosts.py), what the stored studies say of each other
-with it (aggregate/reruns.py: pairs, leave one study out) and how the README quotes it (report/host_effect.py)."""
+"""How much hosts of one kind differ (compile_study/aggregate/compare/hosts.py), what the stored studies say of each other
+with it (aggregate/compare/reruns.py: pairs, leave one study out) and how the README quotes it (report/compare/host_effect.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from compile_study.aggregate import compare as cmp
-from compile_study.aggregate import hosts, reruns
+from compile_study.aggregate.compare import compare as cmp
+from compile_study.aggregate.compare import hosts, reruns
 from compile_study.core import digits
 from compile_study.core.layout import host_effect_path
-from compile_study.report import host_effect
+from compile_study.report.compare import host_effect
 
 from .conftest import REPO
 

@@ -1,4 +1,4 @@
-"""What else ran on the host during a timed block (measure/hostwatch.py): the /proc accounting on known busy processes,
+"""What else ran on the host during a timed block (measure/process/hostwatch.py): the /proc accounting on known busy processes,
 the readings kept out of the timed part, NVML absent, and the GPU's readings (a stand-in NVML here, the real one in
 the gpu tier)."""
 
@@ -14,9 +14,9 @@ import psutil
 import pytest
 
 from compile_study.core import record
-from compile_study.core.clock import Clock
-from compile_study.measure import hostwatch
-from compile_study.measure.hostwatch import TICK_S, HostWatch, Proc, Reading, gpu_uuid
+from compile_study.core.calls.clock import Clock
+from compile_study.measure.process import hostwatch
+from compile_study.measure.process.hostwatch import TICK_S, HostWatch, Proc, Reading, gpu_uuid
 
 SPIN = "import time\nend = time.time() + 30\nwhile time.time() < end: pass"  # busy for 30 s at most
 

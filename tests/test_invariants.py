@@ -21,7 +21,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 
-from compile_study.aggregate.walltime import read_calls
+from compile_study.aggregate.estimate.walltime import read_calls
 from compile_study.report import appendix, paper
 
 from . import generated_studies as gen
@@ -58,7 +58,7 @@ def test_generated_gpu_studies_keep_every_invariant(spec):
 def test_every_stored_paper_keeps_every_invariant(study):
     """The committed tables, decisions, figures' index and papers' report models of the stored studies, with their
     records, compile records and method checks (what the invariants re-derive their judgements from)."""
-    from compile_study.aggregate.figures import read_index
+    from compile_study.aggregate.figures.figures import read_index
     from compile_study.core import compile_record, record
     from compile_study.core.layout import Layout
     from compile_study.report.build import build, read_checks

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from compile_study.core import vocab
-from compile_study.measure import isolation
-from compile_study.measure.isolation import Host
+from compile_study.measure.process import isolation
+from compile_study.measure.process.isolation import Host
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from compile_study.aggregate import figures
+from compile_study.aggregate.figures import figures
 from compile_study.report import paper, tex_table
 from compile_study.report.document import Column, Table, Text
 

@@ -20,9 +20,9 @@ pytestmark = pytest.mark.compile  # every test starts job processes (the compile
 
 PRELUDE = """
 import functools, json, os, sys
-from compile_study.core.clock import Clock
-from compile_study.measure import launch
-launch._State.preload = ("compile_study.measure.launch", "tests.launch_targets")
+from compile_study.core.calls.clock import Clock
+from compile_study.measure.process import launch
+launch._State.preload = ("compile_study.measure.process.launch", "tests.launch_targets")
 def go(target, way="warm", **kwargs):
     setup = launch.Setup(log=sys.argv[1], threads=1, env={"STUDY_TEST_VALUE": "set"}, cores=[min(os.sched_getaffinity(0))])
     return launch.run(target_of(target), kwargs, setup, Clock(), way)
@@ -106,7 +106,7 @@ print(json.dumps({{"failed": failed, "pid": os.getpid()}}))
 
 
 def test_a_job_hands_its_process_over_from_its_load_cores_to_its_timed_cores_in_either_way(tmp_path):
-    """The handover (measure/handover.py): the process loads on the cores it started on, says it is ready and
+    """The handover (measure/process/handover.py): the process loads on the cores it started on, says it is ready and
     waits; the job's gate (which would wait for the host) names the timed cores; the process moves there. The
     wait is booked `gpu_wait_s`, the record keeps both sets of cores and the times. A gate that refuses (the call's
     time limit) ends the process; a process that dies while loading is a crash and its gate is never asked."""
@@ -223,7 +223,7 @@ print(json.dumps({{"interrupted": box.get("interrupted"), "outcome": repr(box.ge
 
 def test_a_child_writes_the_bytecode_of_what_it_imports_first_where_the_study_keeps_bytecode(tmp_path):
     """Snakemake's process may run with -B (PYTHONDONTWRITEBYTECODE), which multiprocessing passes to the server
-    and so to every child: where core/bytecode.py keeps bytecode (PYTHONPYCACHEPREFIX), a child writes it anyway,
+    and so to every child: where core/calls/bytecode.py keeps bytecode (PYTHONPYCACHEPREFIX), a child writes it anyway,
     so that a module no process imported before (a plugged model's) is compiled from source once, not per run."""
     (tmp_path / "first_import_here.py").write_text("VALUE = 1\n")
     prefix = tmp_path / "pycache"
@@ -238,8 +238,8 @@ def test_a_child_writes_the_bytecode_of_what_it_imports_first_where_the_study_ke
 
 def test_a_child_that_finds_cuda_broken_by_the_fork_is_run_again_by_a_safer_server(tmp_path):
     got = drive("""
-launch._State.preload = ("compile_study.measure.launch", "tests.launch_targets", "tests.launch_bad_fork")
-launch.SAFE_PRELOAD = ("compile_study.measure.launch", "tests.launch_targets")
+launch._State.preload = ("compile_study.measure.process.launch", "tests.launch_targets", "tests.launch_bad_fork")
+launch.SAFE_PRELOAD = ("compile_study.measure.process.launch", "tests.launch_targets")
 o = go("facts", word="again")
 print(json.dumps({"value": o.value, "preload": launch._State.preload, "way": launch._State.way}))
 """, tmp_path)

@@ -2,8 +2,9 @@
 
     python -m pytest tests/test_layers.py -q
 
-Layers, from the bottom (ARCHITECTURE.md draws them): core < measure < checks < aggregate < report < plan; the
-package's own `__main__` (the command line) sits above them all. Imports inside functions count too. The report
+Layers, from the bottom (ARCHITECTURE.md draws them): core < measure < aggregate < report, plan; the report and
+the plan stand side by side and neither imports the other; the package's own `__main__` (the command line) sits
+above them all. Imports inside functions count too. The report
 words numbers and decides none: it imports no statistics (core/stats.py, scipy, numpy, `statistics`), which
 aggregate applies once (aggregate/decide.py, summary.py, claims.py). The
 Snakefile and workflow/rules/*.smk only wire rules to the plan: they define no function.
@@ -21,7 +22,9 @@ from .conftest import REPO
 pytestmark = pytest.mark.unit
 
 PACKAGE = "compile_study"
-LAYERS = ("core", "measure", "checks", "aggregate", "report", "plan")
+LAYERS = ("core", "measure", "aggregate", "report", "plan")
+LEVEL = {"core": 0, "measure": 1, "aggregate": 2, "report": 3, "plan": 3}  # a layer imports only lower levels
+MAX_MODULES = 15  # no folder of the package holds more modules than this
 STATISTICS = ("compile_study.core.stats", "scipy", "numpy", "statistics")  # what the report may not import
 
 
@@ -55,16 +58,23 @@ def graph(root: Path) -> dict[str, set[str]]:
     return {module_name(p, root): imports(p, root) - {module_name(p, root)} for p in (root / PACKAGE).rglob("*.py")}
 
 
-def layer(module: str) -> int:
-    """0..4 for core..report; len(LAYERS) for the package's top (its __main__ and __init__)."""
+def layer(module: str) -> str | None:
+    """The layer a module lives in (core .. plan); None for the package's top (its __main__ and __init__)."""
     parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def level(module: str) -> int:
+    """0 for core .. 3 for report and plan; 4 for the package's top; -1 for an import that does not resolve."""
     if module.startswith("unresolved:"):
         return -1
-    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else len(LAYERS)
+    return LEVEL[layer(module)] if layer(module) else max(LEVEL.values()) + 1
 
 
 def upward_imports(g: dict[str, set[str]]) -> list[str]:
-    return sorted(f"{m} -> {t}" for m, ts in g.items() for t in ts if layer(t) > layer(m))
+    """Imports of a higher level, or of another layer on the same level (the report and the plan)."""
+    return sorted(f"{m} -> {t}" for m, ts in g.items() for t in ts
+                  if level(t) > level(m) or (level(t) == level(m) and layer(t) != layer(m)))
 
 
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:
@@ -87,8 +97,19 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_every_module_lives_in_a_layer():
-    loose = [m for m in graph(REPO) if layer(m) == len(LAYERS) and m not in (PACKAGE, f"{PACKAGE}.__main__")]
+    loose = [m for m in graph(REPO) if layer(m) is None and m not in (PACKAGE, f"{PACKAGE}.__main__")]
     assert loose == [], "modules outside the layers: " + ", ".join(loose)
+
+
+def crowded(root: Path) -> dict[str, int]:
+    """The package's folders that hold more than MAX_MODULES modules (`__init__.py` not counted)."""
+    counts = {str(d.relative_to(root)): len([p for p in d.glob("*.py") if p.name != "__init__.py"])
+              for d in (root / PACKAGE).rglob("*") if d.is_dir() and d.name != "__pycache__"}
+    return {d: n for d, n in counts.items() if n > MAX_MODULES}
+
+
+def test_every_folder_holds_at_most_fifteen_modules():
+    assert crowded(REPO) == {}
 
 
 def test_no_layer_imports_a_higher_one_and_nothing_imports_in_a_cycle():
@@ -132,6 +153,12 @@ def test_the_check_sees_an_upward_import_and_a_cycle(tmp_path):
                                               "compile_study.report.findings names stats."]
     assert "compile_study.core.vocab -> compile_study.report.build" in upward_imports(g)
     assert any("compile_study.measure.timing" in c and "compile_study.measure.run" in c for c in cycles(g))
+    study = tmp_path / PACKAGE / "plan" / "study.py"
+    study.write_text(study.read_text() + "\nfrom compile_study.report import build  # noqa\n")
+    assert "compile_study.plan.study -> compile_study.report.build" in upward_imports(graph(tmp_path))
+    for i in range(MAX_MODULES + 1):
+        (tmp_path / PACKAGE / "report" / "compare" / f"extra_{i}.py").write_text("")
+    assert crowded(tmp_path) == {f"{PACKAGE}/report/compare": MAX_MODULES + 6}
 
 
 def test_the_rule_files_only_wire():

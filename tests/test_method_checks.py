@@ -14,8 +14,8 @@ import torch
 import yaml
 
 from compile_study.aggregate import decide
-from compile_study.checks import concurrency, launcher, timer_check
-from compile_study.core import config_schema
+from compile_study.measure.checks import concurrency, launcher, timer_check
+from compile_study.core.config import config_schema
 from compile_study.core.layout import CHECKS
 from compile_study.report import method_checks, paper
 
@@ -34,7 +34,7 @@ def test_timer_check_times_one_step_three_ways_and_compares_them(synthetic_data)
 @pytest.mark.unit
 @pytest.mark.parametrize("name", ["timer_check", "reference_drift", "concurrency"])
 def test_each_check_the_rule_names_has_a_main_taking_the_studys_model(name):
-    main = importlib.import_module(f"compile_study.checks.{name}").main
+    main = importlib.import_module(f"compile_study.measure.checks.{name}").main
     assert list(main.__code__.co_varnames[:3]) == ["data_dir", "out_path", "model"]
 
 
@@ -74,7 +74,7 @@ def test_every_check_the_layout_names_is_one_a_config_may_turn_on():
 def test_every_method_check_has_each_place_the_change_table_names():
     """ARCHITECTURE.md's row "a method check": the schema describes it, the report has a key for it (a check a config
     turns on without one would fail the paper), and the estimate a prior for its job (else it is priced at 60 s)."""
-    from compile_study.aggregate.estimate import PRIOR_JOB_S
+    from compile_study.aggregate.estimate.estimate import PRIOR_JOB_S
     from compile_study.report.appendix import CHECK_KEYS
 
     schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())

@@ -8,7 +8,7 @@ import statistics
 import pytest
 import torch
 
-from compile_study.checks import mlp_claim
+from compile_study.measure.checks import mlp_claim
 
 pytestmark = [pytest.mark.compile, pytest.mark.xdist_group("mlp_claim")]  # its fixture runs the claim once
 

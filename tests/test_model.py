@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from compile_study.core.model import ModelConfig, TextClassifier
+from compile_study.core.models.model import ModelConfig, TextClassifier
 
 from .conftest import TINY_MODEL
 

@@ -1,11 +1,11 @@
-"""A plugged model's speedups against the built-in model's on the cells both studies ran (aggregate/models.py)."""
+"""A plugged model's speedups against the built-in model's on the cells both studies ran (aggregate/compare/models.py)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from compile_study.aggregate.models import compare_studies, is_plugged, same_cells, speedup_comparison
+from compile_study.aggregate.compare.models import compare_studies, is_plugged, same_cells, speedup_comparison
 
 from .conftest import GPU_REFERENCE
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from compile_study.core import record, study_lock
+from compile_study.core import record
+from compile_study.core.calls import study_lock
 
 from .test_resilience import tiny_study
 

@@ -1,5 +1,5 @@
-"""A run's load beside the timed part of the run before it (config overlap_loads; measure/handover.py,
-measure/isolation.py Host): the loads overlap timed parts, the timed parts never overlap one another, each record
+"""A run's load beside the timed part of the run before it (config overlap_loads; measure/process/handover.py,
+measure/process/isolation.py Host): the loads overlap timed parts, the timed parts never overlap one another, each record
 says which cores its load and its timed part held; under a call's time limit no run loads that could not time
 before it, and no job starts that has waited past what it could still fit; the host watch keeps the loading
 neighbour apart as the study's own work; a call's seconds count each overlapped load once, and the estimate hides
@@ -18,13 +18,15 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from compile_study.aggregate import costs, estimate, walltime
-from compile_study.core import deadline, record
-from compile_study.core.clock import Clock
+from compile_study.aggregate.estimate import costs, estimate, walltime
+from compile_study.core.calls import deadline
+from compile_study.core import record
+from compile_study.core.calls.clock import Clock
 from compile_study.core.layout import Layout
 from compile_study.core.record import RunConfig, RunKey
-from compile_study.measure import hostwatch, isolation, jobs
-from compile_study.measure.hostwatch import HostWatch, Proc, Reading
+from compile_study.measure.process import hostwatch, isolation
+from compile_study.measure import jobs
+from compile_study.measure.process.hostwatch import HostWatch, Proc, Reading
 
 from .test_resilience import tiny_study
 from .test_walltime import CALL, START

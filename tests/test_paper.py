@@ -138,7 +138,7 @@ def test_main_text_of_the_stored_h200_paper_stays_within_its_word_budget():
 
 
 def _concurrency_check(ratios, gpu="NVIDIA H200") -> dict:
-    """A concurrency check's JSON as compile_study.checks.concurrency writes it (the fields the paper reads)."""
+    """A concurrency check's JSON as compile_study.measure.checks.concurrency writes it (the fields the paper reads)."""
     iv = stats.speedup_interval(ratios)
     results = [{"ratio": r, "overlap": 0.97 + i / 100} for i, r in enumerate(ratios)]
     return {"applicable": True, "gpus": [gpu, gpu], "shares": 2, "cores": [list(range(8)), list(range(8, 16))],

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from compile_study.core import resume
+from compile_study.core.calls import resume
 from compile_study.core.layout import Layout
 from compile_study.core.record import RunKey
 from compile_study.plan import repairs
@@ -201,7 +201,7 @@ def test_under_a_time_limit_a_job_that_would_not_end_before_it_is_not_started(gp
     """A method check, the MLP claim, the matmul peak and a parity check are priced like runs: with 100 s left, a
     check estimated at 150 s (no stored study here: the priors) is refused, and so is the timer check, priced
     per case (four of 30 s); the matmul peak (3 s) starts; without a limit nothing is refused."""
-    from compile_study.core import deadline
+    from compile_study.core.calls import deadline
     from compile_study.measure import jobs
 
     concurrency = gpu_plan.expected_job_seconds("method_check:compile_concurrency")

@@ -10,10 +10,12 @@ import pytest
 import torch
 import yaml
 
-from compile_study.core import config_check, config_schema, layout, plug_check, vocab
-from compile_study.core.model import ModelConfig, TextClassifier
-from compile_study.core.plug import PlugError, Plugged, build_model, load_factory, model_class, n_params
-from compile_study.core.plug_check import check_fits, check_output, check_plug
+from compile_study.core.config import config_check, config_schema
+from compile_study.core import layout, vocab
+from compile_study.core.models import plug_check
+from compile_study.core.models.model import ModelConfig, TextClassifier
+from compile_study.core.models.plug import PlugError, Plugged, build_model, load_factory, model_class, n_params
+from compile_study.core.models.plug_check import check_fits, check_output, check_plug
 from compile_study.core.record import RunConfig
 
 from .conftest import REPO, TINY_MODEL
@@ -126,7 +128,7 @@ def test_a_model_that_does_not_fit_the_device_is_refused_before_it_is_built(monk
                                      "14.9 GiB for them before any activation")
     assert str(err.value).endswith("more than the 1.0 GiB of a test device")
     # check_plug asks before building on the device: a 1 KiB device refuses even the smallest model
-    monkeypatch.setattr("compile_study.core.plug_check.capacity_bytes", lambda device: (1024, "a 1 KiB device"))
+    monkeypatch.setattr("compile_study.core.models.plug_check.capacity_bytes", lambda device: (1024, "a 1 KiB device"))
     with pytest.raises(PlugError, match="^model.hf_config: the model has 0.0 M parameters"):
         check_plug(plugged(hf_config=TINY_BERT), CPU)
 
@@ -204,7 +206,7 @@ def test_each_model_has_its_own_study_directory():
 @pytest.mark.parametrize("scope, regime", [("module", "packed"), ("graph-break", "static")])
 def test_a_run_a_plugged_model_cannot_make_is_recorded_not_applicable_before_anything_is_timed(
         synthetic_data, scope, regime):
-    from compile_study.core.model import model_config_for
+    from compile_study.core.models.model import model_config_for
     from compile_study.measure.run import run_and_record
 
     cfg = model_config_for(synthetic_data, TINY_MODEL | {"factory": "tests.plug_models:good"})
@@ -217,8 +219,8 @@ def test_a_run_a_plugged_model_cannot_make_is_recorded_not_applicable_before_any
 @pytest.mark.compile
 def test_a_tiny_bert_trains_compiled_whole_in_default_mode_through_the_studys_run(synthetic_data):
     """transformers' BERT under torch.compile(fullgraph=True), default mode, CPU: one graph, no break."""
-    from compile_study.core.flops import step_flops
-    from compile_study.core.model import model_config_for
+    from compile_study.core.models.flops import step_flops
+    from compile_study.core.models.model import model_config_for
     from compile_study.measure.run import run_and_record
 
     model_cfg = model_config_for(synthetic_data, TINY_MODEL | {"hf_config": TINY_BERT})
@@ -262,7 +264,7 @@ def test_a_plug_with_the_wrong_output_stops_the_study_before_its_first_timed_run
 
 @pytest.mark.unit
 def test_the_shipped_bert_config_is_the_built_in_models_size_and_has_its_own_study(tmp_path):
-    from compile_study.core import grid
+    from compile_study.core.config import grid
 
     config = grid.load_config([REPO / "config.yaml", REPO / "configs" / "gpu-quick.yaml",
                                REPO / "configs" / "hf-bert.yaml"])

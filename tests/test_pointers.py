@@ -37,7 +37,7 @@ MADE = (
 FORMER = ("reference/h200-2026-12-02", "reference/h200-full-2026-12-02")  # stored studies since replaced, named where the text tells their history
 DOTTED = re.compile(r"(?<![\w./-])compile_study(?:\.[A-Za-z_]\w*)+(?::\w+)?|from (compile_study[\w.]*) import (\w+)")
 PATH = re.compile(r"(?<![\w./<>*-])((?:[\w.<>*-]+/)+[\w.<>*-]*[\w>*])")
-# a module's path and a name it defines: `core/grid.py` `expand`, vocab.py SCOPE_MODES (backticked or in capitals)
+# a module's path and a name it defines: `core/config/grid.py` `expand`, vocab.py SCOPE_MODES (backticked or in capitals)
 NAMED = re.compile(r"([\w/]+\.py)`? (?:`(\w+)(?:\(\))?`|([A-Z][A-Z0-9_]{2,})\b)")
 DOC = re.compile(r"(?<![\w/.-])([A-Z][A-Z_]*\.md)\b")  # README.md, ARCHITECTURE.md: the project's own documents
 PLACEHOLDER = re.compile(r"\{[^{}\s]*\}|<[^<>\n]*>")  # {device}, {paper,md,tex}, <a CPU study>: read as *
@@ -135,7 +135,7 @@ def resolves_dotted(root: Path, name: str) -> bool:
 
 
 def _module_file(root: Path, path: str) -> str | None:
-    """The dotted name of a package module cited by its path (`core/grid.py`, `compile_study/core/grid.py`)."""
+    """The dotted name of a package module cited by its path (`core/config/grid.py`, `compile_study/core/config/grid.py`)."""
     for base in (root, root / "compile_study"):
         if (base / path).is_file() and (base / path).resolve().is_relative_to(root / "compile_study"):
             return ".".join((base / path).relative_to(root).with_suffix("").parts)
@@ -192,18 +192,18 @@ def test_every_cited_name_and_path_resolves():
 def test_the_check_finds_a_name_and_a_path_that_lead_nowhere():
     """Two sources with bad pointers, one in a docstring and one in a template, are read as the real ones are:
     each bad pointer is found, and code (not prose) that happens to hold a slash is not read as a pointer."""
-    module = REPO / "compile_study" / "core" / "deadline.py"
+    module = REPO / "compile_study" / "core" / "calls" / "deadline.py"
     template = REPO / "paper" / "templates" / "sections" / "terms.j2"
     texts = {module: python_prose('"""See compile_study.core.no_such_module and core/gone.py, not core/vocab.py."""\n'
                                   'X = "core/also_gone.py"  # compile_study.core.vocab.SCOPE_TEXT\n'
-                                  '# core/vocab.py SCOPE_TEXT, core/grid.py `expand`, core/grid.py `gone()`\n'),
+                                  '# core/vocab.py SCOPE_TEXT, core/config/grid.py `expand`, core/config/grid.py `gone()`\n'),
              template: "{#- see workflow/rules/nothing.smk, reference/<name> and compile_study.report.paper.words -#}\n"
                        "{#- as DESIGN.md says, not README.md -#}\n"}
-    assert broken(REPO, texts) == ["compile_study/core/deadline.py:1: compile_study.core.no_such_module",
-                                   "compile_study/core/deadline.py:1: core/gone.py",
-                                   "compile_study/core/deadline.py:2: compile_study.core.vocab.SCOPE_TEXT",
-                                   "compile_study/core/deadline.py:3: core/vocab.py SCOPE_TEXT",
-                                   "compile_study/core/deadline.py:3: core/grid.py gone",
+    assert broken(REPO, texts) == ["compile_study/core/calls/deadline.py:1: compile_study.core.no_such_module",
+                                   "compile_study/core/calls/deadline.py:1: core/gone.py",
+                                   "compile_study/core/calls/deadline.py:2: compile_study.core.vocab.SCOPE_TEXT",
+                                   "compile_study/core/calls/deadline.py:3: core/vocab.py SCOPE_TEXT",
+                                   "compile_study/core/calls/deadline.py:3: core/config/grid.py gone",
                                    "paper/templates/sections/terms.j2:1: workflow/rules/nothing.smk",
                                    "paper/templates/sections/terms.j2:2: DESIGN.md"]
 

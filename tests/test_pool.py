@@ -1,4 +1,4 @@
-"""The pool of a GPU kind (compile_study/aggregate/pool.py): Paule-Mandel's tau^2, the pooled mean and the
+"""The pool of a GPU kind (compile_study/aggregate/compare/pool.py): Paule-Mandel's tau^2, the pooled mean and the
 prediction interval for a new host, where a study's cells sit in it, a simulation of its verdicts, and the
 stored studies each judged against the pool without it."""
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from compile_study.aggregate import hosts, pool, reruns
+from compile_study.aggregate.compare import hosts, pool, reruns
 
 from .conftest import REPO
 
@@ -162,7 +162,7 @@ def test_each_stored_study_left_out_of_its_kind_s_pool_differs_nowhere_the_host_
 def test_a_study_s_cells_read_from_its_summary_are_those_of_its_records():
     """The paper has summary.csv, not the records: the mean log speedup and its squared standard error read back
     from the t interval are the records' own, and so are both sides' paces (to the profiled process's median)."""
-    from compile_study.aggregate import compare as cmp
+    from compile_study.aggregate.compare import compare as cmp
 
     study = REPO / "reference/h200-quick-2026-12-05b"
     from_records = pool.cells_of(cmp.load(study).records).set_index(pool.KEY)

@@ -1,4 +1,4 @@
-"""The paper and the reproduction report speak of a GPU kind only through its pool (aggregate/pool.py), checked on
+"""The paper and the reproduction report speak of a GPU kind only through its pool (aggregate/compare/pool.py), checked on
 generated studies (tests/generated_studies.py) with pools of 0 to 4 other stored studies drawn around them:
 
 - the kind: "faster than eager on <kind>" names only configurations whose pooled prediction for a new host clears
@@ -20,10 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compile_study.aggregate import pool
+from compile_study.aggregate.compare import pool
 from compile_study.core import record
 from compile_study.report import build as report
-from compile_study.report import pool_report
+from compile_study.report.compare import pool_report
 
 from . import generated_studies as gen
 from .paper_reading import texts

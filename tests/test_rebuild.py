@@ -12,7 +12,7 @@ import pytest
 
 from compile_study.core.layout import Layout
 from compile_study.core.record import RunKey
-from compile_study.report import rebuild
+from compile_study.report.docs import rebuild
 
 from .conftest import REPO
 
@@ -66,9 +66,9 @@ def test_rebuild_refuses_a_directory_that_is_not_a_stored_study(tmp_path):
 @pytest.mark.golden
 def test_the_project_readme_quotes_the_stored_study_as_generated():
     """README.md's and docs/'s generated blocks (results, the commands' times, the studies' times, the tier records,
-    the portable starts) are what compile_study.report.project_docs makes from the stored studies today (rerun
+    the portable starts) are what compile_study.report.docs.project_docs makes from the stored studies today (rerun
     `python -m compile_study readme README.md` after a study or the summary changes)."""
-    from compile_study.report import project_docs
+    from compile_study.report.docs import project_docs
 
     study = project_docs.quoted_study(REPO)
     made = project_docs.update_documents(REPO, study.relative_to(REPO))

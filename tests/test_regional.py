@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from compile_study.core import vocab
-from compile_study.core.model import EncoderLayer, ModelConfig, TextClassifier
-from compile_study.core.packing import make_packed_batches
-from compile_study.core.plug import build_model, repeated_blocks
+from compile_study.core.models.model import EncoderLayer, ModelConfig, TextClassifier
+from compile_study.core.dataset.packing import make_packed_batches
+from compile_study.core.models.plug import build_model, repeated_blocks
 from compile_study.core.record import RunConfig
 from compile_study.measure.compile import build_step, check_applicable, compile_model, make_step, subject_model
 from compile_study.measure.compile_stats import CompileWatch
@@ -69,7 +69,7 @@ def test_a_model_without_a_repeated_block_is_not_applicable_and_says_why():
 
 @pytest.mark.unit
 def test_a_plugged_model_without_a_repeated_block_is_recorded_not_applicable(synthetic_data):
-    from compile_study.core.model import model_config_for
+    from compile_study.core.models.model import model_config_for
     from compile_study.measure.run import run_and_record
 
     cfg = model_config_for(synthetic_data, TINY_MODEL | {"factory": "tests.plug_models:good"})

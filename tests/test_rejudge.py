@@ -1,4 +1,4 @@
-"""The paper's claims as records (aggregate/paper_claims.py) judged again on other studies (aggregate/rejudge.py):
+"""The paper's claims as records (aggregate/paper_claims.py) judged again on other studies (aggregate/compare/rejudge.py):
 the stored studies against each other, the report's first sentence, and generated studies whose claims' inputs
 are flipped one claim at a time.
 
@@ -17,13 +17,14 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from compile_study.aggregate import compare as cmp
-from compile_study.aggregate import paper_claims, rejudge
+from compile_study.aggregate.compare import compare as cmp
+from compile_study.aggregate import paper_claims
+from compile_study.aggregate.compare import rejudge
 from compile_study.aggregate.claims import claims_table
 from compile_study.aggregate.decide import decide, key
 from compile_study.aggregate.summary import summarize
 from compile_study.core import compile_record, record
-from compile_study.report import rejudged, reproduction
+from compile_study.report.compare import rejudged, reproduction
 
 from . import generated_studies as gen
 from .conftest import REPO
@@ -382,7 +383,7 @@ def test_each_claim_sentence_of_the_abstract_and_conclusions_has_its_record(stud
 
 # --- across GPU kinds --------------------------------------------------------------------------------------------
 def _kind_study(name: str, kind: str):
-    from compile_study.aggregate import kinds
+    from compile_study.aggregate.compare import kinds
 
     d = REPO / "reference" / name
     return kinds.KindStudy(f"reference/{name}", kind, rejudge.subject(d), rejudge.stored_claims(d))
@@ -393,8 +394,8 @@ def test_across_kinds_gives_each_shared_configuration_on_each_kind_and_the_claim
     """Two kinds (the H200 full grid, and a kick-the-tires study standing for a second kind): the configurations
     both ran with numbers, each kind's interval its own study's; each kind's claims judged on both, `everywhere`
     where they hold on both; the README's section words them, and one kind alone has none."""
-    from compile_study.aggregate import kinds
-    from compile_study.report import across_kinds
+    from compile_study.aggregate.compare import kinds
+    from compile_study.report.compare import across_kinds
 
     h200, other = _kind_study("h200-full-2026-12-03", "NVIDIA H200"), _kind_study("h200-quick-2026-12-05b", "GPU B")
     found = kinds.across([h200, other])
@@ -419,7 +420,7 @@ def test_rebuild_writes_the_finding_across_kinds_and_a_gpu_paper_gives_it_an_app
     """kinds.json (layout.KINDS) from the stored studies of two kinds (here the stored H100 and H200 studies, linked
     into a project of their own): the kinds, each shared configuration's interval on each, the claims; a GPU
     paper built with it has the appendix "Across GPU kinds" whose table gives those intervals; one kind, none."""
-    from compile_study.aggregate import kinds
+    from compile_study.aggregate.compare import kinds
     from compile_study.report import appendix
 
     names = ("h100-quick-2026-12-06", "h200-full-2026-12-03")

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from compile_study.core import resume
+from compile_study.core.calls import resume
 from compile_study.report import numbers
 
 from .conftest import REPO, TINY_MODEL, interruptible
@@ -152,10 +152,10 @@ def test_an_interrupt_while_a_job_finishes_keeps_its_record(tmp_path):
 
 
 def test_a_run_that_would_not_end_before_the_time_limit_stops_the_call_and_the_next_call_runs_it(tmp_path):
-    """Under `session --time-limit` (core/deadline.py) a job that does not fit is not started (here the first
+    """Under `session --time-limit` (core/calls/deadline.py) a job that does not fit is not started (here the first
     timed one, the model check before the run): it fails with the reason, Snakemake starts nothing more, no
     record is written; the same command then runs it."""
-    from compile_study.core import deadline
+    from compile_study.core.calls import deadline
 
     target = "results/cpu/runs/static/fp32/eager/module/bs8/r0.json"
     cmd = tiny_study(tmp_path, [8]) + [target]

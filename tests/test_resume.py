@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from compile_study.core import record, resume
+from compile_study.core import record
+from compile_study.core.calls import resume
 from compile_study.core.layout import Layout
 from compile_study.core.record import RunConfig, RunKey
 

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from compile_study.core.model import ModelConfig, TextClassifier
+from compile_study.core.models.model import ModelConfig, TextClassifier
 from compile_study.core.record import RunConfig
 from compile_study.core.vocab import AUTOTUNE_MODES
 from compile_study.measure.compile import autotune_search, build_step, mode_kwargs, subject_model

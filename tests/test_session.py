@@ -10,7 +10,7 @@ import time
 import pytest
 import yaml
 
-from compile_study.core import session
+from compile_study.core.calls import session
 
 
 @pytest.mark.unit
@@ -79,8 +79,8 @@ def test_a_call_stopped_by_a_time_limit_is_logged_with_the_signal_and_its_comman
 
 @pytest.mark.dag  # it starts processes: a pytest session, or a command under a time limit
 def test_the_sessions_own_time_limit_tells_the_command_when_and_stops_it_there(tmp_path, monkeypatch):
-    """--time-limit: the command gets the limit's end (core/deadline.py) and a SIGTERM when it comes."""
-    from compile_study.core import deadline
+    """--time-limit: the command gets the limit's end (core/calls/deadline.py) and a SIGTERM when it comes."""
+    from compile_study.core.calls import deadline
 
     monkeypatch.chdir(tmp_path)
     study, seen = tmp_path / "results" / "cuda", tmp_path / "seen"
@@ -173,7 +173,7 @@ def test_a_grace_needs_a_time_limit_and_comes_before_the_study(tmp_path, capsys)
 
 @pytest.mark.unit
 def test_a_run_that_would_not_end_before_the_calls_time_limit_is_not_started(tmp_path, monkeypatch):
-    from compile_study.core import deadline
+    from compile_study.core.calls import deadline
     from compile_study.measure import jobs
 
     record = tmp_path / "r0.json"
@@ -195,7 +195,7 @@ def test_a_test_tier_is_kept_with_its_counts_versions_and_commit_and_read_into_t
     import subprocess
     import sys
 
-    from compile_study.report import readme
+    from compile_study.report.docs import readme
 
     from .conftest import REPO
 
@@ -219,7 +219,7 @@ def test_a_test_session_stopped_by_a_time_limit_is_kept_as_interrupted(tmp_path)
     import signal
     import subprocess
 
-    from compile_study.report import readme
+    from compile_study.report.docs import readme
 
     from .conftest import REPO, interruptible
 
@@ -290,7 +290,8 @@ def test_the_command_is_told_which_call_it_runs_in_before_the_call_is_logged(tmp
 @pytest.mark.unit
 def test_a_paper_and_readme_made_during_a_call_count_only_the_logged_calls_and_say_theirs_is_not(tmp_path, monkeypatch):
     from compile_study.core.layout import CHECKS
-    from compile_study.report import build, readme
+    from compile_study.report import build
+    from compile_study.report.docs import readme
 
     from .conftest import REPO
 

@@ -4,8 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from compile_study.core.batches import Batch, bucket_batches, evaluation_batches, make_batches, padding_fraction
-from compile_study.core.model import ModelConfig, TextClassifier
+from compile_study.core.dataset.batches import (
+    Batch,
+    bucket_batches,
+    evaluation_batches,
+    make_batches,
+    padding_fraction,
+)
+from compile_study.core.models.model import ModelConfig, TextClassifier
 from compile_study.core.vocab import Regime
 from compile_study.measure.compile import compile_model, make_step
 from compile_study.measure.compile_stats import CompileWatch
@@ -131,5 +137,5 @@ def test_evaluation_sees_every_row_once_padded_to_its_batch_and_predicts_as_on_f
 @pytest.mark.unit
 def test_packed_batches_are_left_to_the_packing_module():
     ids, lengths = np.ones((8, 32), dtype=np.int32), np.full(8, 32)
-    with pytest.raises(ValueError, match="packed batches are built by compile_study.core.packing"):
+    with pytest.raises(ValueError, match="packed batches are built by compile_study.core.dataset.packing"):
         make_batches(ids, lengths, np.zeros(8), 4, "packed", 0, CPU)

@@ -1,5 +1,5 @@
 """Absurd sizes and timeouts are refused before any job, with the reason: the schema's bounds, and the parameter
-count and the memory a model, batch or data set would need (compile_study/core/sizes.py)."""
+count and the memory a model, batch or data set would need (compile_study/core/config/sizes.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import sys
 import pytest
 import yaml
 
-from compile_study.core import config_check, config_schema, grid, sizes, sources, splits
+from compile_study.core.config import config_check, config_schema, grid, sizes
+from compile_study.core.dataset import sources, splits
 
 from .conftest import REPO, TINY_MODEL
 from .test_bad_input import BASE, edit, errors_of
@@ -20,7 +21,7 @@ GiB = 2**30
 
 @pytest.mark.unit
 def test_the_parameter_count_is_the_models():
-    from compile_study.core.model import ModelConfig, TextClassifier
+    from compile_study.core.models.model import ModelConfig, TextClassifier
 
     for model in (TINY_MODEL, BASE["model"], dict(TINY_MODEL, n_layers=3, d_ff=48, max_len=20)):
         cfg = ModelConfig(vocab_size=300, **model)

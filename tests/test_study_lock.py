@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from compile_study.core import study_lock
+from compile_study.core.calls import study_lock
 
 pytestmark = pytest.mark.unit
 
 
 def hold_in_subprocess(directory: Path) -> subprocess.Popen:
-    code = (f"from compile_study.core import study_lock; study_lock.hold({str(directory)!r}); "
+    code = (f"from compile_study.core.calls import study_lock; study_lock.hold({str(directory)!r}); "
             "print('held', flush=True); import time; time.sleep(120)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
@@ -25,7 +25,7 @@ def hold_in_subprocess(directory: Path) -> subprocess.Popen:
 
 
 def try_to_hold(directory: Path) -> subprocess.CompletedProcess:
-    code = f"from compile_study.core import study_lock; study_lock.hold({str(directory)!r}); print('held')"
+    code = f"from compile_study.core.calls import study_lock; study_lock.hold({str(directory)!r}); print('held')"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
 
 
@@ -63,7 +63,7 @@ def test_a_dry_run_takes_no_lock_and_a_run_takes_it_before_anything_else(tmp_pat
 
 
 def test_the_session_refuses_a_study_that_is_running_before_it_starts_the_command(tmp_path, monkeypatch):
-    from compile_study.core import session
+    from compile_study.core.calls import session
 
     first = hold_in_subprocess(tmp_path)
     monkeypatch.chdir(tmp_path)

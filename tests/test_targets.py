@@ -1,4 +1,4 @@
-"""Every launcher target resolves to the function its job runs (measure/targets.py, checks/targets.py)."""
+"""Every launcher target resolves to the function its job runs (measure/targets.py, measure/checks/targets.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import inspect
 
 import pytest
 
-from compile_study.checks import targets as check_targets
+from compile_study.measure.checks import targets as check_targets
 from compile_study.core.layout import CHECKS
-from compile_study.measure import launch
+from compile_study.measure.process import launch
 from compile_study.measure import targets as run_targets
 
 pytestmark = pytest.mark.unit
@@ -29,4 +29,4 @@ def test_every_method_check_but_those_driven_from_snakemake_has_a_target():
     # the launcher and compile_concurrency checks drive processes from Snakemake's own (plan/study.py method_check)
     driven = ("launcher", "compile_concurrency")
     assert sorted(check_targets.METHOD_CHECKS) == sorted(c for c in CHECKS if c not in driven)
-    assert all(check_targets.METHOD_CHECKS[c]().__module__ == f"compile_study.checks.{c}" for c in check_targets.METHOD_CHECKS)
+    assert all(check_targets.METHOD_CHECKS[c]().__module__ == f"compile_study.measure.checks.{c}" for c in check_targets.METHOD_CHECKS)

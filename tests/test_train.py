@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from compile_study.core import record
-from compile_study.core.batches import make_batches
-from compile_study.core.clock import Clock
-from compile_study.core.data import load_split
-from compile_study.core.model import ModelConfig, TextClassifier
+from compile_study.core.dataset.batches import make_batches
+from compile_study.core.calls.clock import Clock
+from compile_study.core.dataset.data import load_split
+from compile_study.core.models.model import ModelConfig, TextClassifier
 from compile_study.core.record import RunConfig
 from compile_study.measure import run
 from compile_study.measure.compile import compile_model, make_step
@@ -184,7 +184,7 @@ def test_the_clock_goes_on_in_another_process_of_the_host():
     clock = Clock()
     with clock.part("gpu_wait_s"):
         time.sleep(0.05)
-    code = ("import json, sys, time; from compile_study.core.clock import Clock; c = Clock.resume(json.loads(sys.argv[1]));"
+    code = ("import json, sys, time; from compile_study.core.calls.clock import Clock; c = Clock.resume(json.loads(sys.argv[1]));"
             " c.lap('process_start_s'); print(json.dumps(c.state()))")
     out = subprocess.run([sys.executable, "-c", code, json.dumps(clock.state())], capture_output=True, text=True,
                          check=True, cwd=REPO)

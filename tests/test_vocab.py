@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from compile_study.core import grid, vocab
+from compile_study.core.config import grid
+from compile_study.core import vocab
 from compile_study.core.record import RunConfig
 
 from .conftest import REPO
@@ -34,7 +35,7 @@ def test_each_word_is_listed_once_and_every_other_list_follows_it():
     """A new mode, scope or regime is one edit of vocab.py (and the schema's enum, held to it above): the scopes'
     modes, the whole-step graph's modes, the wildcards and the figures' colours follow, and the schema's
     description of the scopes names every scope."""
-    from compile_study.aggregate.figures import MODE_COLOURS, SCOPE_MARKERS
+    from compile_study.aggregate.figures.figures import MODE_COLOURS, SCOPE_MARKERS
     from compile_study.measure.step_graph import GRAPH_COMPILE_MODES
 
     compiled = vocab.COMPILE_MODES[1:]
@@ -125,7 +126,7 @@ def test_run_and_model_defaults_are_the_schemas():
     must say the same, field by field."""
     from dataclasses import MISSING, fields
 
-    from compile_study.core.model import ModelConfig
+    from compile_study.core.models.model import ModelConfig
 
     schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
     props = schema["definitions"]["grid"]["properties"] | schema["properties"]["train"]["properties"]

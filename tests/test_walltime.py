@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from compile_study.aggregate import calls, costs, estimate, walltime
-from compile_study.aggregate.at_once import at_once_factor
-from compile_study.core import compile_record, grid, record
+from compile_study.aggregate.estimate import calls, costs, estimate, walltime
+from compile_study.aggregate.estimate.at_once import at_once_factor
+from compile_study.core import compile_record, record
+from compile_study.core.config import grid
 from compile_study.core.layout import Layout
 from compile_study.core.record import RunConfig, RunKey
 
@@ -236,7 +237,7 @@ def test_a_call_no_session_logged_is_adopted_from_its_log_in_time_order(tmp_path
 
 def test_each_calls_estimate_is_set_against_the_wall_time_from_its_start_to_the_studys_end(tmp_path):
     """A call stopped by a time limit leaves its plan to the next call: its estimate covers both."""
-    from compile_study.report import readme
+    from compile_study.report.docs import readme
 
     (tmp_path / "calls").mkdir()
     (tmp_path / "calls" / "1.snakemake.log").write_text(LOG.replace("31 s in all", "600 s in all"))

@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from compile_study.aggregate import figures
-from compile_study.core import grid, stats
+from compile_study.aggregate.figures import figures
+from compile_study.core.config import grid
+from compile_study.core import stats
 from compile_study.core.record import RunKey
 from compile_study.report import numbers
 from compile_study.report.paper import md_escape, term
@@ -249,8 +250,8 @@ def test_tiny_study_end_to_end(tmp_path):
     assert len(table) == 2 and set(table.reason) == {"the stored cell is too uncertain (n < 3)"}
     assert "0 of 2 shared configurations reproduced, 0 differ, 2 inconclusive" in (root / "reproduction.md").read_text()
     # the stored copy's claims judged on the study: each holds (the same runs), and the report opens with them
-    from compile_study.aggregate import rejudge
-    from compile_study.report import rejudged
+    from compile_study.aggregate.compare import rejudge
+    from compile_study.report.compare import rejudged
 
     judged = rejudge.rejudge(rejudge.stored_claims(tmp_path / "stored"), rejudge.subject(root))
     assert [j["code"] for j in judged] == ["holds"] * len(judged)

@@ -1,5 +1,5 @@
 """Snakemake's own report (`snakemake --report report.html`): the captions of workflow/report/ and the columns
-`compile_study/report/workflow_report.py` gives it. tests/test_workflow.py makes the tiny study's report and
+`compile_study/plan/workflow_report.py` gives it. tests/test_workflow.py makes the tiny study's report and
 checks that it shows every figure (`report_results` reads it)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from docutils.core import publish_parts
 from jinja2 import Environment, StrictUndefined
 
-from compile_study.aggregate import figures
-from compile_study.report import workflow_report
+from compile_study.aggregate.figures import figures
+from compile_study.plan import workflow_report
 
 from .conftest import GPU_REFERENCE, REPO
 

@@ -1,4 +1,4 @@
-"""What a study is compared with (compile_study/aggregate/measured.py, core/layout.py, core/data_check.py): like
+"""What a study is compared with (compile_study/aggregate/compare/measured.py, core/layout.py, core/config/data_check.py): like
 with like (data and protocol, else "not comparable"), the yardstick a study may have, and no silent run on the
 synthetic stand-in under a real-data yardstick. The rule itself: tests/test_compare.py."""
 
@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from compile_study.aggregate import compare as cmp
-from compile_study.core import data_check, grid, layout
-from compile_study.core.ag_news_csv import KNOWN_SHA256
-from compile_study.report import reproduction
+from compile_study.aggregate.compare import compare as cmp
+from compile_study.core.config import data_check, grid
+from compile_study.core import layout
+from compile_study.core.dataset.ag_news_csv import KNOWN_SHA256
+from compile_study.report.compare import reproduction
 
 from .conftest import GPU_REFERENCE, REPO
 from .test_compare import NAMES, STORED, copy_study
@@ -69,7 +70,7 @@ def test_a_study_of_another_model_is_named_by_the_keys_it_differs_in():
     assert layout.model_difference(STORED, model | {"n_layers": 2}).endswith("in n_layers")
 
 
-# ---------------------------------------------------------------- like with like (aggregate/measured.py)
+# ---------------------------------------------------------------- like with like (aggregate/compare/measured.py)
 
 def changed(study: cmp.Study, facts=lambda f: f, cell: tuple | None = None, **columns) -> cmp.Study:
     """A copy of a study whose facts are `facts(copy of its facts)` and whose records (those of `cell`, a KEY
@@ -200,7 +201,7 @@ def test_records_from_a_dirty_tree_differ_by_their_count_not_by_the_studies_size
 
 @pytest.mark.unit
 def test_the_data_facts_compared_are_each_sides_own():
-    from compile_study.aggregate import measured
+    from compile_study.aggregate.compare import measured
 
     facts = json.loads((STORED / "facts.json").read_text())
     data = measured.data_of(facts)
@@ -212,7 +213,7 @@ def test_the_data_facts_compared_are_each_sides_own():
     assert measured.in_short(["train_rows_available", "eval_rows", "source"]) == ["rows used", "source"]
 
 
-# ---------------------------------------------------------------- no silent synthetic run (core/data_check.py)
+# ---------------------------------------------------------------- no silent synthetic run (core/config/data_check.py)
 
 def gpu_config(**data) -> dict:
     from snakemake.utils import validate

@@ -7,7 +7,7 @@ Per batch size, over the compiled configurations of static shapes in the main pr
 with (vocab.TRAINING_SCOPES), each with MIN_N processes or more:
 
   evidence  the pool of the study's GPU kind (every study of it, this one among them) where it holds two or more
-            stored studies besides this one (aggregate/pool.py pooled: the pooled speedup, its 95% interval, and
+            stored studies besides this one (aggregate/compare/pool.py pooled: the pooled speedup, its 95% interval, and
             its prediction for a new host against eager's A/A band); otherwise this study's own speedup, interval and verdict, and the answer speaks for
             this host alone
   eligible  shown faster than eager by that evidence: the pool's prediction clears eager's band (pool verdict

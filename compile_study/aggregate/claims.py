@@ -21,7 +21,7 @@ import pandas as pd
 
 from compile_study.aggregate.columns import interval_of, key
 from compile_study.core import digits, stats, vocab
-from compile_study.core.data import steps_per_epoch
+from compile_study.core.dataset.data import steps_per_epoch
 
 CLAIMS = ("training", "inference", "mlp", "dynamic", "forward", "short-runs")
 VERDICTS = ("holds", "does-not-hold", "depends", "not-enough-evidence", "not-measured")

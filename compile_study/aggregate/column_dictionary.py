@@ -3,7 +3,7 @@ declare them beside the code that makes them: the record's metrics (core/metrics
 OVERHEAD; the summary holds their medians over a configuration's successful runs), the intervals' families and the
 payback columns (aggregate/columns.py: MEANING, ENDS, PAYBACK) and the summary's own (SUMMARY, below).
 
-    python -m compile_study readme README.md     # writes `block()` into docs/columns.md (report/project_docs.py)
+    python -m compile_study readme README.md     # writes `block()` into docs/columns.md (report/docs/project_docs.py)
 
 tests/test_columns.py fails on a summary column (of a generated study and of every stored one) described nowhere,
 and on a description of a column no summary has: adding a column means adding its line here or beside it.

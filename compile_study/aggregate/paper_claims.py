@@ -1,7 +1,7 @@
 """The paper's claims as records: each thing the abstract and the conclusions say holds (a configuration faster or
 slower than eager, the group a recommendation names, an ordering, the trend over batch sizes, the precision, the
 packing gain, each common claim checked), with the rule that decided it and the cells (configuration keys) it
-reads, so that it can be judged again on any study that has those cells (aggregate/rejudge.py).
+reads, so that it can be judged again on any study that has those cells (aggregate/compare/rejudge.py).
 
     records(summary, decisions, claims)   # decisions.json's `claims` (aggregate/decide.py decide adds them)
 
@@ -22,7 +22,7 @@ import pandas as pd
 from compile_study.aggregate.columns import key
 from compile_study.core import vocab
 
-# a record's rule: which evaluator of aggregate/rejudge.py judges it
+# a record's rule: which evaluator of aggregate/compare/rejudge.py judges it
 RULES = {
     "verdict": "a configuration faster (slower) than eager: stats.verdict of its speedup interval against its A/A band",
     "top": "the group a recommendation names among the ranked cells: stats.top of their intervals (decide.ranking)",

@@ -29,10 +29,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from compile_study.aggregate import at_once as at_once_factor
+from compile_study.aggregate.estimate import at_once as at_once_factor
 from compile_study.aggregate.columns import WAYS, break_even_prefix, columns, start_prefix
 from compile_study.core import payback_stats, stats, vocab
-from compile_study.core.data import steps_per_epoch
+from compile_study.core.dataset.data import steps_per_epoch
 
 CELL = ["device_type", "reference_regime", "precision", "batch_size"]
 CONFIG = ["device_type", "shape_regime", "precision", "batch_size", "compile_mode", "compile_scope"]

@@ -6,7 +6,7 @@ laid side by side, and what it rules out (torch-free).
 
 Per process (`processes`): its speedup; its compiled step's floor (its fastest timed step: no step is faster than
 the GPU's own work) and median, and the share of its steps within FLOOR_BAND of that floor; the eager reference's
-median; the GPU's SM clock, temperature, power and utilisation in its timed block (NVML, measure/hostwatch.py);
+median; the GPU's SM clock, temperature, power and utilisation in its timed block (NVML, measure/process/hostwatch.py);
 the Inductor cache it started from (every compiled run starts from its configuration's first cold compile's
 cache, warm) and how many kernels Inductor generated; for the profiled process, the GPU's busy time and kernels
 per step, and its top kernels. A top kernel's trailing number is Inductor's counter of kernels of that name in

@@ -5,7 +5,7 @@
 Processes of one configuration run the same code on the same batches, yet their median steps differ (eager on
 the stored GPU study's dynamic batches at 256: 9.1 to 13.1 ms over three processes). Each record's
 steady-state block carries the GPU's SM and memory clocks, temperature and power and the CPU's frequency
-(record.HOST, measured by measure/hostwatch.py). The method: a least-squares fit of the log median step on those
+(record.HOST, measured by measure/process/hostwatch.py). The method: a least-squares fit of the log median step on those
 quantities, every variable taken about its configuration's mean (configuration fixed effects), so that only
 the spread between processes of one configuration is explained, not the differences between configurations.
 R² is the share of that within-configuration variance the fit explains; the adjusted R² charges it for the

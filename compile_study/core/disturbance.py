@@ -4,7 +4,7 @@
 
 A run is disturbed when, during its steady-state block (the interleaved block its speedup comes from):
 - `cpu-load`: processes outside the study took more than `max_outside_cores` CPU seconds a second on the run's cores
-  (the record's `host_load.block.outside_cores`, measured by measure/hostwatch.py, which says what "outside" is);
+  (the record's `host_load.block.outside_cores`, measured by measure/process/hostwatch.py, which says what "outside" is);
 - `gpu-load`: another process used more than `max_other_gpu_util` percent of the run's GPU's SMs (NVML's
   per-process samples; absent where NVML cannot tell, which is then no evidence either way);
 - `aa-stray`: the run is eager (module scope), so its in-process eager reference runs the same code as its

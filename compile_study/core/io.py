@@ -27,9 +27,17 @@ class DiskFullError(OSError):
         return self.strerror
 
 
+def human(n: float) -> str:
+    """Bytes in binary units: 1.4 PiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024:
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} EiB"
+
+
 def free_space(path: str | os.PathLike) -> str:
     """The free space of the file system holding `path` (or its nearest existing parent), e.g. "12.0 MiB"."""
-    from compile_study.core.sizes import human
 
     p = Path(path).absolute()
     while not p.exists() and p != p.parent:

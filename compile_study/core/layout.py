@@ -49,14 +49,14 @@ def compile_trace_files(record_path: str) -> dict[str, str]:
     return {"trace": f"{stem}.torch-trace.log.gz", "tlparse": f"{stem}.tlparse"}
 
 
-# How much hosts of one kind differ (aggregate/hosts.py, written by aggregate/reruns.py from every stored study):
+# How much hosts of one kind differ (aggregate/compare/hosts.py, written by aggregate/compare/reruns.py from every stored study):
 # the project's file, not a study's; the reproduction rule reads it from any study's directory
 PROJECT = Path(__file__).resolve().parents[2]
 STORED = "reference"  # the project's stored studies: reference/<name>/
 LIVE = "results"  # the studies one runs: results/<device>[-<model>] (study_root)
 HOST_EFFECT = f"{STORED}/host-effect.json"
-KINDS = f"{STORED}/kinds.json"  # the stored studies across GPU kinds (aggregate/kinds.py), what a GPU paper quotes
-CHECKS = ("timer_check", "reference_drift", "concurrency", "launcher", "compile_concurrency")  # optional method checks (checks/<name>.py)
+KINDS = f"{STORED}/kinds.json"  # the stored studies across GPU kinds (aggregate/compare/kinds.py), what a GPU paper quotes
+CHECKS = ("timer_check", "reference_drift", "concurrency", "launcher", "compile_concurrency")  # optional method checks (measure/checks/<name>.py)
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Layout:
 
     @property
     def model(self) -> str:
-        """The checked model's facts (core/plug_check.py); a study stored before plugs has none."""
+        """The checked model's facts (core/models/plug_check.py); a study stored before plugs has none."""
         return self._p("model.json")
 
     @property
@@ -174,7 +174,7 @@ class Layout:
         return os.path.relpath(host_effect_path())
 
     def reproduction(self, ext: str) -> str:
-        """The study against its yardstick (report/reproduction.py): ext md (the report) or csv (its table)."""
+        """The study against its yardstick (report/compare/reproduction.py): ext md (the report) or csv (its table)."""
         return self._p(f"reproduction.{ext}")
 
     @property
@@ -183,7 +183,7 @@ class Layout:
 
     @property
     def calls(self) -> str:
-        """One line per call that ran the study (compile_study/core/session.py), when it was run through it."""
+        """One line per call that ran the study (compile_study/core/calls/session.py), when it was run through it."""
         return self._p("calls.jsonl")
 
     def test_record(self, tier: str) -> str:
@@ -195,7 +195,7 @@ class Layout:
 
     @property
     def damaged(self) -> str:
-        """Where damaged records are set aside (core/damaged.py), each beside a note saying what was wrong."""
+        """Where damaged records are set aside (core/calls/damaged.py), each beside a note saying what was wrong."""
         return self._p("damaged")
 
     def views(self) -> list[str]:
@@ -334,7 +334,7 @@ def same_study(a: str | Path, b: str | Path) -> bool:
 
 def model_difference(directory: str | Path, model: dict) -> str | None:
     """Which keys of config `model` a stored study's model differs in (None: the same model). A reproduction
-    compares two studies of one model; two models' speedups are compared by aggregate/models.py instead."""
+    compares two studies of one model; two models' speedups are compared by aggregate/compare/models.py instead."""
     from compile_study.core import record
 
     theirs = record.read(Layout(str(directory)).stored_records()[0])["config"]["model"]
@@ -348,7 +348,7 @@ def model_difference(directory: str | Path, model: dict) -> str | None:
 
 def yardstick_problem(directory: str | Path, device: str) -> str | None:
     """Why a directory cannot be the yardstick of a study on `device` (None if it can): config `yardstick` is
-    checked with it before any job (aggregate/compare.py makes the comparison)."""
+    checked with it before any job (aggregate/compare/compare.py makes the comparison)."""
     d = Path(directory)
     if not is_stored_study(d):
         return f"{directory} is not a stored study (it needs config.yaml and runs/ with run records)"

@@ -18,7 +18,7 @@ SCALARS = {
     "gain_over_eager_static": "real_tokens_per_s / eager_static_real_tokens_per_s",
     "padding_fraction": "share of computed token positions that are padding",
     "distinct_shapes": "distinct batch shapes in an epoch",
-    "train_flops_per_step": "FLOPs per step over computed tokens (padding included), counted (core/flops.py)",
+    "train_flops_per_step": "FLOPs per step over computed tokens (padding included), counted (core/models/flops.py)",
     "real_train_flops_per_step": "FLOPs per step over real tokens, each sequence at its own length",
     "train_flops_per_token": "training FLOPs per token of a max_len sequence (the model's size in FLOPs)",
     "model_params": "the model's parameters",
@@ -74,12 +74,12 @@ TEXTS = {
     "compile_stages": "where the compiles' seconds went, by stage (core/compile_stages.py STAGES: {stages: {name: s}, "
                       "accounted_s, entries}), from torch's compilation metrics; absent in records made before it",
     "model_class": "the model's class, module.Class (a plugged model's own)",
-    "model_plug": "the model's plug in words (core/plug.py describe): built-in, factory or transformers",
+    "model_plug": "the model's plug in words (core/models/plug.py describe): built-in, factory or transformers",
     "job_window_unix": "the run's job: [start, end], seconds since the epoch (which call of a study it ran in)",
     "host_load": "per timed block (epochs, block, inference): what else ran on the host during it, the GPU's clocks, "
-                 "temperature and power, the CPU's frequency (measure/hostwatch.py says what each field is); the "
+                 "temperature and power, the CPU's frequency (measure/process/hostwatch.py says what each field is); the "
                  "study's other jobs beside it (`neighbours`) and how they were counted",
-    "load_phase": "the run's load phase (measure/handover.py: its process's start, CUDA, data, model, compile switch "
+    "load_phase": "the run's load phase (measure/process/handover.py: its process's start, CUDA, data, model, compile switch "
                   "and warm-up steps): the cores it ran on, [start, end] in seconds since the epoch, the job's "
                   "overhead_s parts up to its end, and whether the study let loads run beside timed work",
     "timed_part": "the run's timed part (the rest of epoch 1 on): the cores and torch threads it ran with, its "
@@ -105,7 +105,7 @@ PROFILE = {
     "distinct_kernels": "distinct kernels",
 }
 PROFILE_SIDES = ("profile", "reference_profile")  # table columns: profile_<name>, reference_profile_<name>
-# Where a run's wall time went, from its job's start to its record written (core/clock.py; measure/launch.py), in
+# Where a run's wall time went, from its job's start to its record written (core/calls/clock.py; measure/process/launch.py), in
 # seconds per part (the record's overhead_s; summary.csv's overhead_<part>)
 OVERHEAD = {
     "gpu_wait_s": "waiting for the host: a lane's load slot or hold before the process starts, and the wait for the "

@@ -61,7 +61,7 @@ class Cost:
     added: tuple = ()  # one tuple of values per part
     what: tuple = ("cold compile", "concurrency round", "GEMM search")
     # per own value, the share of the divisor's excess over 1 it bore (a compile timed among fewer than the divisor's
-    # k at once: aggregate/at_once.py share): it is divided by 1 + (divisor - 1) x share; empty: each by the divisor
+    # k at once: aggregate/estimate/at_once.py share): it is divided by 1 + (divisor - 1) x share; empty: each by the divisor
     shares: tuple = ()
 
     @classmethod

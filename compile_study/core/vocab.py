@@ -52,7 +52,7 @@ SCOPE_MODES = {
 }
 # the scopes eager runs at (it runs every scope whose modes include it): module is the reference of every scope
 EAGER_SCOPES = tuple(s for s in COMPILE_SCOPES if "eager" in SCOPE_MODES[s])
-CUDA_ONLY_SCOPES = ("step-graph", "eager-step-graph")  # refused in grids.cpu (core/grid_errors.py)
+CUDA_ONLY_SCOPES = ("step-graph", "eager-step-graph")  # refused in grids.cpu (core/config/grid_errors.py)
 # the whole step captured as one CUDA graph (measure/step_graph.py): the compiled model's, and eager's control
 GRAPH_SCOPES = ("step-graph", "eager-step-graph")
 # the scopes one would train with; forward, backward and aot-eager are diagnostic baselines, graph-break a probe

@@ -28,14 +28,14 @@ from pathlib import Path
 import torch
 
 from compile_study.core import compile_record, compile_stages
-from compile_study.core import env as env_mod
-from compile_study.core.batches import mark_dynamic_lengths
-from compile_study.core.clock import Clock
+from compile_study.core.calls import env as env_mod
+from compile_study.core.dataset.batches import mark_dynamic_lengths
+from compile_study.core.calls.clock import Clock
 from compile_study.core.io import write_bytes_atomic
-from compile_study.core.model import ModelConfig, model_config_for
+from compile_study.core.models.model import ModelConfig, model_config_for
 from compile_study.core.record import OVERHEAD, RunConfig
 from compile_study.measure.compile import autotune_search, check_applicable, scope_model_config
-from compile_study.measure.hostwatch import HostWatch, gpu_uuid
+from compile_study.measure.process.hostwatch import HostWatch, gpu_uuid
 from compile_study.measure.protocol import check_finite, inference_subject, warm_inference
 from compile_study.measure.run import (
     compiler_settings,

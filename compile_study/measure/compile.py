@@ -7,7 +7,7 @@ compiled (paper/templates/sections/terms.j2 says it in one line each):
 - `module`: `torch.compile(model)`: the forward and, through AOTAutograd, its backward; the loss, the
   `backward()` call and the optimizer step stay eager Python. fullgraph=True, so a graph break fails loudly.
 - `fused-adamw`: `module` with `AdamW(fused=True)` (in eager mode too: what fusing the optimizer alone gives).
-- `regional`: each repeated block compiled in place (`block.compile()`, `core/plug.py` `repeated_blocks`: the
+- `regional`: each repeated block compiled in place (`block.compile()`, `core/models/plug.py` `repeated_blocks`: the
   built-in model's encoder layers, a BERT's); embeddings, pooling, head, loss and optimizer stay eager. The
   identical blocks share one compiled region: on torch 2.13 (CPU, the tiny 4-layer model) one Dynamo frame and
   graph for the 4 layers (23 captured calls; the whole module's one graph has 112), one lazily compiled backward,
@@ -38,9 +38,9 @@ import functools
 import torch
 from torch._dynamo.exc import FailOnRecompileLimitHit
 
-from compile_study.core.batches import Batch
-from compile_study.core.model import ModelConfig
-from compile_study.core.plug import build_model, model_class, plug_key, repeated_blocks
+from compile_study.core.dataset.batches import Batch
+from compile_study.core.models.model import ModelConfig
+from compile_study.core.models.plug import build_model, model_class, plug_key, repeated_blocks
 from compile_study.core.record import RunConfig
 from compile_study.core.vocab import AUTOTUNE_MODES, GRAPH_SCOPES, plug_not_applicable, scope_not_applicable
 from compile_study.measure.compile_stats import CompileWatch
@@ -59,7 +59,7 @@ ONE_SIDE_SCOPES = ("forward", "backward")  # Inductor on one side of the graph p
 # of reference/h200-full-2026-12-02, 150 s of it benchmarking 15 GEMMs); the step of the GEMM-only search was
 # 7.96 ms with CUDA graphs, where the earlier bound's had been 8.28 ms on another host. Every record of these modes
 # keeps the bound (env `autotune_search`). The two modes search the same GEMMs: a sub-grid can pay one search for
-# both (config `gemm_search: shared`, core/grid.py).
+# both (config `gemm_search: shared`, core/config/grid.py).
 AUTOTUNE_BOUND = {"max_autotune": False, "max_autotune_gemm": True, "coordinate_descent_tuning": False,
                   "benchmark_epilogue_fusion": False}
 
@@ -200,7 +200,7 @@ def scope_model_config(model_cfg: ModelConfig, scope: str) -> ModelConfig:
 
 def new_model(cfg: ModelConfig, run: RunConfig, device: torch.device, fused: bool = False,
               tensor_lr: bool = False, capturable: bool = False):
-    """Model (seeded: every side starts from the same weights; built-in or plugged, core/plug.py) and AdamW.
+    """Model (seeded: every side starts from the same weights; built-in or plugged, core/models/plug.py) and AdamW.
 
     fused: one kernel for all parameters; tensor_lr: the learning rate a tensor, so that a compiled optimizer
     never recompiles when it changes; capturable (with both): state and lr on the device, for a CUDA graph.

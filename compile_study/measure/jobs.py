@@ -1,4 +1,4 @@
-"""The jobs that make processes, as the rules call them: one job, one fresh process (measure/launch.py), its
+"""The jobs that make processes, as the rules call them: one job, one fresh process (measure/process/launch.py), its
 output written here.
 
     rule cold_compile:  run: jobs.compile_run(params.job, ...)           -> launch.run(targets.compile_job, ...)
@@ -26,10 +26,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from compile_study.core import compile_record, deadline, disturbance, env, layout, record
-from compile_study.core.clock import Clock
+from compile_study.core import compile_record, disturbance, layout, record
+from compile_study.core.calls import deadline, env
+from compile_study.core.calls.clock import Clock
 from compile_study.core.io import write_empty_trace, write_json_atomic
-from compile_study.measure import isolation, launch, targets
+from compile_study.measure.process import isolation, launch
+from compile_study.measure import targets
 
 
 @contextlib.contextmanager
@@ -89,7 +91,7 @@ def compile_run(params, data_dir: str, record_path: str, log: str, progress: Cal
     process on a compile slot, from an empty cache (params: run, compile {index, alone, cores_per_compile, slots,
     threads, start, inference}, cache_dir, search_cache, artifacts {save or load: path}, model, device) -> its record,
     written (and returned). A cache of its own beyond the first cold compile's is removed afterwards.
-    `expected_s`: its estimated seconds, asked only where the call has a time limit (core/deadline.py)."""
+    `expected_s`: its estimated seconds, asked only where the call has a time limit (core/calls/deadline.py)."""
     in_time(expected_s, record_path)
     clock = Clock()
     run, plan, device = dict(params["run"]), dict(params["compile"]), params["device"]
@@ -129,7 +131,7 @@ def train_run(params, data_dir: str, record_path: str, trace_path: str, log: str
     """Rule train_run: one configuration's run in a fresh process -> its record, written (and returned). Where the
     study lets loads overlap timed work (params `overlap`), its process loads beside the lane's timed run and times
     once that run has ended (run_setup). `expected_s`: the run's estimated seconds, asked only where the call has a
-    time limit (core/deadline.py)."""
+    time limit (core/calls/deadline.py)."""
     in_time(expected_s, record_path)
     clock = Clock()
     run, device = dict(params["run"]), params["device"]
@@ -156,9 +158,9 @@ def run_setup(log: str, threads: int, device: str, clock: Clock, params, expecte
     """-> (launch.Setup, the Inductor cache's state, the gate) for a timed run, holding its turn on a lane
     (isolation.Host.run_turn) until the block ends. Where loads overlap timed work, the process starts on the lane's
     load cores while the lane's timed run may still time; the gate (launch.run's, called when the process is
-    ready: measure/handover.py) waits for the lane's timed hold and sends the process to the timed cores. Without
+    ready: measure/process/handover.py) waits for the lane's timed hold and sends the process to the timed cores. Without
     overlap, the lane is held whole from the start and the gate lets the process go at once. Waits are booked as
-    `gpu_wait_s` (the gate's by the process). Under a call's time limit (core/deadline.py) a run is not started
+    `gpu_wait_s` (the gate's by the process). Under a call's time limit (core/calls/deadline.py) a run is not started
     where it would not end before it even were its load to wait for the whole of the lane's timed run (which says
     when it expects to end), and its timed part is not started where it would not end in time after its load."""
     lanes, overlap = isolation.lanes(device), bool(params.get("overlap"))
@@ -192,7 +194,7 @@ def redo_disturbed(kwargs: dict, setup: launch.Setup, clock: Clock, way: str | N
     evidence where it stayed disturbed) and every earlier attempt's record whole (`earlier_attempts`): nothing
     measured is lost, and the summary reads only the last. A redo starts as the first attempt did: a cold run's
     Inductor cache is emptied again. Its clock runs on from the job's start, the earlier attempts booked `redo_s`.
-    Under a call's time limit (core/deadline.py) a redo that would not end before it is not started: the
+    Under a call's time limit (core/calls/deadline.py) a redo that would not end before it is not started: the
     disturbed record is kept as it is rather than lost with a redo cut short. `gate`: launch.run's."""
     limits = disturbance.Limits.of(params.get("disturbance"))
     before, earlier, started = dict(clock.parts), [], clock.elapsed()
@@ -236,7 +238,7 @@ def finish(rec: dict, clock: Clock, record_path: str, progress: Callable[[], str
 
 def in_time(expected_s: Callable[[], float] | None, what: str) -> None:
     """Under a call's time limit, a job whose estimate (`expected_s`, asked only then) would not end before it is
-    not started (core/deadline.py PastDeadline): nothing written, the next call runs it."""
+    not started (core/calls/deadline.py PastDeadline): nothing written, the next call runs it."""
     if deadline.seconds_left() is not None and expected_s is not None:
         deadline.check(expected_s(), what)
 
@@ -245,7 +247,7 @@ def result_job(target: launch.Target, kwargs: dict, out_path: str, log: str, thr
                cache_dir: str | None = None, host_env: bool = False,
                expected_s: Callable[[], float] | None = None) -> None:
     """Rules measure_peak, mlp_claim: target's dict (with the environment if asked), as JSON. `expected_s`: its
-    estimated seconds, asked only where the call has a time limit (core/deadline.py)."""
+    estimated seconds, asked only where the call has a time limit (core/calls/deadline.py)."""
     in_time(expected_s, out_path)
     clock = Clock()
     with job_setup(log, threads, device, clock, cache_dir, expected_s=expected_s, what=out_path) as (setup, _):

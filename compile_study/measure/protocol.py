@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from compile_study.core.batches import Batch
+from compile_study.core.dataset.batches import Batch
 from compile_study.core.record import RunConfig
 from compile_study.measure.compile import compile_model
 from compile_study.measure.compile_stats import CompileWatch, fx_cache

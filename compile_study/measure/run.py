@@ -1,6 +1,6 @@
 """One measured training run: one configuration, one process, one JSON record.
 
-Snakemake's `train_run` rule runs `run_job` in a process of its own (measure/jobs.py, measure/launch.py):
+Snakemake's `train_run` rule runs `run_job` in a process of its own (measure/jobs.py, measure/process/launch.py):
 
     snakemake --cores all results/cpu/runs/static/fp32/default/module/bs32/r0.json
 
@@ -31,24 +31,24 @@ from pathlib import Path
 import torch
 
 from compile_study.core import compile_stages, record
-from compile_study.core import env as env_mod
-from compile_study.core.batches import (
+from compile_study.core.calls import env as env_mod
+from compile_study.core.dataset.batches import (
     Batch,
     evaluation_batches,
     make_batches,
     mark_dynamic_lengths,
     padding_fraction,
 )
-from compile_study.core.clock import Clock
-from compile_study.core.data import load_split
-from compile_study.core.flops import step_flops
+from compile_study.core.calls.clock import Clock
+from compile_study.core.dataset.data import load_split
+from compile_study.core.models.flops import step_flops
 from compile_study.core.io import write_empty_trace
-from compile_study.core.model import ModelConfig, model_config_for
-from compile_study.core.packing import make_packed_batches, real_lengths
-from compile_study.core.plug import describe, model_class, n_params
+from compile_study.core.models.model import ModelConfig, model_config_for
+from compile_study.core.dataset.packing import make_packed_batches, real_lengths
+from compile_study.core.models.plug import describe, model_class, n_params
 from compile_study.core.record import RunConfig
 from compile_study.core.vocab import Regime
-from compile_study.measure import handover
+from compile_study.measure.process import handover
 from compile_study.measure.compile import (
     autotune_search,
     build_step,
@@ -60,7 +60,7 @@ from compile_study.measure.compile import (
     subject_model,
 )
 from compile_study.measure.compile_stats import CompileWatch
-from compile_study.measure.hostwatch import HostWatch, gpu_uuid
+from compile_study.measure.process.hostwatch import HostWatch, gpu_uuid
 from compile_study.measure.profiling import profile_steps
 from compile_study.measure.protocol import (
     check_finite,
@@ -174,7 +174,7 @@ def evidence(subject: Side, reference: Side, cfg: RunConfig, batches: list[Batch
 def train_subject(model_cfg, cfg: RunConfig, batches: list[Batch], device, clock: Clock, losses: list,
                   host_watch: HostWatch, ready: Callable[[], dict] | None = None):
     """Build the subject, train it for two epochs -> (its Side, the epochs' metrics, its compile watch). `ready`:
-    the handover (measure/handover.py) after the warm-up steps, which end the load phase (a warm cache loads in the
+    the handover (measure/process/handover.py) after the warm-up steps, which end the load phase (a warm cache loads in the
     first); the epochs' metrics keep its record, the host window watches the timed cores it moved to."""
     watch = CompileWatch().start()
     with clock.part("compile_s"):  # the model and its compile switch (a first compile's imports); the compiling
@@ -206,7 +206,7 @@ def measure(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path, device
         if cfg.regime.marks_dynamic:
             mark_dynamic_lengths(batches)
         eval_batches = evaluation_batches(*load_split(data_dir, "eval"), 256, device)
-    with clock.part("flop_count_s"):  # the model's FLOPs, counted before anything is timed (core/flops.py)
+    with clock.part("flop_count_s"):  # the model's FLOPs, counted before anything is timed (core/models/flops.py)
         step_flops(model_cfg, data_dir)  # counted once per study (kept beside the data), read by later runs
     with clock.part("compile_s"):  # the compiler's settings (and, where this process compiled before, its reset)
         prepare_compiler(cfg)
@@ -339,7 +339,7 @@ def run_and_record(model_cfg: ModelConfig, cfg: RunConfig, data_dir: str | Path,
 def run_job(model: dict, run: dict, data_dir: str, device: str, threads: int, trace_path: str, host: dict,
             clock: Clock, ready: Callable[[], dict] | None = None) -> dict:
     """A timed job's process (measure/jobs.py starts it): the configuration's record, its profiler trace written
-    (an empty, openable one where no profiler pass ran, saying why). `ready`: the handover (measure/child.py)."""
+    (an empty, openable one where no profiler pass ran, saying why). `ready`: the handover (measure/process/child.py)."""
     rec = run_and_record(model_config_for(data_dir, model), RunConfig(**run), data_dir, device, threads, trace_path,
                          clock, host, ready)
     print(rec["status"], rec["error"] or "", rec["metrics"].get("steady_step_ms"))

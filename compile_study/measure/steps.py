@@ -17,7 +17,7 @@ import sys
 import torch
 from torch.nn import functional as F
 
-from compile_study.core.packing import PackedBatch
+from compile_study.core.dataset.packing import PackedBatch
 
 
 class NotApplicable(RuntimeError):

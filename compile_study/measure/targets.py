@@ -1,7 +1,7 @@
-"""What a job's process runs (measure/launch.py): each target is a function of no arguments that imports the job's
+"""What a job's process runs (measure/process/launch.py): each target is a function of no arguments that imports the job's
 function and returns it, so that the import happens in the job's own process (the launcher's parent, Snakemake's
 process, never imports torch) and a reader, grep or a structure tool can follow the call from the rule to the
-function. `tests/test_targets.py` resolves every one. The method checks' targets are in checks/targets.py.
+function. `tests/test_targets.py` resolves every one. The method checks' targets are in measure/checks/targets.py.
 
     jobs.train_run(...)  ->  launch.run(targets.run_job, ...)  ->  measure/run.py run_job(...) in the child
 """
@@ -24,7 +24,7 @@ def compile_job():
 
 
 def model_check():
-    """Rule check_model: the configured model built, sized and called once (core/plug_check.py)."""
-    from compile_study.core.plug_check import job
+    """Rule check_model: the configured model built, sized and called once (core/models/plug_check.py)."""
+    from compile_study.core.models.plug_check import job
 
     return job

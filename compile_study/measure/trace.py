@@ -1,7 +1,7 @@
 """The structured trace (TORCH_TRACE) of a configuration's first cold compile and tlparse's report of it.
 
 TORCH_TRACE is read when torch is imported, and a job's process is forked from a server that imported torch
-already (measure/launch.py), so the trace is switched on here, for this process and this compile alone: a trace
+already (measure/process/launch.py), so the trace is switched on here, for this process and this compile alone: a trace
 handler of torch's own (torch._logging's LazyTraceHandler) on its trace log while the compile runs. Its lines
 are kept gzipped beside the record (core/layout.py COMPILE_TRACE, bounded by TRACE_MAX_BYTES), and `tlparse`
 (pip tlparse, pinned in the locks) makes its HTML report where it is installed; where it is not, the record says

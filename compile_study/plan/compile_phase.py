@@ -8,8 +8,9 @@ from __future__ import annotations
 import functools
 import os
 
-from compile_study.aggregate import costs, estimate
-from compile_study.core import grid, vocab
+from compile_study.aggregate.estimate import costs, estimate
+from compile_study.core.config import grid
+from compile_study.core import vocab
 from compile_study.core.record import CONFIGURATION_KEYS, RunKey
 
 
@@ -19,7 +20,7 @@ class CompilePhase:
 
     @functools.cached_property
     def compiles(self) -> dict[RunKey, dict]:
-        """Each compiled configuration -> how its cold compiles run (core/grid.py compiles)."""
+        """Each compiled configuration -> how its cold compiles run (core/config/grid.py compiles)."""
         if self.stored:  # a stored study's compiles are done: its config may predate the compile phase
             return {}
         phase = self.config["compile_phase"][self.device]
@@ -101,12 +102,12 @@ class CompilePhase:
         return int(self._compile_of(wildcards)[2]["alone"])
 
     def expected_compile_seconds(self, wildcards):
-        """A cold compile's estimated seconds (aggregate/estimate.py), asked only under a call's time limit."""
+        """A cold compile's estimated seconds (aggregate/estimate/estimate.py), asked only under a call's time limit."""
         key, _, c = self._compile_of(wildcards)
         return lambda: estimate.compile_seconds(key, self.device, self._known_compiles, estimate.search_kind(c))
 
     def expected_portable_seconds(self, wildcards):
-        """A portable start's estimated seconds (aggregate/estimate.py), asked only under a call's time limit."""
+        """A portable start's estimated seconds (aggregate/estimate/estimate.py), asked only under a call's time limit."""
         key, _ = self._portable_of(wildcards)
         return lambda: estimate.compile_seconds(key, self.device, self._known_compiles, "portable")
 
@@ -152,7 +153,7 @@ class CompilePhase:
         return f"{self.cache_root}/{k.shape_regime}-{k.precision}-{k.compile_mode}-{k.compile_scope}-bs{k.batch_size}"
 
     def parity_check(self, wildcards) -> dict:
-        """A parity check's arguments (checks/parity.py `job`) and Inductor cache (its cell's, else its own), at
+        """A parity check's arguments (measure/checks/parity.py `job`) and Inductor cache (its cell's, else its own), at
         its cell's batch size where the grid has one."""
         precision, mode = wildcards.precision, wildcards.compile_mode
         cell = self.parity_cell(precision, mode)

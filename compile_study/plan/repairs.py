@@ -1,9 +1,9 @@
 """Repairs after a crash, made only by an invocation that runs jobs and before Snakemake looks at any output;
 any other invocation (a dry run, --summary, --dag) names them and changes nothing.
 
-- a damaged output (core/damaged.py: a truncated record, an empty result) is set aside under `<root>/damaged/`,
+- a damaged output (core/calls/damaged.py: a truncated record, an empty result) is set aside under `<root>/damaged/`,
   so that the DAG finds it missing and runs its job again;
-- a whole output that an interrupt left marked incomplete (core/resume.py) has its mark cleared, so that the
+- a whole output that an interrupt left marked incomplete (core/calls/resume.py) has its mark cleared, so that the
   DAG keeps it instead of measuring it again.
 
 A repair that the file system refuses (no write permission) ends the invocation with one line naming the path
@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compile_study.core import damaged, resume
+from compile_study.core.calls import damaged, resume
 from compile_study.core.layout import Layout
 from compile_study.core.record import RunKey
 

@@ -17,8 +17,9 @@ import os
 import shutil
 import sys
 
-from compile_study.aggregate import estimate
-from compile_study.core import config_check, config_schema, damaged, data_check, grid, study_lock
+from compile_study.aggregate.estimate import estimate
+from compile_study.core.config import config_check, config_schema, data_check, grid
+from compile_study.core.calls import damaged, study_lock
 from compile_study.core.layout import (
     CHECKS,
     STORED,
@@ -32,14 +33,14 @@ from compile_study.core.layout import (
     study_root,
     yardstick_problem,
 )
-from compile_study.core.model import for_device
+from compile_study.core.models.model import for_device
 from compile_study.core.record import RunKey
-from compile_study.measure import launch
-from compile_study.measure.isolation import count_gpus
+from compile_study.measure.process import launch
+from compile_study.measure.process.isolation import count_gpus
 from compile_study.plan import repairs
 from compile_study.plan.compile_phase import CompilePhase
 from compile_study.plan.timed_jobs import TimedJobs
-from compile_study.report import workflow_report
+from compile_study.plan import workflow_report
 
 DATA_DIR = "resources/data"
 DATA_FILES = [f"{DATA_DIR}/{split}_{part}.npy" for split in ("train", "eval") for part in ("ids", "lengths", "labels")
@@ -76,12 +77,12 @@ class Plan(CompilePhase, TimedJobs):
         self.runs = {} if self.stored else grid.expand(config["grids"][self.device])  # key -> its step settings
         self.checks_on = [] if self.stored else config["checks"].get(self.device, [])
         # a timed job's threads: its share of the cores where several GPUs run timed jobs at once
-        # (`--resources timed_run=N`; each pins itself to a disjoint share, measure/isolation.py)
+        # (`--resources timed_run=N`; each pins itself to a disjoint share, measure/process/isolation.py)
         self.gpus = count_gpus() if self.device == "cuda" and not self.stored else 1
         self.timed_threads = max(1, workflow.cores // max(1, self.gpus))
         # one Inductor cache tree per study directory (results/cpu -> resources/inductor_cache/cpu)
         self.cache_root = f"resources/inductor_cache/{os.path.basename(L.root)}"
-        self.call_logs = L.own_logs if self.stored else L.logs  # where core/session.py keeps each call's log
+        self.call_logs = L.own_logs if self.stored else L.logs  # where core/calls/session.py keeps each call's log
         # how the README names the study's directory in its rebuild command
         self.study_dir = f"{STORED}/{os.path.basename(os.getcwd())}" if self.stored else L.root
         self.pool_member = self.study_dir if self.stored else None  # what the paper leaves out of its kind's pool
@@ -285,7 +286,7 @@ class Plan(CompilePhase, TimedJobs):
         return {"tests": kept} if kept else {}
 
     def call_log(self, wildcards=None) -> dict:
-        """The study's calls.jsonl where it was run through compile_study.core.session."""
+        """The study's calls.jsonl where it was run through compile_study.core.calls.session."""
         return {"calls": self.layout.calls} if os.path.exists(self.layout.calls) else {}
 
     def yardstick_records(self, wildcards=None) -> list[str]:
@@ -297,7 +298,7 @@ class Plan(CompilePhase, TimedJobs):
         return os.path.relpath(Layout(self.yardstick).facts)
 
     def yardstick_claims(self, wildcards=None) -> dict:
-        """The yardstick's summary.csv, decisions.json and claims.csv (the paper's claims: aggregate/rejudge.py
+        """The yardstick's summary.csv, decisions.json and claims.csv (the paper's claims: aggregate/compare/rejudge.py
         read_claims), those it has, as paths from the working directory."""
         y = Layout(self.yardstick)
         found = {"yardstick_summary": y.summary, "yardstick_decisions": y.decisions, "yardstick_claims": y.claims}

@@ -9,12 +9,14 @@ import functools
 import os
 import shutil
 
-from compile_study.aggregate import costs, estimate, schedule
-from compile_study.checks import targets as check_targets
-from compile_study.checks.cells import TIMER_CASES
-from compile_study.core import grid, vocab
+from compile_study.aggregate.estimate import costs, estimate, schedule
+from compile_study.measure.checks import targets as check_targets
+from compile_study.measure.checks.cells import TIMER_CASES
+from compile_study.core.config import grid
+from compile_study.core import vocab
 from compile_study.core.record import RunKey
-from compile_study.measure import isolation, jobs
+from compile_study.measure.process import isolation
+from compile_study.measure import jobs
 
 
 class TimedJobs:
@@ -24,7 +26,7 @@ class TimedJobs:
     @functools.cached_property
     def overlap(self) -> bool:
         """Whether a run's load may run beside its lane's timed run (config `overlap_loads`, for this host's share
-        of the cores per GPU: measure/isolation.py overlaps)."""
+        of the cores per GPU: measure/process/isolation.py overlaps)."""
         return not self.stored and isolation.overlaps(self.config.get("overlap_loads", "auto"), self.device,
                                                       self.timed_threads)
 
@@ -37,13 +39,13 @@ class TimedJobs:
     @property
     def run_slots(self) -> int:
         """The `timed_run` slots a run holds: one, or none where loads overlap timed work and the host's lanes
-        (measure/isolation.py Host) keep each lane to one timed part and one load; the other timed jobs hold one
+        (measure/process/isolation.py Host) keep each lane to one timed part and one load; the other timed jobs hold one
         and every core of their lane, so no run shares the host with them."""
         return 0 if self.overlap else 1
 
     @functools.cached_property
     def _run_ranks(self) -> dict[RunKey, int]:
-        """Each run's place in the order that hides the most loads (aggregate/schedule.py run_order), from the
+        """Each run's place in the order that hides the most loads (aggregate/estimate/schedule.py run_order), from the
         estimate's seconds of each run and of its load."""
         keys = list(self.runs)
         runs = [(estimate.run_seconds(k, self.device, self._known_runs)[0],
@@ -59,12 +61,12 @@ class TimedJobs:
         return 1 + 8 * (len(self.runs) - self._run_ranks[RunKey.of(wildcards)]) / len(self.runs)
 
     def peak_job(self, wildcards=None) -> dict:
-        """The matmul peak's arguments (checks/peak.py `job`): the precisions the device's grid runs."""
+        """The matmul peak's arguments (measure/checks/peak.py `job`): the precisions the device's grid runs."""
         return {"device": self.device,
                 "precisions": [p for p in vocab.PRECISIONS if any(k.precision == p for k in self.runs)]}
 
     def mlp_job(self, wildcards=None) -> dict:
-        """The MLP claim's arguments (checks/mlp_claim.py `job`)."""
+        """The MLP claim's arguments (measure/checks/mlp_claim.py `job`)."""
         claim = self.config["claims"]["mlp"][self.device]
         return {"batch_sizes": claim["batch_sizes"], "device": self.device, "steps": claim.get("steps", 100),
                 "repeats": claim.get("repeats", 5), "proper_steps": claim.get("proper_steps"), "seed": claim.get("seed", 0)}
@@ -81,20 +83,20 @@ class TimedJobs:
 
     # --- what the timed jobs call --------------------------------------------------------------------------
     def launcher_cell(self) -> RunKey:
-        from compile_study.checks.launcher import CELLS  # (its statistics cost this process a second to import)
+        from compile_study.measure.checks.launcher import CELLS  # (its statistics cost this process a second to import)
 
         mode, batch, precision = CELLS[self.device]
         return RunKey(mode, "module", batch, "static", precision, 0)
 
     def timer_cells(self) -> list[RunKey]:
-        """The grid's compiled configurations the timer check times again (checks/cells.py TIMER_CASES)."""
+        """The grid's compiled configurations the timer check times again (measure/checks/cells.py TIMER_CASES)."""
         cells = [RunKey(mode, "module", batch, "static", "bf16" if self.device == "cuda" else "fp32", 0)
                  for mode, batch in TIMER_CASES[self.device] if mode != "eager"]
         return [cell for cell in cells if cell in self.compiles]
 
     def concurrency_cell(self) -> RunKey:
-        """The configuration the compile-concurrency check compiles alone (checks/compile_concurrency.py CELLS)."""
-        from compile_study.checks.compile_concurrency import CELLS
+        """The configuration the compile-concurrency check compiles alone (measure/checks/compile_concurrency.py CELLS)."""
+        from compile_study.measure.checks.compile_concurrency import CELLS
 
         mode, batch, precision = CELLS[self.device]
         return RunKey(mode, "module", batch, "static", precision, 0)
@@ -108,8 +110,8 @@ class TimedJobs:
     def method_check(self, check: str, out: str, log: str, threads: int) -> None:
         """Rule method_check: the launcher and compile_concurrency checks drive processes from here (holding the
         host as timed work does); every other check is a process of its own."""
-        from compile_study.checks import compile_concurrency
-        from compile_study.checks import launcher as launcher_check
+        from compile_study.measure.checks import compile_concurrency
+        from compile_study.measure.checks import launcher as launcher_check
 
         expected = self.expected_job_seconds(f"method_check:{check}")
         jobs.in_time(expected, out)
@@ -138,15 +140,15 @@ class TimedJobs:
         return costs.known_runs(costs.plan_records(self.layout), self.device, self.config["model"])
 
     def expected_seconds(self, wildcards):
-        """A run's estimated seconds (aggregate/estimate.py), asked by its job only where the call has a time
-        limit (core/deadline.py)."""
+        """A run's estimated seconds (aggregate/estimate/estimate.py), asked by its job only where the call has a time
+        limit (core/calls/deadline.py)."""
         key = RunKey.of(wildcards)
         return lambda: estimate.run_seconds(key, self.device, self._known_runs)[0]
 
     def expected_job_seconds(self, rule: str):
-        """A job's estimated seconds (aggregate/estimate.py job_seconds: the median of the rule's jobs in the
+        """A job's estimated seconds (aggregate/estimate/estimate.py job_seconds: the median of the rule's jobs in the
         stored studies' logs; a method check as `method_check:<check>`), asked by the job only where the call has
-        a time limit (core/deadline.py)."""
+        a time limit (core/calls/deadline.py)."""
         units = estimate.check_units(rule.split(":")[-1], self.device) if rule.startswith("method_check:") else 1
         if rule == "mlp_claim":
             sizes = estimate.mlp_sizes(self.config, self.device)
@@ -155,7 +157,7 @@ class TimedJobs:
 
     @functools.cached_property
     def _known_jobs(self) -> dict:
-        """The stored studies' logged jobs (aggregate/estimate.py known_jobs), read once an invocation."""
+        """The stored studies' logged jobs (aggregate/estimate/estimate.py known_jobs), read once an invocation."""
         return costs.known_jobs(costs.stored_studies(), self.device, self.config["model"])
 
     def planned_jobs(self) -> dict[str, int]:

@@ -11,7 +11,8 @@ from collections import Counter
 import pandas as pd
 
 from compile_study.aggregate.paper_claims import label
-from compile_study.core import grid, vocab
+from compile_study.core.config import grid
+from compile_study.core import vocab
 from compile_study.core.intervals import BAND_SDS, LEVEL
 from compile_study.core.record import RunKey
 from compile_study.report import numbers as n
@@ -27,7 +28,7 @@ from compile_study.report.method_checks import (
     timer_para,
 )
 from compile_study.report.paper import term
-from compile_study.report.rejudged import WORDS
+from compile_study.report.compare.rejudged import WORDS
 
 
 def _ok(r) -> bool:
@@ -301,7 +302,7 @@ KINDS_SHOWN = 4  # claims named that do not hold on every kind, before "and N mo
 
 
 def kinds_section(kinds: dict | None) -> Section | None:
-    """The stored studies across GPU kinds (kinds.json, layout.KINDS: aggregate/kinds.py): each shared compiled
+    """The stored studies across GPU kinds (kinds.json, layout.KINDS: aggregate/compare/kinds.py): each shared compiled
     configuration's speedup interval on each kind, and which claims hold on every kind; None under two kinds."""
     if not kinds or len(kinds.get("kinds") or []) < 2:
         return None

@@ -8,7 +8,7 @@ as rows of formatted cells, figures), built once from the study's files.
 `summary` is summary.csv (one row per configuration), `claims` claims.csv (codes and numbers), `decisions`
 decisions.json (every ranking, comparison and method-check verdict: aggregate/decide.py), `checks` the
 method checks ({"timer": rows, "drift": rows, "concurrency": its JSON}), `calls` calls.jsonl, `drawn` the
-figures aggregate/figures.py made (its index): only those are placed and cited. Every sentence is a Text
+figures aggregate/figures/figures.py made (its index): only those are placed and cited. Every sentence is a Text
 (document.py): a macro of paper/templates/sections/*.j2 and its data; findings.py, method.py, conclusions.py
 and appendix.py compute that data.
 """
@@ -117,7 +117,7 @@ def claims_table(ctx: Context) -> Table | None:
 
 # --- sections ---------------------------------------------------------------------------------------------------
 def _fig(ctx: Context, key: str, file: str, data: dict | None = None) -> list[Figure]:
-    """The figure if aggregate/figures.py made it (its caption macro is `<key>_caption` in `file`, called with
+    """The figure if aggregate/figures/figures.py made it (its caption macro is `<key>_caption` in `file`, called with
     `data` and what the figure's index says it drew)."""
     if key not in ctx.drawn:
         return []
@@ -271,11 +271,11 @@ def read_checks(paths: dict) -> dict:
 
 
 def pool_of(summary: pd.DataFrame, env: dict, host_effect: str | None, study: str | None) -> dict:
-    """This study in the pool of its GPU kind (aggregate/pool.py, from the stored estimate's cells): `rows`, its
+    """This study in the pool of its GPU kind (aggregate/compare/pool.py, from the stored estimate's cells): `rows`, its
     cells placed in the pool of the other studies (pool.place, the study left out where stored); `pooled`, the
     kind's every study this one among them (pool.pooled: what the paper says of the kind); `studies`, the others;
     {} without the estimate."""
-    from compile_study.aggregate import hosts
+    from compile_study.aggregate.compare import hosts
 
     if not host_effect or not Path(host_effect).is_file():
         return {}
@@ -284,7 +284,7 @@ def pool_of(summary: pd.DataFrame, env: dict, host_effect: str | None, study: st
 
 def pool_in(summary: pd.DataFrame, kind: str | None, stored: dict, study: str | None) -> dict:
     """pool_of from the stored estimate's dict (hosts.load's)."""
-    from compile_study.aggregate import pool
+    from compile_study.aggregate.compare import pool
 
     mine, cells = pool.cells_from_summary(summary), pool.members(stored, kind)
     every = pd.concat([cells[cells.study != study], mine.assign(study=study or "this study")], ignore_index=True)
@@ -300,10 +300,10 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     inputs: summary, parity, claims, decisions, environment, facts, figures, and where present calls (calls.jsonl),
     the method checks (timer_check, reference_drift, concurrency, launcher, compile_concurrency) and the stored
     host-effect estimate (host_effect: the pools of every GPU kind); study: this study's name in the pool."""
-    from compile_study.aggregate.figures import read_index
-    from compile_study.aggregate.walltime import read_calls
+    from compile_study.aggregate.figures.figures import read_index
+    from compile_study.aggregate.estimate.walltime import read_calls
     from compile_study.core.io import write_text_atomic
-    from compile_study.core.session import call_in_progress
+    from compile_study.core.calls.session import call_in_progress
     from compile_study.report import paper
 
     claims = pd.read_csv(inputs["claims"]) if inputs.get("claims") else None

@@ -22,7 +22,8 @@ from compile_study.aggregate.columns import WAYS, break_even_prefix, start_prefi
 from compile_study.aggregate.decide import key, ordered
 from compile_study.aggregate.paper_claims import TREND_ID, common_id, compare_id, top_id
 from compile_study.aggregate.summary import compact
-from compile_study.core import grid, vocab
+from compile_study.core.config import grid
+from compile_study.core import vocab
 from compile_study.core.intervals import LEVEL
 from compile_study.report import numbers as n
 from compile_study.report.document import Text, plain
@@ -40,9 +41,9 @@ class Context:
     config: dict
     device: str
     figures: str  # the figure directory, relative to the paper
-    calls: list[dict]  # calls.jsonl (core/session.py); empty where the study was not run through it
+    calls: list[dict]  # calls.jsonl (core/calls/session.py); empty where the study was not run through it
     checks: dict  # the method checks' results ({"timer": rows, "drift": rows, "concurrency": its JSON})
-    drawn: dict = field(default_factory=dict)  # the figures made (aggregate/figures.py's index): only these are cited
+    drawn: dict = field(default_factory=dict)  # the figures made (aggregate/figures/figures.py's index): only these are cited
     pool: dict = field(default_factory=dict)  # this study in the pool of its GPU kind (build.pool_of); {}: none
     in_progress: int | None = None  # the call the paper is made in, not yet in calls.jsonl (session.call_in_progress)
 

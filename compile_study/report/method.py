@@ -13,7 +13,8 @@ from dataclasses import asdict
 
 from compile_study.aggregate.decide import ordered
 from compile_study.aggregate.summary import HOST_BOUND
-from compile_study.core import disturbance, grid, record, vocab
+from compile_study.core import disturbance, record, vocab
+from compile_study.core.config import grid
 from compile_study.core.intervals import BAND_SDS, LEVEL, MIN_N
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Para, Table, Text, plain
@@ -111,7 +112,7 @@ def concurrency(ctx: Context) -> dict:
 
 
 def launcher(ctx: Context) -> dict:
-    """Whether the runs were forked by the warm launcher (measure/launch.py; environment.json `launcher`) and the
+    """Whether the runs were forked by the warm launcher (measure/process/launch.py; environment.json `launcher`) and the
     state of the check comparing such a process with a fresh one (checks/launcher.json; check_state)."""
     return {"forked": ctx.env.get("launcher") == "warm", "check": check_state(ctx, "launcher")}
 
@@ -195,7 +196,7 @@ def carries(ctx: Context) -> dict:
 
 
 def pool_words(ctx: Context) -> dict | None:
-    """This study in the pool of its GPU kind (ctx.pool, aggregate/pool.py): the studies pooled, where its static
+    """This study in the pool of its GPU kind (ctx.pool, aggregate/compare/pool.py): the studies pooled, where its static
     configurations of the main precision fall in the prediction interval for a new host, and which the pool
     finds faster than eager on the kind (its prediction clears eager's A/A band) or not shown so; None without."""
     if not ctx.pool or not ctx.gpu:

@@ -57,7 +57,7 @@ def concurrency_para(check: dict, decided: dict | None) -> Para | None:
 
 
 def launcher_para(check: dict, decided: dict | None) -> Para | None:
-    """The launcher check (checks/launcher.py): the same cell by a process the warm launcher forked and by a fresh
+    """The launcher check (measure/checks/launcher.py): the same cell by a process the warm launcher forked and by a fresh
     Python process; the ratio of their in-process speedups against the cell's A/A band (read as a speedup)."""
     if not check.get("applicable") or not decided:
         return None
@@ -66,7 +66,7 @@ def launcher_para(check: dict, decided: dict | None) -> Para | None:
 
 
 def compile_concurrency_para(check: dict, decided: dict | None) -> Para | None:
-    """The compile-concurrency check (checks/compile_concurrency.py): a cold compile among k at once on c cores each
+    """The compile-concurrency check (measure/checks/compile_concurrency.py): a cold compile among k at once on c cores each
     over the same compile alone with the whole host, read against 1 (aggregate/decide.py compile_concurrency)."""
     if not check.get("applicable") or not decided:
         return None

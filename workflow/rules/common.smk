@@ -1,6 +1,6 @@
 # The study's plan (compile_study/plan/study.py): the config checked, the device's grid, and every rule's inputs,
 # outputs, params and resources. The rule files only wire rules to it; a dry run changes no file.
-from compile_study.checks import targets as check_targets
+from compile_study.measure.checks import targets as check_targets
 from compile_study.core import io, vocab
 from compile_study.measure import jobs
 from compile_study.plan.study import Plan

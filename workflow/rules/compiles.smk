@@ -1,5 +1,5 @@
 # The compile phase: every compiled configuration's cold compiles and the parity checks, several at once on
-# disjoint cores (`threads`: a compile's share), never beside a timed job (measure/isolation.py Host), ahead of
+# disjoint cores (`threads`: a compile's share), never beside a timed job (measure/process/isolation.py Host), ahead of
 # the timed runs (`priority`), which all start from the cache a configuration's first cold compile leaves.
 
 

@@ -56,7 +56,7 @@ rule paper_pdf:
 rule study_readme:
     """The study directory's README.md: what it holds, which code and hardware made it, how it was run (its
     calls.jsonl), where its time went, its headline, its reproduction report's verdict, and how to remake it
-    (compile_study/report/readme.py).
+    (compile_study/report/docs/readme.py).
     """
     input:
         unpack(P.call_log),

@@ -1,9 +1,9 @@
 rule reproduction:
     """This study's speedups against those of its yardstick (config `yardstick`), configuration by configuration,
-    by the rule in compile_study/aggregate/compare.py: reproduced, differs, or inconclusive, once the two are
+    by the rule in compile_study/aggregate/compare/compare.py: reproduced, differs, or inconclusive, once the two are
     known to have measured the same data and protocol (else "not comparable"); each interval carries how much
     hosts of one kind differ (reference/host-effect.json, made by `python -m compile_study host-effect`). The
-    report opens with the yardstick paper's claims judged on this study (compile_study/aggregate/rejudge.py), and
+    report opens with the yardstick paper's claims judged on this study (compile_study/aggregate/compare/rejudge.py), and
     judges speedups cell by cell only where both studies ran on one kind of device.
     """
     input:

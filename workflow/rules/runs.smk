@@ -1,4 +1,4 @@
-# The timed jobs: each holds a lane of the host (measure/isolation.py Host: a GPU and its share of the cores; the
+# The timed jobs: each holds a lane of the host (measure/process/isolation.py Host: a GPU and its share of the cores; the
 # CPU is one lane) without compiles, so no timed block competes with another job. The matmul peak, the MLP claim,
 # the method checks (and the model check) hold their lane whole: every core of it and the `timed_run` slot
 # (profiles/default: one at a time; on a host with N GPUs, N at once). A run holds the same where loads do not
@@ -6,9 +6,9 @@
 # do, it takes half the lane's cores and no slot, so that the next run loads (process, data, model, warm cache,
 # warm-up steps) on the other half while this one times, and times once this one has ended. Each is a `run:`
 # block, run in a thread of Snakemake's own process (profiles/default: force-use-threads), that has the warm
-# launcher make the job's fresh process (compile_study/measure/launch.py, measure/jobs.py): no job pays for an
+# launcher make the job's fresh process (compile_study/measure/process/launch.py, measure/jobs.py): no job pays for an
 # interpreter, its imports or a Snakemake of its own. Runs go in the order that hides the most loads beside
-# timed parts (`priority`: aggregate/schedule.py), after the compile phase's jobs (priority 10).
+# timed parts (`priority`: aggregate/estimate/schedule.py), after the compile phase's jobs (priority 10).
 
 
 rule train_run:

@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 
-from compile_study.aggregate import figures
+from compile_study.aggregate.figures import figures
 from compile_study.core import record
 from compile_study.core.logs import redirect_output
 

@@ -3,8 +3,8 @@
 import os
 import sys
 
-from compile_study.core.corpus import DataError
-from compile_study.core.data import prepare
+from compile_study.core.dataset.corpus import DataError
+from compile_study.core.dataset.data import prepare
 from compile_study.core.logs import redirect_output
 
 redirect_output(snakemake.log[0])

@@ -1,7 +1,7 @@
 """Snakemake shim for rule reproduction (snakemake --cores all results/cuda/reproduction.md)."""
 
 from compile_study.core.logs import redirect_output
-from compile_study.report.reproduction import write_records
+from compile_study.report.compare.reproduction import write_records
 
 redirect_output(snakemake.log[0])
 given = dict(snakemake.input.items())

@@ -96,10 +96,10 @@ def test_an_mlp_claim_of_batch_sizes_a_study_ran_is_priced_as_that_studys_whole_
 
 def test_the_timer_check_is_priced_per_case(monkeypatch):
     """The timer check times its cases one after another in one process: the stored GPU study's job held three
-    (before eager at batch 512 joined, measure/checks/cells.py), the H100 grid's four, so a case is a job over its cases (the
+    (before eager at batch 512 joined, its CHECK's cases), the H100 grid's four, so a case is a job over its cases (the
     newest study's first), and today's plan of four
     cases is priced four times that; the deadline asks the same of the job."""
-    from compile_study.measure.checks.cells import TIMER_CASES
+    from compile_study.measure.checks.timer_check import CHECK
 
     monkeypatch.chdir(REPO)
     stored = REPO / "reference/h200-full-2026-12-03"
@@ -114,7 +114,7 @@ def test_the_timer_check_is_priced_per_case(monkeypatch):
     assert any(per_case == pytest.approx(x, rel=0.3) for found in whole.values() for x in found)
     config = grid.load_config([REPO / "config.yaml"])
     jobs = estimate.config_jobs(config, grid.expand(config["grids"]["cuda"]), "cuda", pdf=False)
-    assert jobs["method_check:timer_check"] == len(TIMER_CASES["cuda"]) == 4
+    assert jobs["method_check:timer_check"] == len(CHECK.cases["cuda"]) == 4
     assert jobs["method_check:compile_concurrency"] == 1
     e, _ = estimate.config_estimate(config, "cuda", Layout("results/no-study"), pdf=False)
     assert e["other_s"]["method_check:timer_check"] == pytest.approx(4 * per_case)
@@ -158,14 +158,14 @@ def test_the_plan_gives_the_runs_priorities_in_that_order_below_the_compile_phas
 
     monkeypatch.chdir(REPO)  # the stored studies price the runs
     P = Plan(workflow(), copy.deepcopy(SHIPPED) | {"device": "cuda", "yardstick": {"cuda": None}})
-    assert P.overlap
-    known = P._known_runs
+    assert P.lanes.overlap
+    known = P.timed._known_runs
     runs = [(estimate.run_seconds(k, "cuda", known)[0], estimate.load_seconds(k, "cuda", known)) for k in P.runs]
-    ranked = sorted(P.runs, key=lambda k: -P.run_priority(k._asdict()))
+    ranked = sorted(P.runs, key=lambda k: -P.timed.priority(k._asdict()))
     assert [list(P.runs).index(k) for k in ranked] == schedule.run_order(runs)
-    assert all(1 < P.run_priority(k._asdict()) <= 9 < 10 for k in P.runs)
-    monkeypatch.setitem(P.__dict__, "overlap", False)  # (a cached property)
-    assert P.run_priority(ranked[0]._asdict()) == 0  # nothing to hide: Snakemake's own order
+    assert all(1 < P.timed.priority(k._asdict()) <= 9 < 10 for k in P.runs)
+    monkeypatch.setitem(P.lanes.__dict__, "overlap", False)  # (a cached property)
+    assert P.timed.priority(ranked[0]._asdict()) == 0  # nothing to hide: Snakemake's own order
 
 
 def _check(root, name: str, ratio: float, k: int, device: str = "cuda") -> None:

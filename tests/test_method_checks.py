@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import re
 
 import pandas as pd
 import pytest
@@ -16,7 +15,8 @@ import yaml
 from compile_study.aggregate import decide
 from compile_study.measure.checks import concurrency, launcher, timer_check
 from compile_study.core.config import config_schema
-from compile_study.core.layout import CHECKS
+from compile_study.measure.checks import spec
+from compile_study.plan.checks import config_errors
 from compile_study.report import method_checks, paper
 
 from .conftest import REPO, TINY_MODEL
@@ -63,25 +63,47 @@ def test_the_concurrency_check_does_not_apply_with_fewer_than_two_gpus(tmp_path,
 
 
 @pytest.mark.unit
-def test_every_check_the_layout_names_is_one_a_config_may_turn_on():
+def test_every_declared_check_is_one_a_config_may_turn_on_and_no_other_is():
     schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
-    assert yaml.safe_load(schema.read_text())["definitions"]["checks"]["items"]["enum"] == list(CHECKS)
-    config = yaml.safe_load((REPO / "config.yaml").read_text()) | {"checks": {"cuda": list(CHECKS)}}
-    assert config_schema.schema_errors(config, schema) == []
+    checks = list(spec.method_checks())
+    assert {"compile_concurrency", "concurrency", "launcher", "reference_drift", "timer_check"} <= set(checks)
+    config = yaml.safe_load((REPO / "config.yaml").read_text()) | {"checks": {"cuda": checks}}
+    assert config_schema.schema_errors(config, schema) == [] and config_errors(config) == []
+    bad = config | {"checks": {"cuda": ["timer_check", "timer_chek"], "cpu": ["launcher"]}}
+    (problem,) = config_errors(bad)
+    assert problem.startswith("checks.cuda: no method check 'timer_chek' (measure/checks/ declares compile_concurrency,")
+    assert problem.keys == (("checks", "cuda"),)
+
+
+@pytest.mark.unit
+def test_a_check_is_declared_by_literals_read_without_importing_its_module(tmp_path):
+    """The plan reads each CHECK from its module's source (the plan's process imports no torch): a module that
+    declares none is no check, a keyword that is no literal or a name that is not the module's is refused."""
+    (tmp_path / "helper.py").write_text("import torch\nX = 1\n")
+    (tmp_path / "echo.py").write_text('import torch\nCHECK = MethodCheck(name="echo", key="e", says="s.", prior_s=2,'
+                                      ' cases={"cpu": ((1,), (2,))})\n')
+    found = spec.method_checks.__wrapped__(tmp_path)
+    assert list(found) == ["echo"] and found["echo"].units("cpu") == 2 and found["echo"].units("cuda") == 1
+    (tmp_path / "bad.py").write_text('N = 3\nCHECK = MethodCheck(name="bad", key="b", says="s.", prior_s=N)\n')
+    with pytest.raises(spec.CheckDeclarationError, match="bad.py: CHECK's keywords must be literals"):
+        spec.declaration(tmp_path / "bad.py")
+    (tmp_path / "other.py").write_text('CHECK = MethodCheck(name="echo", key="e", says="s.", prior_s=1)\n')
+    with pytest.raises(spec.CheckDeclarationError, match="other.py: CHECK's name is 'echo', not its module's"):
+        spec.declaration(tmp_path / "other.py")
 
 
 @pytest.mark.unit
 def test_every_method_check_has_each_place_the_change_table_names():
-    """ARCHITECTURE.md's row "a method check": the schema describes it, the report has a key for it (a check a config
-    turns on without one would fail the paper), and the estimate a prior for its job (else it is priced at 60 s)."""
+    """ARCHITECTURE.md's row "a method check": each CHECK is found by the report (its key: a check a config turns
+    on without one would fail the paper) and by the estimate (its prior, else it is priced at 60 s)."""
     from compile_study.aggregate.estimate.estimate import PRIOR_JOB_S
     from compile_study.report.appendix import CHECK_KEYS
+    from compile_study.report.build import read_checks
 
-    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
-    described = schema["properties"]["checks"]["description"]
-    assert [c for c in CHECKS if not re.search(rf"(?<![\w-]){c}(?![\w-])", described)] == []
-    assert sorted(CHECK_KEYS) == sorted(CHECKS)
-    assert [c for c in CHECKS if f"method_check:{c}" not in PRIOR_JOB_S] == []
+    checks = spec.method_checks()
+    assert CHECK_KEYS == {name: c.key for name, c in checks.items()} and len(set(CHECK_KEYS.values())) == len(checks)
+    assert {c: PRIOR_JOB_S[f"method_check:{c}"] for c in checks} == {c: spec.prior_s for c, spec in checks.items()}
+    assert set(read_checks({})) == {c.key for c in checks.values()}
 
 
 @pytest.mark.compile

@@ -42,9 +42,9 @@ def test_the_gpu_plan_runs_the_whole_grid_with_evidence_once_per_configuration(g
     P = gpu_plan
     assert P.device == "cuda" and len(P.runs) == 76 and P.layout.root == "results/cuda"
     key = RunKey("reduce-overhead", "module", 32, "static", "bf16", 1)
-    params = P.run_params(key._asdict())
+    params = P.timed.params(key._asdict())
     assert params["evidence"] is False and params["max_epoch_steps"] == 60 and params["lr"] == 3.0e-4
-    assert P.run_params(key.with_repeat(0)._asdict())["evidence"] is True
+    assert P.timed.params(key.with_repeat(0)._asdict())["evidence"] is True
     assert "sub_grid" not in params and "search_from" not in params
     # every repeat waits for its configuration's first cold compile (its cache); an eager run for nothing
     assert P.compiled_cache(key._asdict()) == [P.layout.compile_record(key, 0)]
@@ -58,51 +58,51 @@ def test_the_compile_phase_compiles_each_configuration_cold_n_times_and_a_gemm_s
     P = gpu_plan
     # 14 configurations compiled cold 3 times, the two max-autotune ones once; a portable start 3 times each
     # configuration of a scope one trains with (14: the aot-eager and one-side scopes are diagnostic)
-    cold = [p for p in P.compile_records() if Path(p).name.startswith("c")]
-    portable = [p for p in P.compile_records() if Path(p).name.startswith("p")]
-    assert len(P.compiles) == 16 and len(cold) == 14 * 3 + 2 and len(portable) == 14 * 3
+    cold = [p for p in P.compile.records() if Path(p).name.startswith("c")]
+    portable = [p for p in P.compile.records() if Path(p).name.startswith("p")]
+    assert len(P.compile.compiles) == 16 and len(cold) == 14 * 3 + 2 and len(portable) == 14 * 3
     ma = RunKey("max-autotune", "module", 512, "static", "bf16", 0)
     nocg = ma._replace(compile_mode="max-autotune-no-cudagraphs")
-    assert P.compiles[ma] == {"n": 1, "alone": True, "search_from": None, "portable": 3}
-    assert P.compiles[nocg] == {"n": 1, "alone": False, "search_from": ma, "portable": 3}
+    assert P.compile.compiles[ma] == {"n": 1, "alone": True, "search_from": None, "portable": 3}
+    assert P.compile.compiles[nocg] == {"n": 1, "alone": False, "search_from": ma, "portable": 3}
 
     def wc(key, index):
         return SimpleNamespace(**{k: str(v) for k, v in key._asdict().items() if k != "repeat"}, index=str(index))
 
-    assert P.compile_inputs(wc(nocg, 0))["search"] == P.layout.compile_record(ma, 0)  # after the search
-    assert (P.compile_threads(wc(ma, 0)), P.compile_slots(wc(ma, 0))) == (16, 1)  # the search: a timed job's
+    assert P.compile.inputs(wc(nocg, 0))["search"] == P.layout.compile_record(ma, 0)  # after the search
+    assert (P.compile.threads(wc(ma, 0)), P.compile.timed_slots(wc(ma, 0))) == (16, 1)  # the search: a timed job's
     ro = RunKey("reduce-overhead", "module", 32, "static", "bf16", 0)
-    assert (P.compile_threads(wc(ro, 2)), P.compile_slots(wc(ro, 2)), P.slots) == (2, 0, 8)
-    first, third = P.compile_params(wc(ro, 0)), P.compile_params(wc(ro, 2))
-    assert first["cache_dir"] == P.cache_dir_of(ro) and third["cache_dir"] != first["cache_dir"]  # scratch
+    assert (P.compile.threads(wc(ro, 2)), P.compile.timed_slots(wc(ro, 2)), P.compile.slots) == (2, 0, 8)
+    first, third = P.compile.params(wc(ro, 0)), P.compile.params(wc(ro, 2))
+    assert first["cache_dir"] == P.compile.cache_dir_of(ro) and third["cache_dir"] != first["cache_dir"]  # scratch
     assert first["run"]["repeat"] == 0 and third["run"]["repeat"] == 2 and third["run"]["evidence"] is False
-    assert first["compile"]["slots"] == P.slots  # the compile slot knows the invocation's, not only the host's
-    assert P.compile_params(wc(nocg, 0))["search_cache"] == P.cache_dir_of(ma)
+    assert first["compile"]["slots"] == P.compile.slots  # the compile slot knows the invocation's, not only the host's
+    assert P.compile.params(wc(nocg, 0))["search_cache"] == P.compile.cache_dir_of(ma)
     # the first cold compile saves the artifacts its portable starts load, each on an empty scratch cache of its own
-    assert first["artifacts"] == {"save": P.artifacts_of(ro)} and third["artifacts"] is None
-    start = P.portable_params(wc(ro, 1))
-    assert start["artifacts"] == {"load": P.artifacts_of(ro)} and start["compile"]["start"] == "portable"
+    assert first["artifacts"] == {"save": P.compile.artifacts_of(ro)} and third["artifacts"] is None
+    start = P.compile.portable_params(wc(ro, 1))
+    assert start["artifacts"] == {"load": P.compile.artifacts_of(ro)} and start["compile"]["start"] == "portable"
     assert start["cache_dir"] not in (first["cache_dir"], third["cache_dir"]) and start["run"]["repeat"] == 1
-    assert not start["compile"]["alone"] and P.portable_inputs(wc(ro, 1))["cold"] == P.layout.compile_record(ro, 0)
+    assert not start["compile"]["alone"] and P.compile.portable_inputs(wc(ro, 1))["cold"] == P.layout.compile_record(ro, 0)
     # a GEMM search's portable start loads its search results: among the others, not alone
-    assert not P.portable_params(wc(ma, 0))["compile"]["alone"]
+    assert not P.compile.portable_params(wc(ma, 0))["compile"]["alone"]
     # the inference graph the first run's evidence times: compiled by its configuration's first cold compile alone
-    infers = [key for key in P.compiles if P.compile_params(wc(key, 0))["compile"]["inference"]]
+    infers = [key for key in P.compile.compiles if P.compile.params(wc(key, 0))["compile"]["inference"]]
     assert len(infers) == 7 and all(k.compile_scope == "module" and k.shape_regime == "static" for k in infers)
     assert not third["compile"]["inference"] and not start["compile"]["inference"]
 
 
 def test_each_parity_check_runs_at_its_smallest_static_cell_on_that_cells_cache(gpu_plan):
     P = gpu_plan
-    pairs = [(Path(p).parent.name, Path(p).stem) for p in P.parity_records()]
+    pairs = [(Path(p).parent.name, Path(p).stem) for p in P.compile.parity_records()]
     assert sorted(pairs) == [("bf16", m) for m in ("default", "max-autotune", "max-autotune-no-cudagraphs",
                                                    "reduce-overhead")] + [("fp32", "default")]
-    ro = P.parity_check(SimpleNamespace(precision="bf16", compile_mode="reduce-overhead"))
+    ro = P.compile.parity_check(SimpleNamespace(precision="bf16", compile_mode="reduce-overhead"))
     assert ro["kwargs"]["settings"]["batch_size"] == 32
     assert ro["cache_dir"] == "resources/inductor_cache/cuda/static-bf16-reduce-overhead-module-bs32"
-    ma = P.parity_check(SimpleNamespace(precision="bf16", compile_mode="max-autotune"))
+    ma = P.compile.parity_check(SimpleNamespace(precision="bf16", compile_mode="max-autotune"))
     assert ma["kwargs"]["settings"]["batch_size"] == 512
-    cell = P.parity_inputs(SimpleNamespace(precision="bf16", compile_mode="reduce-overhead"))["cell"]
+    cell = P.compile.parity_inputs(SimpleNamespace(precision="bf16", compile_mode="reduce-overhead"))["cell"]
     assert cell.endswith("compiles/static/bf16/reduce-overhead/module/bs32/c0.json")  # on its first compile's cache
 
 
@@ -111,8 +111,8 @@ def test_the_targets_name_every_record_and_a_method_check_its_threads(gpu_plan):
     targets = P.all_targets()
     assert sum("/runs/" in t for t in targets) == 76 and P.layout.summary in targets
     assert sum("/compiles/" in t for t in targets) == 44 + 42  # cold compiles and portable starts
-    assert P.check_threads(SimpleNamespace(check="concurrency")) == 16  # two timed jobs' worth, capped by the cores
-    assert P.check_threads(SimpleNamespace(check="timer_check")) == P.timed_threads
+    assert P.checks.threads(SimpleNamespace(check="concurrency")) == 16  # two timed jobs' worth, capped by the cores
+    assert P.checks.threads(SimpleNamespace(check="timer_check")) == P.lanes.timed_threads
 
 
 def test_bad_config_stops_the_plan_with_the_key_named(tmp_path, monkeypatch):
@@ -204,16 +204,16 @@ def test_under_a_time_limit_a_job_that_would_not_end_before_it_is_not_started(gp
     from compile_study.core.calls import deadline
     from compile_study.measure import jobs
 
-    concurrency = gpu_plan.expected_job_seconds("method_check:compile_concurrency")
+    concurrency = gpu_plan.timed.expected_job_seconds("method_check:compile_concurrency")
     jobs.in_time(concurrency, "checks/compile_concurrency.json")  # no limit: not even asked
     monkeypatch.setenv(deadline.VAR, str(time.time() + 100))
     with pytest.raises(deadline.PastDeadline, match=r"compile_concurrency.json: not started: it takes about 150 s"):
         jobs.in_time(concurrency, "checks/compile_concurrency.json")
     with pytest.raises(deadline.PastDeadline, match=r"timer_check.json: not started: it takes about 120 s"):
-        jobs.in_time(gpu_plan.expected_job_seconds("method_check:timer_check"), "checks/timer_check.json")
-    jobs.in_time(gpu_plan.expected_job_seconds("measure_peak"), "peak.json")
+        jobs.in_time(gpu_plan.timed.expected_job_seconds("method_check:timer_check"), "checks/timer_check.json")
+    jobs.in_time(gpu_plan.timed.expected_job_seconds("measure_peak"), "peak.json")
     with pytest.raises(deadline.PastDeadline, match="method check"):
-        gpu_plan.method_check("compile_concurrency", "method check compile_concurrency", "log", 16)
+        gpu_plan.checks.run("compile_concurrency", "method check compile_concurrency", "log", 16)
 
 
 def test_every_job_that_holds_the_device_or_a_compile_slot_checks_the_time_limit_first():
@@ -222,8 +222,8 @@ def test_every_job_that_holds_the_device_or_a_compile_slot_checks_the_time_limit
     method check asks in the plan), so that a call ends by its limit (measure/jobs.py in_time)."""
     text = "\n".join(p.read_text() for p in sorted((REPO / "workflow" / "rules").glob("*.smk")))
     rules = dict(re.findall(r"^rule (\w+):\n(.*?)(?=^rule |\Z)", text, re.S | re.M))
-    holding = {name for name, body in rules.items() if "timed_run=" in body or "P.compile_job" in body}
+    holding = {name for name, body in rules.items() if "timed_run=" in body or "P.compile.job" in body}
     assert {"train_run", "cold_compile", "parity", "method_check", "measure_peak", "mlp_claim"} <= holding
     for name in holding:
-        asks = ("expected_s=", "P.expected_compile_seconds(", "P.method_check(")
+        asks = ("expected_s=", "P.compile.expected_seconds(", "P.checks.run(")
         assert any(a in rules[name] for a in asks), name

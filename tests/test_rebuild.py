@@ -102,7 +102,7 @@ def test_a_stored_studys_tables_do_not_carry_the_reductions_order_or_the_last_di
     import json
 
     from compile_study.aggregate import summary
-    from compile_study.core.layout import CHECKS
+    from compile_study.measure.checks.spec import method_checks
 
     layout = Layout(str(study))
     runs = tmp_path / "runs"
@@ -117,7 +117,7 @@ def test_a_stored_studys_tables_do_not_carry_the_reductions_order_or_the_last_di
     names = {"summary": "summary.csv", "parity": "parity.csv", "environment": "environment.json",
              "claims": "claims.csv", "decisions": "decisions.json"}
     out = {k: str(tmp_path / v) for k, v in names.items()}
-    optional = {name: layout.check(name) for name in CHECKS}
+    optional = {name: layout.check(name) for name in method_checks()}
     summary.write(paths, layout.stored_parity(), layout.facts, out, layout.peak, layout.mlp,
                   {k: v for k, v in optional.items() if Path(v).exists()}, list(reversed(layout.stored_compiles())))
     for k, name in names.items():

@@ -289,7 +289,7 @@ def test_the_command_is_told_which_call_it_runs_in_before_the_call_is_logged(tmp
 
 @pytest.mark.unit
 def test_a_paper_and_readme_made_during_a_call_count_only_the_logged_calls_and_say_theirs_is_not(tmp_path, monkeypatch):
-    from compile_study.core.layout import CHECKS
+    from compile_study.measure.checks.spec import method_checks
     from compile_study.report import build
     from compile_study.report.docs import readme
 
@@ -299,7 +299,7 @@ def test_a_paper_and_readme_made_during_a_call_count_only_the_logged_calls_and_s
     inputs = {k: str(stored / f) for k, f in (("summary", "summary.csv"), ("parity", "parity.csv"), ("claims", "claims.csv"),
               ("decisions", "decisions.json"), ("environment", "environment.json"), ("facts", "facts.json"),
               ("figures", "figures"), ("calls", "calls.jsonl"))}
-    inputs |= {n: str(stored / f"checks/{n}.json") for n in CHECKS if (stored / f"checks/{n}.json").is_file()}
+    inputs |= {n: str(stored / f"checks/{n}.json") for n in method_checks() if (stored / f"checks/{n}.json").is_file()}
     config = yaml.safe_load((stored / "config.yaml").read_text())
     study = tmp_path / "study"
     study.mkdir()

@@ -7,14 +7,14 @@ import inspect
 import pytest
 
 from compile_study.measure.checks import targets as check_targets
-from compile_study.core.layout import CHECKS
+from compile_study.measure.checks.spec import method_checks
 from compile_study.measure.process import launch
 from compile_study.measure import targets as run_targets
 
 pytestmark = pytest.mark.unit
 
 TARGETS = [fn for module in (run_targets, check_targets) for name, fn in vars(module).items()
-           if inspect.isfunction(fn) and fn.__module__ == module.__name__]
+           if inspect.isfunction(fn) and fn.__module__ == module.__name__ and fn.__code__.co_argcount == 0]
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: launch.name_of(t))
@@ -25,8 +25,12 @@ def test_each_target_imports_the_function_it_names(target):
     assert f"from {fn.__module__} import {fn.__name__}" in inspect.getsource(target)
 
 
-def test_every_method_check_but_those_driven_from_snakemake_has_a_target():
-    # the launcher and compile_concurrency checks drive processes from Snakemake's own (plan/study.py method_check)
-    driven = ("launcher", "compile_concurrency")
-    assert sorted(check_targets.METHOD_CHECKS) == sorted(c for c in CHECKS if c not in driven)
-    assert all(check_targets.METHOD_CHECKS[c]().__module__ == f"compile_study.measure.checks.{c}" for c in check_targets.METHOD_CHECKS)
+def test_every_method_check_but_those_driven_from_snakemake_has_a_main_its_target_imports():
+    # the launcher and compile_concurrency checks drive processes from Snakemake's own (plan/checks.py run)
+    checks = method_checks()
+    assert sorted(c for c, spec in checks.items() if spec.in_process) == ["compile_concurrency", "launcher"]
+    for name, spec in checks.items():
+        if not spec.in_process:
+            main = check_targets.method_check(spec.module)()
+            assert (main.__module__, main.__name__) == (f"compile_study.measure.checks.{name}", "main")
+            assert list(main.__code__.co_varnames[:3]) == ["data_dir", "out_path", "model"]

@@ -56,7 +56,6 @@ STORED = "reference"  # the project's stored studies: reference/<name>/
 LIVE = "results"  # the studies one runs: results/<device>[-<model>] (study_root)
 HOST_EFFECT = f"{STORED}/host-effect.json"
 KINDS = f"{STORED}/kinds.json"  # the stored studies across GPU kinds (aggregate/compare/kinds.py), what a GPU paper quotes
-CHECKS = ("timer_check", "reference_drift", "concurrency", "launcher", "compile_concurrency")  # optional method checks (measure/checks/<name>.py)
 
 
 @dataclass(frozen=True)

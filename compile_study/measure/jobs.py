@@ -292,13 +292,13 @@ def model_job(data_dir: str, model: dict, device: str, out_path: str, log: str, 
 
 
 def check_job(check: str, target: launch.Target, data_dir: str, out_path: str, model: dict, log: str, threads: int,
-              device: str, expected_s: Callable[[], float] | None = None, warm_from: list[str] = ()) -> None:
+              device: str, expected_s: Callable[[], float] | None = None, warm_from: list[str] = (),
+              every: bool = False) -> None:
     """Rule method_check: a check's main(data_dir, out_path, model) in a fresh process (it writes its output).
-    The concurrency check places its own processes on the GPUs, so its job holds every lane and pins nothing.
+    A check that places its own processes on the GPUs (`every`: concurrency) holds every lane and pins nothing.
     `warm_from`: Inductor caches the compile phase filled, merged into a scratch cache of the check's own, which
     its compiles then find."""
     clock = Clock()
-    every = check == "concurrency"
     cache = None
     if warm_from:
         cache = Path(out_path).with_name(f".{Path(out_path).stem}-cache")

@@ -1,6 +1,6 @@
-"""The compile phase of a study's plan: every compiled configuration's cold compiles and portable starts, the
-parity checks and the Inductor caches they fill (a part of plan/study.py's Plan, which the rules read as `P`).
-Torch-free.
+"""The compile phase, a part of a study's plan (plan/study.py `Plan.compile`, which the rules read as `P.compile`):
+every compiled configuration's cold compiles and portable starts, the parity checks and the Inductor caches they
+fill. Torch-free.
 """
 
 from __future__ import annotations
@@ -15,8 +15,15 @@ from compile_study.core.record import CONFIGURATION_KEYS, RunKey
 
 
 class CompilePhase:
-    """Plan's methods for the compile phase; they read what Plan.__init__ sets (config, device, runs, layout,
-    workflow, cache_root, data_dir, data_files, stored, timed_threads and run_threads)."""
+    """`runs` the grid's (key -> step settings), `layout` the study's, `lanes` the host's (plan/lanes.py), `cores`
+    Snakemake's, `data_dir` and `data_files` the prepared data; a stored study compiles nothing."""
+
+    def __init__(self, config: dict, device: str, runs: dict, layout, stored: bool, lanes, cores: int,
+                 data_dir: str, data_files: list[str]):
+        self.config, self.device, self.runs, self.layout, self.stored = config, device, runs, layout, stored
+        self.lanes, self.cores, self.data_dir, self.data_files = lanes, cores, data_dir, data_files
+        # one Inductor cache tree per study directory (results/cpu -> resources/inductor_cache/cpu)
+        self.cache_root = f"resources/inductor_cache/{os.path.basename(layout.root)}"
 
     @functools.cached_property
     def compiles(self) -> dict[RunKey, dict]:
@@ -31,13 +38,13 @@ class CompilePhase:
         key = RunKey.of({k: getattr(wildcards, k) for k in CONFIGURATION_KEYS} | {"repeat": 0})
         return key, index, self.compiles[key]
 
-    def compile_inputs(self, wildcards) -> dict:
+    def inputs(self, wildcards) -> dict:
         """The data and the model's check; a mode that starts from another's GEMM search waits for that search."""
         key, _, c = self._compile_of(wildcards)
         base = {"data": self.data_files, "model": self.layout.model}
         return base | ({"search": self.layout.compile_record(c["search_from"], 0)} if c["search_from"] else {})
 
-    def compile_params(self, wildcards) -> dict:
+    def params(self, wildcards) -> dict:
         """A cold compile's job (measure/jobs.py compile_run): its run settings (evidence off), how it runs, its
         cache (the first compile's is the configuration's own, the timed runs' later; the others' are scratch)."""
         return self._compile_job(*self._compile_of(wildcards))
@@ -51,7 +58,7 @@ class CompilePhase:
                             "slots": self.slots,  # the invocation's: Snakemake runs no more at once
                             # torch's threads as in the timed runs: Inductor's CPU kernels, and the cache key of
                             # the graphs holding them, depend on the thread count (the timed runs must find them)
-                            "threads": self.run_threads, "start": "cold",
+                            "threads": self.lanes.run_threads, "start": "cold",
                             # the inference graph the first repeat's evidence times, compiled here, not in it
                             "inference": index == 0 and vocab.times_inference(key.compile_scope, key.shape_regime)},
                 "cache_dir": self.cache_dir_of(key) if index == 0 else scratch,
@@ -86,22 +93,27 @@ class CompilePhase:
 
     @property
     def cores_per_compile(self) -> int:
-        return min(self.workflow.cores, self.config["compile_phase"][self.device]["cores_per_compile"])
+        return min(self.cores, self.config["compile_phase"][self.device]["cores_per_compile"])
 
     @property
     def slots(self) -> int:
         """Cold compiles at once (k): the cores Snakemake may use over each compile's."""
-        return max(1, self.workflow.cores // self.cores_per_compile)
+        return max(1, self.cores // self.cores_per_compile)
 
-    def compile_threads(self, wildcards) -> int:
+    @property
+    def job(self) -> dict:
+        """A compile-phase job's cluster request (plan/lanes.py compile_job): a compile's cores."""
+        return self.lanes.compile_job(self.cores_per_compile)
+
+    def threads(self, wildcards) -> int:
         """A compile's cores (Snakemake runs cores / this many at once); a GEMM search takes a timed job's."""
-        return self.timed_threads if self._compile_of(wildcards)[2]["alone"] else self.cores_per_compile
+        return self.lanes.timed_threads if self._compile_of(wildcards)[2]["alone"] else self.cores_per_compile
 
-    def compile_slots(self, wildcards) -> int:
+    def timed_slots(self, wildcards) -> int:
         """The `timed_run` slot a GEMM search holds (it benchmarks on the device, like a timed run); others none."""
         return int(self._compile_of(wildcards)[2]["alone"])
 
-    def expected_compile_seconds(self, wildcards):
+    def expected_seconds(self, wildcards):
         """A cold compile's estimated seconds (aggregate/estimate/estimate.py), asked only under a call's time limit."""
         key, _, c = self._compile_of(wildcards)
         return lambda: estimate.compile_seconds(key, self.device, self._known_compiles, estimate.search_kind(c))
@@ -115,7 +127,7 @@ class CompilePhase:
     def _known_compiles(self) -> dict:
         return costs.known_compiles(costs.plan_compiles(self.layout), self.device, self.config["model"])
 
-    def compile_records(self, wildcards=None) -> list[str]:
+    def records(self, wildcards=None) -> list[str]:
         """Every cold compile and portable start of the compile phase (a stored study: whichever it has)."""
         L = self.layout
         if self.stored:
@@ -136,9 +148,6 @@ class CompilePhase:
         cells = [k for k in self.runs if (k.compile_mode, k.compile_scope, k.shape_regime, k.precision, k.repeat)
                  == (compile_mode, "module", "static", precision, 0)]
         return min(cells, key=lambda k: k.batch_size, default=None)
-
-    def last_repeat(self, cell: RunKey) -> RunKey:
-        return cell.with_repeat(max(k.repeat for k in self.runs if k.same_configuration(cell)))
 
     def parity_inputs(self, wildcards) -> dict:
         """The prepared data and, where the check's mode and precision has a cell (parity_cell), that cell's first

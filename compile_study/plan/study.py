@@ -17,11 +17,10 @@ import os
 import shutil
 import sys
 
-from compile_study.aggregate.estimate import estimate
+from compile_study.aggregate.estimate import costs, estimate
 from compile_study.core.config import config_check, config_schema, data_check, grid
 from compile_study.core.calls import damaged, study_lock
 from compile_study.core.layout import (
-    CHECKS,
     STORED,
     Layout,
     is_stored_study,
@@ -35,12 +34,13 @@ from compile_study.core.layout import (
 )
 from compile_study.core.models.model import for_device
 from compile_study.core.record import RunKey
+from compile_study.measure.checks.spec import method_checks
 from compile_study.measure.process import launch
 from compile_study.measure.process.isolation import count_gpus
-from compile_study.plan import repairs
+from compile_study.plan import checks, repairs, workflow_report
 from compile_study.plan.compile_phase import CompilePhase
+from compile_study.plan.lanes import Lanes
 from compile_study.plan.timed_jobs import TimedJobs
-from compile_study.plan import workflow_report
 
 DATA_DIR = "resources/data"
 DATA_FILES = [f"{DATA_DIR}/{split}_{part}.npy" for split in ("train", "eval") for part in ("ids", "lengths", "labels")
@@ -52,11 +52,12 @@ def say(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-class Plan(CompilePhase, TimedJobs):
+class Plan:
     """Everything the rules read. `workflow` is Snakemake's (basedir, cores, the invocation's mode); `config` the
-    merged config, validated here (its defaults filled in). The compile phase's methods are in
-    plan/compile_phase.py, the timed jobs' (threads, resources, estimates, the method checks) in
-    plan/timed_jobs.py."""
+    merged config, validated here (its defaults filled in). The plan itself holds the study (its device, grid,
+    layout, yardstick) and every rule's targets and inputs; its parts own the rest, each built from what it
+    needs: `lanes` where jobs run (plan/lanes.py), `compile` the compile phase (plan/compile_phase.py), `timed`
+    the timed runs (plan/timed_jobs.py), `checks` the method checks (plan/checks.py)."""
 
     def __init__(self, workflow, config: dict, directory: str = "."):
         self.workflow, self.config = workflow, config
@@ -64,7 +65,6 @@ class Plan(CompilePhase, TimedJobs):
         self.schema = os.path.join(workflow.basedir, SCHEMA)
         self.templates = os.path.join(workflow.basedir, "paper", "templates")
         self.data_dir, self.data_files = DATA_DIR, DATA_FILES
-        self.method_checks = CHECKS  # the checks rule method_check can make (config `checks` picks them)
         self.software_labels = workflow_report.software  # environment.json's columns in Snakemake's report
         self._device_errors: list[str] = []
         self._sources: list = []
@@ -75,13 +75,12 @@ class Plan(CompilePhase, TimedJobs):
             self._load_live()
         L = self.layout
         self.runs = {} if self.stored else grid.expand(config["grids"][self.device])  # key -> its step settings
-        self.checks_on = [] if self.stored else config["checks"].get(self.device, [])
-        # a timed job's threads: its share of the cores where several GPUs run timed jobs at once
-        # (`--resources timed_run=N`; each pins itself to a disjoint share, measure/process/isolation.py)
-        self.gpus = count_gpus() if self.device == "cuda" and not self.stored else 1
-        self.timed_threads = max(1, workflow.cores // max(1, self.gpus))
-        # one Inductor cache tree per study directory (results/cpu -> resources/inductor_cache/cpu)
-        self.cache_root = f"resources/inductor_cache/{os.path.basename(L.root)}"
+        self.lanes = Lanes(config, self.device, self.stored, workflow.cores)
+        self.compile = CompilePhase(config, self.device, self.runs, L, self.stored, self.lanes, workflow.cores,
+                                    DATA_DIR, DATA_FILES)
+        self.timed = TimedJobs(config, self.device, self.runs, L, self.lanes, self.compile)
+        self.checks = checks.Checks(config, self.device, self.runs, L, self.stored, self.lanes, self.compile,
+                                    self.timed, DATA_DIR, DATA_FILES, workflow.cores)
         self.call_logs = L.own_logs if self.stored else L.logs  # where core/calls/session.py keeps each call's log
         # how the README names the study's directory in its rebuild command
         self.study_dir = f"{STORED}/{os.path.basename(os.getcwd())}" if self.stored else L.root
@@ -114,7 +113,7 @@ class Plan(CompilePhase, TimedJobs):
         validate(config, schema=self.schema)  # fills in the defaults
         self.device = self.resolve_device()  # the semantic checks concern the grid about to run
         config["model"] = for_device(config["model"], self.device)  # a value given per device: this device's
-        errors = config_check.semantic_errors(config, devices=[self.device])
+        errors = config_check.semantic_errors(config, devices=[self.device]) + checks.config_errors(config)
         if errors:
             sys.exit(config_schema.format_errors(errors, self._sources))
         # device: cuda without a GPU: a dry run still plans the GPU study; a run stops before its first job
@@ -198,8 +197,9 @@ class Plan(CompilePhase, TimedJobs):
         # to Snakemake's log too, where the study's README reads it back beside the call's wall time
         from snakemake.logging import logger
 
-        logger.info(estimate.plan_message(self.runs, self.layout, self.device, self.gpus, self.planned_jobs(),
-                                          self.config["model"], self.compiles, self.slots, self.overlap))
+        logger.info(estimate.plan_message(self.runs, self.layout, self.device, self.lanes.gpus, self.planned_jobs(),
+                                          self.config["model"], self.compile.compiles, self.compile.slots,
+                                          self.lanes.overlap))
         if self.workflow.local_exec:
             launch.start()  # the warm server's imports overlap data preparation
 
@@ -245,11 +245,12 @@ class Plan(CompilePhase, TimedJobs):
         L = self.layout
         stored = L.stored_records() if self.stored else []
         records = {L.record(key): key for key in self.runs} | {p: None for p in stored}
-        compiles = {L.compile_record(key, i): key.with_repeat(i) for key, c in self.compiles.items()
+        phase = self.compile.compiles
+        compiles = {L.compile_record(key, i): key.with_repeat(i) for key, c in phase.items()
                     for i in range(c["n"])} | {L.portable_record(key, i): key.with_repeat(i)
-                                               for key, c in self.compiles.items() for i in range(c["portable"])
+                                               for key, c in phase.items() for i in range(c["portable"])
                                                } | {p: None for p in (L.stored_compiles() if self.stored else [])}
-        others = self.parity_records() + list(self.optional_inputs().values()) + [L.facts]
+        others = self.compile.parity_records() + list(self.optional_inputs().values()) + [L.facts]
         return records | compiles | {p: None for p in others}
 
     def optional_inputs(self, wildcards=None) -> dict[str, str]:
@@ -257,8 +258,8 @@ class Plan(CompilePhase, TimedJobs):
         L = self.layout
         base = {"peak": L.peak, "mlp": L.mlp, "model": L.model}
         if not self.stored:
-            return base | {name: L.check(name) for name in self.checks_on}
-        there = base | {name: L.check(name) for name in CHECKS}
+            return base | {name: L.check(name) for name in self.checks.on}
+        there = base | {name: L.check(name) for name in method_checks()}
         return {k: v for k, v in there.items() if os.path.exists(v)}
 
     def compiled_cache(self, wildcards) -> list[str]:
@@ -266,19 +267,7 @@ class Plan(CompilePhase, TimedJobs):
         starts from, warm; an eager run waits for nothing."""
         self.repair()
         key = RunKey.of(wildcards).with_repeat(0)
-        return [self.layout.compile_record(key, 0)] if key in self.compiles else []
-
-    def check_inputs(self, wildcards) -> dict:
-        """The data; the launcher check also waits for its cell's runs, so that it runs on their warm cache; the
-        compile-concurrency check for the compile phase's cold compiles of its cell, its "among others" side; the
-        timer check for the first cold compiles of its cells, whose caches its compiles start from."""
-        base = {"data": DATA_FILES, "model": self.layout.model}
-        if wildcards.check == "compile_concurrency":
-            return base | {"phase": self.concurrency_phase()}
-        if wildcards.check == "timer_check":
-            return base | {"warm": [self.layout.compile_record(cell, 0) for cell in self.timer_cells()]}
-        cell = self.launcher_cell() if wildcards.check == "launcher" else None
-        return base if cell not in self.runs else base | {"cell": self.layout.record(self.last_repeat(cell))}
+        return [self.layout.compile_record(key, 0)] if key in self.compile.compiles else []
 
     def test_records(self, wildcards=None) -> dict:
         """The study's kept test tiers (tests/<tier>.json, from pytest --tier-record), where there are any."""
@@ -316,14 +305,17 @@ class Plan(CompilePhase, TimedJobs):
             return {"reproduction": self.layout.reproduction("md")}
         return {}
 
-    # --- params --------------------------------------------------------------------------------------------
-    def run_params(self, wildcards) -> dict:
-        """The RunConfig fields of one job: its wildcards plus its sub-grid's step settings."""
-        key = RunKey.of(wildcards)
-        steps = {k: v for k, v in self.runs[key].items() if k not in ("sub_grid", "search_from")}
-        # evidence (phase split, profiler, inference) once per configuration: repeat 0
-        return key._asdict() | steps | self.config["train"] | {"evidence": key.repeat == 0}
+    # --- the estimate ------------------------------------------------------------------------------------------
+    def planned_jobs(self) -> dict[str, int]:
+        """Rule -> jobs whose outputs are missing (the runs apart), for the estimate."""
+        def missing(paths):
+            return sum(not os.path.exists(p) for p in paths)
 
-    def inductor_cache_dir(self, wildcards) -> str:
-        return self.cache_dir_of(RunKey.of(wildcards))
-
+        L = self.layout
+        checks_left = [c for c in self.checks.on if not os.path.exists(L.check(c))]
+        sizes = estimate.mlp_sizes(self.config, self.device)
+        planned = estimate.plan_jobs(missing(self.compile.parity_records()), checks_left,
+                                     bool(shutil.which("latexmk")), sizes, missing(self.reproduction_targets()[:1]),
+                                     self.device)
+        return planned | {"prepare_data": missing(self.data_files[-1:]), "measure_peak": missing([L.peak]),
+                          "check_model": missing([L.model]), costs.mlp_rule(sizes): missing([L.mlp]) * len(sizes)}

@@ -15,6 +15,7 @@ from compile_study.core.config import grid
 from compile_study.core import vocab
 from compile_study.core.intervals import BAND_SDS, LEVEL
 from compile_study.core.record import RunKey
+from compile_study.measure.checks.spec import report_keys
 from compile_study.report import numbers as n
 from compile_study.report.conclusions import step_scope
 from compile_study.report.document import Column, Para, Section, Table, Text, plain
@@ -256,9 +257,8 @@ def environment_para(ctx: Context) -> Para:
                                                  "autotune": e.get("autotune_search")}))
 
 
-# a method check's name (config `checks`, layout.CHECKS) -> its key in the report's `checks`
-CHECK_KEYS = {"timer_check": "timer", "reference_drift": "drift", "concurrency": "concurrency",
-              "launcher": "launcher", "compile_concurrency": "compile_concurrency"}
+# a method check's name (config `checks`) -> its key in the report's `checks` (each module's CHECK)
+CHECK_KEYS = report_keys()
 
 
 def sections(ctx: Context, parity: pd.DataFrame, claims: Table | None = None) -> list[Section]:

@@ -24,6 +24,7 @@ import pandas as pd
 from compile_study.aggregate.columns import WAYS
 from compile_study.core import vocab
 from compile_study.core.intervals import BREAK_EVEN_SIDE
+from compile_study.measure.checks import spec as check_spec
 from compile_study.report import appendix, conclusions, findings, method, method_checks, stages
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Items, Para, Report, Section, Table, Text
@@ -256,18 +257,16 @@ def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | No
                   main=main, appendix=extra, numbers=numbers)
 
 
-WHOLE_CHECKS = ("concurrency", "launcher", "compile_concurrency")  # the report reads these whole, the others' results
 
 
 def read_checks(paths: dict) -> dict:
     """The method checks' files (check name -> path; a name absent or a file missing: none) -> the report's
-    checks (appendix.CHECK_KEYS): each check's file whole, or its rounds' results."""
+    checks (each check's CHECK, measure/checks/spec.py): its file whole, or its rounds' results."""
     def check(name: str) -> dict:
         path = paths.get(name)
         return json.loads(Path(path).read_text()) if path and Path(path).is_file() else {}
 
-    return {key: check(name) if name in WHOLE_CHECKS else check(name).get("results", [])
-            for name, key in appendix.CHECK_KEYS.items()}
+    return {c.key: check(c.name) if c.whole else check(c.name).get("results", []) for c in check_spec.method_checks().values()}
 
 
 def pool_of(summary: pd.DataFrame, env: dict, host_effect: str | None, study: str | None) -> dict:

@@ -1,10 +1,12 @@
-"""The method checks' part of the appendix (appendix.py places it): the timer and drift checks' tables, and the
+"""The method checks' part of the appendix (appendix.py places it): the timer and drift checks' tables, a table for
+any check that declares one (measure/checks/spec.py), and the
 sentences of the timer, concurrency, launcher and compile-concurrency checks, each with the interval, band and
 verdict aggregate/decide.py decided for it (one rule for every check: decide.check_code).
 """
 
 from __future__ import annotations
 
+from compile_study.measure.checks.spec import MethodCheck, method_checks
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Para, Table, Text, plain
 from compile_study.report.findings import Context
@@ -30,7 +32,30 @@ def check_tables(checks: dict) -> list[Table]:
         out.append(Table("drift", Text("appendix", "drift_caption"), _cols(
             "mode|batch:r|eager before (ms):r|after compile (ms):r|interleaved (ms):r|compiled (ms):r|"
             "in-process speedup:r|vs eager before:r"), rows))
-    return out
+    return out + [t for t in map(lambda c: declared_table(c, checks), method_checks().values()) if t]
+
+
+def declared_table(check: MethodCheck, checks: dict) -> Table | None:
+    """A check that declares a `table` (measure/checks/spec.py): one row a result, one column a key of it, captioned
+    by what the check says it checks."""
+    results = checks.get(check.key)
+    if not check.table or not results:
+        return None
+    rows = [[_shown(r.get(k)) for k in check.table] for r in results]
+    columns = [Column(k.replace("_", " "), "r" if all(_number(r.get(k)) for r in results) else "l") for k in check.table]
+    return Table(check.key, Text("appendix", "check_caption", {"says": check.says}), columns, rows)
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _shown(v) -> str:
+    """A result's value in a declared table: a count as it is, a measure to three significant digits, a flag as
+    yes or no."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return n.sig(v) if isinstance(v, float) else str(v)
 
 
 def _cell(check: dict) -> dict:

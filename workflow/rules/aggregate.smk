@@ -3,8 +3,8 @@ rule summarize:
     input:
         unpack(P.optional_inputs),
         records=P.run_records,
-        compiles=P.compile_records,
-        parity=P.parity_records,
+        compiles=P.compile.records,
+        parity=P.compile.parity_records,
         facts=L.facts,
     output:
         summary=report(
@@ -30,6 +30,6 @@ rule summarize:
     log:
         L.log("summarize"),
     resources:
-        **P.cpu_job,
+        **P.lanes.cpu_job,
     script:
         "../scripts/summarize.py"

@@ -6,26 +6,26 @@
 rule cold_compile:
     """One cold compile of a configuration, a fresh process from an empty Inductor cache (measure/cold.py)."""
     input:
-        unpack(P.compile_inputs),
+        unpack(P.compile.inputs),
     output:
         L.compile_pattern,
     log:
         L.compile_log,
     priority: 10
-    threads: P.compile_threads
+    threads: P.compile.threads
     resources:
-        **P.compile_job,
-        timed_run=P.compile_slots,
+        **P.compile.job,
+        timed_run=P.compile.timed_slots,
     params:
-        job=P.compile_params,
+        job=P.compile.params,
     run:
         jobs.compile_run(
             params.job,
             P.data_dir,
             output[0],
             log[0],
-            P.progress,
-            P.expected_compile_seconds(wildcards),
+            P.timed.progress,
+            P.compile.expected_seconds(wildcards),
         )
 
 
@@ -34,25 +34,25 @@ rule portable_start:
     first cold compile saved (measure/cold.py), timed to its first steps as a cold compile is.
     """
     input:
-        unpack(P.portable_inputs),
+        unpack(P.compile.portable_inputs),
     output:
         L.portable_pattern,
     log:
         L.portable_log,
     priority: 10
-    threads: P.cores_per_compile
+    threads: P.compile.cores_per_compile
     resources:
-        **P.compile_job,
+        **P.compile.job,
     params:
-        job=P.portable_params,
+        job=P.compile.portable_params,
     run:
         jobs.compile_run(
             params.job,
             P.data_dir,
             output[0],
             log[0],
-            P.progress,
-            expected_s=P.expected_portable_seconds(wildcards),
+            P.timed.progress,
+            expected_s=P.compile.expected_portable_seconds(wildcards),
         )
 
 
@@ -62,17 +62,17 @@ rule parity:
     cache that cell's first cold compile filled (plan/study.py parity_cell). It times nothing: a compile slot.
     """
     input:
-        unpack(P.parity_inputs),
+        unpack(P.compile.parity_inputs),
     output:
         L.parity_pattern,
     log:
         L.parity_log,
     priority: 10
-    threads: P.cores_per_compile
+    threads: P.compile.cores_per_compile
     resources:
-        **P.compile_job,
+        **P.compile.job,
     params:
-        check=P.parity_check,
+        check=P.compile.parity_check,
     run:
         jobs.parity_job(
             check_targets.parity,
@@ -81,5 +81,5 @@ rule parity:
             log[0],
             threads,
             P.device,
-            expected_s=P.expected_job_seconds("parity"),
+            expected_s=P.timed.expected_job_seconds("parity"),
         )

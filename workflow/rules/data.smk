@@ -11,7 +11,7 @@ rule prepare_data:
     log:
         L.log("prepare_data"),
     resources:
-        **P.cpu_job,
+        **P.lanes.cpu_job,
     params:
         data=config["data"],
         max_len=config["model"]["max_len"],
@@ -29,7 +29,7 @@ rule study_facts:
     log:
         L.log("study_facts"),
     resources:
-        **P.cpu_job,
+        **P.lanes.cpu_job,
     run:
         io.copy_atomic(input[0], output[0])
 
@@ -41,7 +41,7 @@ rule study_config:
     log:
         L.log("study_config"),
     resources:
-        **P.cpu_job,
+        **P.lanes.cpu_job,
     params:
         config=config,
     script:

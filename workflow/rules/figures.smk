@@ -15,6 +15,6 @@ rule figures:
     log:
         L.log("figures"),
     resources:
-        **P.cpu_job,
+        **P.lanes.cpu_job,
     script:
         "../scripts/figures.py"

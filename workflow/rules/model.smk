@@ -9,9 +9,9 @@ rule check_model:
         L.model,
     log:
         L.log("check_model"),
-    threads: P.timed_threads
+    threads: P.lanes.timed_threads
     resources:
-        **P.timed_job,
+        **P.lanes.timed_job,
         timed_run=1,
     params:
         model=config["model"],
@@ -24,5 +24,5 @@ rule check_model:
             output[0],
             log[0],
             threads,
-            expected_s=P.expected_job_seconds("check_model"),
+            expected_s=P.timed.expected_job_seconds("check_model"),
         )

@@ -25,7 +25,7 @@ rule paper:
     log:
         L.log("paper"),
     resources:
-        **P.cpu_job,
+        **P.lanes.cpu_job,
     params:
         device=P.device,
         study=P.pool_member,
@@ -48,7 +48,7 @@ rule paper_pdf:
     log:
         L.log("paper_pdf"),
     resources:
-        **P.cpu_job,
+        **P.lanes.cpu_job,
     script:
         "../scripts/paper_pdf.py"
 
@@ -63,7 +63,7 @@ rule study_readme:
         unpack(P.test_records),
         unpack(P.reproduction_report),
         records=P.run_records,
-        compiles=P.compile_records,
+        compiles=P.compile.records,
         environment=L.environment,
         facts=L.facts,
         paper=L.paper("md"),
@@ -72,7 +72,7 @@ rule study_readme:
     log:
         L.log("study_readme"),
     resources:
-        **P.cpu_job,
+        **P.lanes.cpu_job,
     params:
         rebuild=f"snakemake --cores all --directory {P.study_dir} --forcerun summarize",
         logs=P.call_logs,

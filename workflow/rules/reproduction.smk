@@ -21,7 +21,7 @@ rule reproduction:
     log:
         L.log("reproduction"),
     resources:
-        **P.cpu_job,
+        **P.lanes.cpu_job,
     params:
         names=P.reproduction_names,
         allow_different_data=config["yardstick"]["allow_different_data"],

@@ -2,7 +2,7 @@
 # CPU is one lane) without compiles, so no timed block competes with another job. The matmul peak, the MLP claim,
 # the method checks (and the model check) hold their lane whole: every core of it and the `timed_run` slot
 # (profiles/default: one at a time; on a host with N GPUs, N at once). A run holds the same where loads do not
-# overlap timed work (P.overlap: by default on a GPU with 8 cores or more to itself, never on the CPU); where they
+# overlap timed work (P.lanes.overlap: by default on a GPU with 8 cores or more to itself, never on the CPU); where they
 # do, it takes half the lane's cores and no slot, so that the next run loads (process, data, model, warm cache,
 # warm-up steps) on the other half while this one times, and times once this one has ended. Each is a `run:`
 # block, run in a thread of Snakemake's own process (profiles/default: force-use-threads), that has the warm
@@ -22,18 +22,18 @@ rule train_run:
         trace=L.trace_pattern,
     log:
         L.record_log,
-    priority: P.run_priority
-    threads: P.run_threads
+    priority: P.timed.priority
+    threads: P.lanes.run_threads
     resources:
-        **P.timed_job,
-        timed_run=P.run_slots,
+        **P.lanes.timed_job,
+        timed_run=P.lanes.run_slots,
     params:
-        run=P.run_params,
+        run=P.timed.params,
         model=config["model"],
         device=P.device,
-        cache_dir=P.inductor_cache_dir,
+        cache_dir=P.timed.cache_dir,
         disturbance=config["disturbance"],
-        overlap=P.overlap,
+        overlap=P.lanes.overlap,
     run:
         jobs.train_run(
             params,
@@ -41,8 +41,8 @@ rule train_run:
             *output,
             log[0],
             threads,
-            P.progress,
-            expected_s=P.expected_seconds(wildcards),
+            P.timed.progress,
+            expected_s=P.timed.expected_seconds(wildcards),
         )
 
 
@@ -52,12 +52,12 @@ rule measure_peak:
         L.peak,
     log:
         L.log("measure_peak"),
-    threads: P.timed_threads
+    threads: P.lanes.timed_threads
     resources:
-        **P.timed_job,
+        **P.lanes.timed_job,
         timed_run=1,
     params:
-        peak=P.peak_job,
+        peak=P.timed.peak_job,
     run:
         jobs.result_job(
             check_targets.peak,
@@ -67,7 +67,7 @@ rule measure_peak:
             threads,
             P.device,
             host_env=True,
-            expected_s=P.expected_job_seconds("measure_peak"),
+            expected_s=P.timed.expected_job_seconds("measure_peak"),
         )
 
 
@@ -77,12 +77,12 @@ rule mlp_claim:
         L.mlp,
     log:
         L.log("mlp_claim"),
-    threads: P.timed_threads
+    threads: P.lanes.timed_threads
     resources:
-        **P.timed_job,
+        **P.lanes.timed_job,
         timed_run=1,
     params:
-        claim=P.mlp_job,
+        claim=P.timed.mlp_job,
     run:
         jobs.result_job(
             check_targets.mlp_claim,
@@ -92,7 +92,7 @@ rule mlp_claim:
             threads,
             P.device,
             host_env=True,
-            expected_s=P.expected_job_seconds("mlp_claim"),
+            expected_s=P.timed.expected_job_seconds("mlp_claim"),
         )
 
 
@@ -102,18 +102,18 @@ rule method_check:
     launcher against fresh processes (launcher).
     """
     input:
-        unpack(P.check_inputs),
+        unpack(P.checks.inputs),
     output:
         L.check("{check}"),
     log:
         L.check_log("{check}"),
     wildcard_constraints:
-        check="|".join(P.method_checks),
-    threads: P.check_threads
+        check="|".join(P.checks.names),
+    threads: P.checks.threads
     resources:
-        **P.timed_job,
-        timed_run=P.check_slots,
+        **P.lanes.timed_job,
+        timed_run=P.checks.slots,
     params:
         model=config["model"],
     run:
-        P.method_check(wildcards.check, output[0], log[0], threads)
+        P.checks.run(wildcards.check, output[0], log[0], threads)

@@ -27,6 +27,7 @@ its first repeat): the newest study's host and protocol are the best guess.
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -40,6 +41,7 @@ from compile_study.aggregate.estimate.at_once import AT_ONCE
 from compile_study.core import compile_record, record, vocab
 from compile_study.core.layout import STORED, Layout, study_of
 from compile_study.core.layout import stored_studies as studies_holding
+from compile_study.measure.checks.spec import method_checks
 
 # Seconds, where nothing was measured yet.
 # The launcher's own cost per run (process start, the imports the server did not preload, the environment,
@@ -57,14 +59,18 @@ def _mlp_sizes(study: Path) -> list[int]:
         return []
 
 
+def _results(check: str, study) -> int:
+    """How many results a stored study's method check holds (one a case it ran)."""
+    return len(json.loads(Path(Layout(str(study)).check(check)).read_text())["results"])
+
+
 # Jobs whose time grows with what they hold: rule (as rule_of names it) -> how many units a stored study's job
 # held. The plan (plan_jobs) names the units of its own; PRIOR_JOB_S is per unit for these.
 PER_UNIT = {
     "parity": lambda study: len(Layout(str(study)).stored_parity()),  # checks, run in the one job
     "mlp_claim": lambda study: len(_mlp_sizes(study)),  # batch sizes
-    "method_check:timer_check":  # its cases, one after another in the one process (measure/checks/cells.py TIMER_CASES)
-        lambda study: len(json.loads(Path(Layout(str(study)).check("timer_check")).read_text())["results"]),
-}
+} | {  # a method check with cases (its CHECK's): one result a case, one after another in the one process
+    f"method_check:{c.name}": functools.partial(_results, c.name) for c in method_checks().values() if c.cases}
 TIMED_RULES = ("measure_peak", "mlp_claim", "method_check", "check_model")
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from compile_study.aggregate.estimate import costs, schedule, snakemake_time
 from compile_study.aggregate.estimate.at_once import AT_ONCE, MEASURED_DIR, factor_at
 from compile_study.aggregate.estimate.at_once import checks as at_once_checks
-from compile_study.measure.checks.cells import TIMER_CASES
+from compile_study.measure.checks.spec import method_checks
 from compile_study.core.config import grid
 from compile_study.core import record, vocab
 from compile_study.core.errors import count
@@ -48,9 +48,8 @@ PRIOR_RUN_S = {"cuda": {True: {"eager": 8}, False: {"eager": 5, "compiled": 6}},
 # cases took 60 s).
 PRIOR_JOB_S = {"prepare_data": 25, "study_config": 1, "study_facts": 1, "parity": 20, "measure_peak": 3,
                "mlp_claim": 20, "summarize": 8, "figures": 12, "paper": 6, "paper_pdf": 15, "study_readme": 4,
-               "check_model": 5, "method_check:timer_check": 30, "method_check:reference_drift": 60,
-               "method_check:concurrency": 60, "method_check:launcher": 60, "method_check:compile_concurrency": 150,
-               "reproduction": 5}
+               "check_model": 5, "reproduction": 5} | {  # a method check's, per unit, from its CHECK
+    f"method_check:{c.name}": c.prior_s for c in method_checks().values()}
 # A cold compile of a kind never measured: the study's own cold runs (2026-12-02 H200 reference: 17-22 s a
 # configuration, 208 s a GEMM search; 2-core CPU: about 50 s). A portable start never measured: on an H200 (torch
 # 2.11, outside the study) 2.2-2.8 s to the first step from the loaded artifacts, plus a compile job's fixed cost;
@@ -194,8 +193,9 @@ def plan_jobs(parity: int, checks: list[str], pdf: bool | None = None, mlp: list
 
 
 def check_units(name: str, device: str) -> int:
-    """A method check's units (costs.PER_UNIT): the timer check's cases on `device`, one for the others."""
-    return len(TIMER_CASES[device]) if name == "timer_check" else 1
+    """A method check's units (costs.PER_UNIT): its CHECK's cases on `device`, one where it has none."""
+    check = method_checks().get(name)
+    return check.units(device) if check else 1
 
 
 def config_jobs(config: dict, runs: dict, device: str, pdf: bool | None = None) -> dict[str, int]:

@@ -28,6 +28,12 @@ from compile_study.core.io import write_json_atomic
 from compile_study.core.stats import ratio_interval
 from compile_study.measure.process import isolation, launch
 from compile_study.measure import targets
+from compile_study.measure.checks.spec import MethodCheck
+
+CHECK = MethodCheck(
+    name="compile_concurrency", key="compile_concurrency", prior_s=150, whole=True, in_process=True,
+    says="Whether a cold compile among the k the compile phase runs at once takes as long as one alone.",
+)
 
 # The configuration compiled on each device: the GPU grid's cheapest headline compile (default, the host-bound
 # batch), the CPU grid's compiled cell.

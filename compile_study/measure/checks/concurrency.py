@@ -41,6 +41,12 @@ from compile_study.measure.compile import make_step, new_model
 from compile_study.measure.process.isolation import count_gpus
 from compile_study.measure.steps import set_precision
 from compile_study.measure.timing import synchronize, time_steps
+from compile_study.measure.checks.spec import MethodCheck
+
+CHECK = MethodCheck(
+    name="concurrency", key="concurrency", prior_s=60, whole=True, shares=2, every_gpu=True,
+    says="Whether two timed runs on two GPUs of one host, each on its own share of the cores, step as fast as one alone.",
+)
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # the children import the code the parent runs
 # A child pins itself to its core share before torch is imported, then trains and prints one JSON line.

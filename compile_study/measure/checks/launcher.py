@@ -25,6 +25,12 @@ from compile_study.core.io import write_json_atomic
 from compile_study.core.stats import speedup_interval
 from compile_study.measure import jobs, targets
 from compile_study.measure.process import launch
+from compile_study.measure.checks.spec import MethodCheck
+
+CHECK = MethodCheck(
+    name="launcher", key="launcher", prior_s=60, whole=True, in_process=True,
+    says="Whether a run forked by the warm launcher measures the same speedup as a fresh Python process.",
+)
 
 # The cell checked on each device: the host-bound headline cell on a GPU (CUDA graphs, where a process's state
 # would matter most), the CPU grid's compiled cell on the CPU.

@@ -37,6 +37,12 @@ from compile_study.core.record import RunConfig
 from compile_study.measure.compile import compile_model, make_step, new_model
 from compile_study.measure.steps import set_precision
 from compile_study.measure.timing import time_steps
+from compile_study.measure.checks.spec import MethodCheck
+
+CHECK = MethodCheck(
+    name="reference_drift", key="drift", prior_s=60,
+    says="Whether compiling a model slows later eager steps in the same process.",
+)
 
 
 def _median_ms(step, batch, steps: int, rounds: int, device) -> float:

@@ -1,6 +1,6 @@
 """What the checks' job processes run (measure/process/launch.py): as in measure/targets.py, a function of no arguments
-that imports the check's function in the job's own process and returns it. `METHOD_CHECKS` names each method
-check's (core/layout.py CHECKS; the launcher check drives processes from Snakemake's own and has none).
+that imports the check's function in the job's own process and returns it. `method_check` gives each method
+check's by its module (measure/checks/spec.py; a check that drives processes from Snakemake's own has none).
 `tests/test_targets.py` resolves every one.
 """
 
@@ -28,22 +28,15 @@ def mlp_claim():
     return job
 
 
-def timer_check():
-    from compile_study.measure.checks.timer_check import main
+def _main_of(module: str):
+    import importlib
 
-    return main
-
-
-def reference_drift():
-    from compile_study.measure.checks.reference_drift import main
-
-    return main
+    return importlib.import_module(module).main
 
 
-def concurrency():
-    from compile_study.measure.checks.concurrency import main
+def method_check(module: str):
+    """Rule method_check: a method check's `main(data_dir, out_path, model)` (measure/checks/spec.py), imported
+    from its module in the job's process."""
+    import functools
 
-    return main
-
-
-METHOD_CHECKS = {"timer_check": timer_check, "reference_drift": reference_drift, "concurrency": concurrency}
+    return functools.partial(_main_of, module)

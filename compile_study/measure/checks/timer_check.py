@@ -19,7 +19,6 @@ import sys
 import torch
 from torch.utils.benchmark import Timer
 
-from compile_study.measure.checks.cells import TIMER_CASES
 from compile_study.core.dataset.batches import make_batches
 from compile_study.core.dataset.data import load_split
 from compile_study.core.io import write_json_atomic
@@ -28,6 +27,17 @@ from compile_study.core.record import RunConfig
 from compile_study.measure.compile import compile_model, make_step, new_model
 from compile_study.measure.steps import reset_compiler, set_precision
 from compile_study.measure.timing import time_steps
+from compile_study.measure.checks.spec import MethodCheck
+
+CHECK = MethodCheck(
+    name="timer_check", key="timer", prior_s=30,
+    says="The study's step timer against torch.utils.benchmark's Timer and Triton's do_bench, on the same step.",
+    # per device, the (compile mode, batch size) cases it times: a host-bound and a device-bound batch, each
+    # compiled mode beside eager at its batch, so that a correction of a speedup has both of its sides timed; the
+    # plan gives it the caches the compile phase filled for these cases (plan/checks.py timer_cells)
+    cases={"cuda": (("eager", 32), ("reduce-overhead", 32), ("eager", 512), ("default", 512)),
+           "cpu": (("eager", 16), ("default", 16))},
+)
 
 
 def check(data_dir: str, model: dict, mode: str, batch_size: int, precision: str, device: torch.device,
@@ -64,7 +74,7 @@ def check(data_dir: str, model: dict, mode: str, batch_size: int, precision: str
 def main(data_dir: str, out_path: str, model: dict) -> None:
     """The check's cases for the device found, the study's model (config `model`), JSON to out_path."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    cases = TIMER_CASES[device.type]  # on the caches the study's compile phase filled, where its grid has them
+    cases = CHECK.cases[device.type]  # on the caches the study's compile phase filled, where its grid has them
     settings = {"steps": 100, "min_run_time": 1.0}  # ~10 s a case from a warm cache
     if device.type == "cpu":  # ~0.4 s a step on 2 cores: fewer steps per round
         settings = {"steps": 20, "min_run_time": 8.0}

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from compile_study.aggregate.estimate import at_once as at_once_model
 from compile_study.aggregate.columns import WAYS, break_even_prefix, start_prefix
+from compile_study.aggregate.estimate import at_once as at_once_model
 from compile_study.core import stats, vocab
 from compile_study.report import numbers
 from compile_study.report.paper import sentences, words

@@ -26,11 +26,11 @@ import numpy as np
 import pandas as pd
 from hypothesis import strategies as st
 
-from compile_study.aggregate.figures import figures
 from compile_study.aggregate import summary as summary_module
 from compile_study.aggregate.claims import claims_table
 from compile_study.aggregate.decide import decide
 from compile_study.aggregate.environment import environment
+from compile_study.aggregate.figures import figures
 from compile_study.aggregate.summary import PARITY_COLUMNS, add_mfu, judge_parity, summarize
 from compile_study.core import compile_record, record, vocab
 from compile_study.report import build as report

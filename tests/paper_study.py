@@ -7,10 +7,10 @@ import json
 
 import pandas as pd
 
-from compile_study.aggregate.figures import figures
 from compile_study.aggregate.claims import claims_table
 from compile_study.aggregate.decide import decide
 from compile_study.aggregate.environment import environment
+from compile_study.aggregate.figures import figures
 from compile_study.aggregate.summary import add_mfu, summarize
 from compile_study.core import record as record_mod
 from compile_study.report import build as report

@@ -9,10 +9,10 @@ import sys
 import pytest
 import yaml
 
-from compile_study.core.config import config_check, config_schema, grid
 from compile_study.core import vocab
-from compile_study.core.dataset.ag_news_csv import KNOWN_SHA256, load_csv, read_ag_news_csv
+from compile_study.core.config import config_check, config_schema, grid
 from compile_study.core.config.config_problem import Problem
+from compile_study.core.dataset.ag_news_csv import KNOWN_SHA256, load_csv, read_ag_news_csv
 from compile_study.core.dataset.corpus import DataError
 
 from .conftest import REPO

@@ -220,8 +220,8 @@ def test_a_study_whose_records_predate_the_stages_says_they_were_not_measured():
 def test_the_stages_figure_is_drawn_only_where_the_stages_were_measured(tmp_path):
     import pandas as pd
 
-    from compile_study.aggregate.figures import cost_figures, figures
     from compile_study.aggregate import stages as agg
+    from compile_study.aggregate.figures import cost_figures, figures
     from compile_study.core import digits
 
     cold = [{"kernel_compile": k, "inductor": 5.0} for k in (20.0, 22.0, 24.0)]

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compile_study.core.dataset import data
 from compile_study.core import io
+from compile_study.core.dataset import data
 
 from .conftest import TINY_MODEL, data_cfg
 

@@ -18,8 +18,8 @@ from compile_study.aggregate.summary import CONFIG, summarize
 from compile_study.core import disturbance, record
 from compile_study.core.calls.clock import Clock
 from compile_study.core.disturbance import Limits, judge
-from compile_study.measure.process import isolation, launch
 from compile_study.measure import jobs
+from compile_study.measure.process import isolation, launch
 from compile_study.report import appendix, method
 from compile_study.report.findings import Context
 from compile_study.report.paper import words

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compile_study.core.dataset import ag_news_csv, data, sources
 from compile_study.core.config import config_check, data_check
+from compile_study.core.dataset import ag_news_csv, data, sources
 from compile_study.core.dataset.corpus import DataError
 
 from .conftest import REPO, TINY_MODEL, data_cfg

@@ -13,9 +13,8 @@ import torch
 import yaml
 
 from compile_study.aggregate import decide
-from compile_study.measure.checks import concurrency, launcher, timer_check
 from compile_study.core.config import config_schema
-from compile_study.measure.checks import spec
+from compile_study.measure.checks import concurrency, launcher, spec, timer_check
 from compile_study.plan.checks import config_errors
 from compile_study.report import method_checks, paper
 

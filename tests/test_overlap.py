@@ -19,13 +19,13 @@ import pytest
 import yaml
 
 from compile_study.aggregate.estimate import costs, estimate, walltime
-from compile_study.core.calls import deadline
 from compile_study.core import record
+from compile_study.core.calls import deadline
 from compile_study.core.calls.clock import Clock
 from compile_study.core.layout import Layout
 from compile_study.core.record import RunConfig, RunKey
-from compile_study.measure.process import hostwatch, isolation
 from compile_study.measure import jobs
+from compile_study.measure.process import hostwatch, isolation
 from compile_study.measure.process.hostwatch import HostWatch, Proc, Reading
 
 from .test_resilience import tiny_study

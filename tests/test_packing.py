@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from compile_study.core.dataset.batches import Batch
-from compile_study.core.models.model import ModelConfig, TextClassifier, real_train_flops, train_flops
 from compile_study.core.dataset.packing import best_fit_rows, make_packed_batches, real_lengths
+from compile_study.core.models.model import ModelConfig, TextClassifier, real_train_flops, train_flops
 from compile_study.measure.compile_stats import unique_graphs
 from compile_study.measure.steps import forward_loss, packed_loss
 

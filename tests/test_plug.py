@@ -10,8 +10,8 @@ import pytest
 import torch
 import yaml
 
-from compile_study.core.config import config_check, config_schema
 from compile_study.core import layout, vocab
+from compile_study.core.config import config_check, config_schema
 from compile_study.core.models import plug_check
 from compile_study.core.models.model import ModelConfig, TextClassifier
 from compile_study.core.models.plug import PlugError, Plugged, build_model, load_factory, model_class, n_params

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compile_study.core.calls import damaged
 from compile_study.core import record
+from compile_study.core.calls import damaged
 from compile_study.core.layout import Layout
 from compile_study.core.record import RecordError, RunKey
 

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from compile_study.core import vocab
-from compile_study.core.models.model import EncoderLayer, ModelConfig, TextClassifier
 from compile_study.core.dataset.packing import make_packed_batches
+from compile_study.core.models.model import EncoderLayer, ModelConfig, TextClassifier
 from compile_study.core.models.plug import build_model, repeated_blocks
 from compile_study.core.record import RunConfig
 from compile_study.measure.compile import build_step, check_applicable, compile_model, make_step, subject_model

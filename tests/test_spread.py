@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from compile_study.aggregate.compare import compare as cmp
 from compile_study.aggregate import spread
+from compile_study.aggregate.compare import compare as cmp
 from compile_study.report.build import Text
 from compile_study.report.paper import words
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from compile_study.core.dataset.batches import Batch
-from compile_study.core.models.model import ModelConfig, TextClassifier
 from compile_study.core.dataset.packing import make_packed_batches
+from compile_study.core.models.model import ModelConfig, TextClassifier
 from compile_study.measure.compile import compile_model, make_step
 from compile_study.measure.step_graph import make_graphed_step, make_optimizer, training_state_kept
 from compile_study.measure.steps import NotApplicable, make_batch_step

@@ -111,9 +111,10 @@ def test_a_configuration_that_started_from_a_shared_gemm_search_is_charged_that_
     from compile_study.aggregate.decide import decide
     from compile_study.aggregate.environment import environment
     from compile_study.core import vocab
+    from compile_study.report.advice import payback
     from compile_study.report.build import payback_table
     from compile_study.report.document import Text
-    from compile_study.report.findings import Context, payback
+    from compile_study.report.findings import Context
     from compile_study.report.method import costs
 
     paths = [record(tmp_path, "eager", 512, r, 10.0, 10.0) for r in range(3)]

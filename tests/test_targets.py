@@ -6,10 +6,10 @@ import inspect
 
 import pytest
 
+from compile_study.measure import targets as run_targets
 from compile_study.measure.checks import targets as check_targets
 from compile_study.measure.checks.spec import method_checks
 from compile_study.measure.process import launch
-from compile_study.measure import targets as run_targets
 
 pytestmark = pytest.mark.unit
 

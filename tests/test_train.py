@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from compile_study.core import record
-from compile_study.core.dataset.batches import make_batches
 from compile_study.core.calls.clock import Clock
+from compile_study.core.dataset.batches import make_batches
 from compile_study.core.dataset.data import load_split
 from compile_study.core.models.model import ModelConfig, TextClassifier
 from compile_study.core.record import RunConfig

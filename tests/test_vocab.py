@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from compile_study.core.config import grid
 from compile_study.core import vocab
+from compile_study.core.config import grid
 from compile_study.core.record import RunConfig
 
 from .conftest import REPO

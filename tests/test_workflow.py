@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from compile_study.aggregate.figures import figures
-from compile_study.core.config import grid
 from compile_study.core import stats
+from compile_study.core.config import grid
 from compile_study.core.record import RunKey
 from compile_study.report import numbers
 from compile_study.report.paper import md_escape, term

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from compile_study.aggregate.compare import compare as cmp
-from compile_study.core.config import data_check, grid
 from compile_study.core import layout
+from compile_study.core.config import data_check, grid
 from compile_study.core.dataset.ag_news_csv import KNOWN_SHA256
 from compile_study.report.compare import reproduction
 

@@ -1,5 +1,5 @@
 """One answer per batch size, by a stated rule that weighs speed and cost (torch-free); the paper's conclusions and
-its payback table's "recommended" word it (report/findings.py `answers`).
+its payback table's "recommended" word it (report/advice.py `answers`).
 
     found = advice.answers(summary, "bf16", placed_rows, pooled_studies)
 

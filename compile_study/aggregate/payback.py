@@ -29,8 +29,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from compile_study.aggregate.estimate import at_once as at_once_factor
 from compile_study.aggregate.columns import WAYS, break_even_prefix, columns, start_prefix
+from compile_study.aggregate.estimate import at_once as at_once_factor
 from compile_study.core import payback_stats, stats, vocab
 from compile_study.core.dataset.data import steps_per_epoch
 

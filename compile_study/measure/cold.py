@@ -29,8 +29,8 @@ import torch
 
 from compile_study.core import compile_record, compile_stages
 from compile_study.core.calls import env as env_mod
-from compile_study.core.dataset.batches import mark_dynamic_lengths
 from compile_study.core.calls.clock import Clock
+from compile_study.core.dataset.batches import mark_dynamic_lengths
 from compile_study.core.io import write_bytes_atomic
 from compile_study.core.models.model import ModelConfig, model_config_for
 from compile_study.core.record import OVERHEAD, RunConfig

@@ -30,8 +30,8 @@ from compile_study.core import compile_record, disturbance, layout, record
 from compile_study.core.calls import deadline, env
 from compile_study.core.calls.clock import Clock
 from compile_study.core.io import write_empty_trace, write_json_atomic
-from compile_study.measure.process import isolation, launch
 from compile_study.measure import targets
+from compile_study.measure.process import isolation, launch
 
 
 @contextlib.contextmanager

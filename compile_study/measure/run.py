@@ -32,6 +32,7 @@ import torch
 
 from compile_study.core import compile_stages, record
 from compile_study.core.calls import env as env_mod
+from compile_study.core.calls.clock import Clock
 from compile_study.core.dataset.batches import (
     Batch,
     evaluation_batches,
@@ -39,16 +40,14 @@ from compile_study.core.dataset.batches import (
     mark_dynamic_lengths,
     padding_fraction,
 )
-from compile_study.core.calls.clock import Clock
 from compile_study.core.dataset.data import load_split
-from compile_study.core.models.flops import step_flops
-from compile_study.core.io import write_empty_trace
-from compile_study.core.models.model import ModelConfig, model_config_for
 from compile_study.core.dataset.packing import make_packed_batches, real_lengths
+from compile_study.core.io import write_empty_trace
+from compile_study.core.models.flops import step_flops
+from compile_study.core.models.model import ModelConfig, model_config_for
 from compile_study.core.models.plug import describe, model_class, n_params
 from compile_study.core.record import RunConfig
 from compile_study.core.vocab import Regime
-from compile_study.measure.process import handover
 from compile_study.measure.compile import (
     autotune_search,
     build_step,
@@ -60,6 +59,7 @@ from compile_study.measure.compile import (
     subject_model,
 )
 from compile_study.measure.compile_stats import CompileWatch
+from compile_study.measure.process import handover
 from compile_study.measure.process.hostwatch import HostWatch, gpu_uuid
 from compile_study.measure.profiling import profile_steps
 from compile_study.measure.protocol import (

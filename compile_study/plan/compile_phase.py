@@ -9,8 +9,8 @@ import functools
 import os
 
 from compile_study.aggregate.estimate import costs, estimate
-from compile_study.core.config import grid
 from compile_study.core import vocab
+from compile_study.core.config import grid
 from compile_study.core.record import CONFIGURATION_KEYS, RunKey
 
 

@@ -18,8 +18,8 @@ import shutil
 import sys
 
 from compile_study.aggregate.estimate import costs, estimate
-from compile_study.core.config import config_check, config_schema, data_check, grid
 from compile_study.core.calls import damaged, study_lock
+from compile_study.core.config import config_check, config_schema, data_check, grid
 from compile_study.core.layout import (
     STORED,
     Layout,

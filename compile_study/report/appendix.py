@@ -11,12 +11,13 @@ from collections import Counter
 import pandas as pd
 
 from compile_study.aggregate.paper_claims import label
-from compile_study.core.config import grid
 from compile_study.core import vocab
+from compile_study.core.config import grid
 from compile_study.core.intervals import BAND_SDS, LEVEL
 from compile_study.core.record import RunKey
 from compile_study.measure.checks.spec import report_keys
 from compile_study.report import numbers as n
+from compile_study.report.compare.rejudged import WORDS
 from compile_study.report.conclusions import step_scope
 from compile_study.report.document import Column, Para, Section, Table, Text, plain
 from compile_study.report.findings import Context, config, ordered, regime_rows, value
@@ -29,7 +30,6 @@ from compile_study.report.method_checks import (
     timer_para,
 )
 from compile_study.report.paper import term
-from compile_study.report.compare.rejudged import WORDS
 
 
 def _ok(r) -> bool:

@@ -25,7 +25,7 @@ from compile_study.aggregate.columns import WAYS
 from compile_study.core import vocab
 from compile_study.core.intervals import BREAK_EVEN_SIDE
 from compile_study.measure.checks import spec as check_spec
-from compile_study.report import appendix, conclusions, findings, method, method_checks, stages
+from compile_study.report import abstract, advice, appendix, conclusions, findings, method, method_checks, stages
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Items, Para, Report, Section, Table, Text
 from compile_study.report.findings import Context, config, ordered, regime_rows
@@ -53,7 +53,7 @@ def modes_table(ctx: Context) -> Table:
             Column("median step (ms)", "r"), Column("speedup [interval] (method)", "r"), Column("verdict"),
             Column("MFU", "r")]
     return Table("modes", Text("modes", "table_caption", {"rows": ctx.train_rows,
-                                                         "payback": findings.payback(ctx) is not None}), cols, rows)
+                                                         "payback": advice.payback(ctx) is not None}), cols, rows)
 
 
 def gain_cell(r) -> str:
@@ -83,7 +83,7 @@ def shapes_table(ctx: Context) -> Table | None:
             Column("graphs", "r"), Column("recompile limit"), Column("padding", "r"),
             Column("cold start", "r")]
     return Table("shapes", Text("shapes", "table_caption", {"precision": ctx.precision,
-                                                          "payback": findings.payback(ctx) is not None}), cols, rows)
+                                                          "payback": advice.payback(ctx) is not None}), cols, rows)
 
 
 def best_step_table(ctx: Context) -> Table | None:
@@ -193,7 +193,7 @@ def payback_table(ctx: Context, p: dict) -> Table:
 
 
 def payback_section(ctx: Context) -> Section | None:
-    p = findings.payback(ctx)
+    p = advice.payback(ctx)
     if p is None:
         return None
     return Section("When does compiling pay?", [
@@ -253,7 +253,7 @@ def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | No
     numbers: dict[str, int] = {}
     _number(main + extra, numbers)
     return Report(title=words(Text("head", "title", {"model": findings.model(ctx)})),
-                  byline=conclusions.byline(ctx), notices=conclusions.notices(ctx), abstract=findings.abstract(ctx),
+                  byline=conclusions.byline(ctx), notices=conclusions.notices(ctx), abstract=abstract.abstract(ctx),
                   main=main, appendix=extra, numbers=numbers)
 
 
@@ -299,10 +299,10 @@ def write(inputs: dict, config: dict, device: str, md_out: str | Path, tex_out: 
     inputs: summary, parity, claims, decisions, environment, facts, figures, and where present calls (calls.jsonl),
     the method checks (timer_check, reference_drift, concurrency, launcher, compile_concurrency) and the stored
     host-effect estimate (host_effect: the pools of every GPU kind); study: this study's name in the pool."""
-    from compile_study.aggregate.figures.figures import read_index
     from compile_study.aggregate.estimate.walltime import read_calls
-    from compile_study.core.io import write_text_atomic
+    from compile_study.aggregate.figures.figures import read_index
     from compile_study.core.calls.session import call_in_progress
+    from compile_study.core.io import write_text_atomic
     from compile_study.report import paper
 
     claims = pd.read_csv(inputs["claims"]) if inputs.get("claims") else None

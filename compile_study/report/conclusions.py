@@ -11,14 +11,13 @@ from compile_study.aggregate.summary import HOST_BOUND
 from compile_study.core import vocab
 from compile_study.core.intervals import MIN_N
 from compile_study.report import numbers as n
+from compile_study.report.advice import answers, payback
 from compile_study.report.document import Text, plain
 from compile_study.report.findings import (
     Context,
-    answers,
     compiled,
     config,
     data_facts,
-    payback,
     per_batch,
     precisions,
     shape_findings,
@@ -74,7 +73,7 @@ def step_scope(ctx: Context) -> list[dict]:
 
 # --- the recommendations ----------------------------------------------------------------------------------------
 def mode_advice(ctx: Context) -> Text | None:
-    """One answer per batch size (findings.answers, aggregate/advice.py): its fastest and, among those not shown
+    """One answer per batch size (report/advice.py answers, aggregate/advice.py): its fastest and, among those not shown
     slower than it, the cheapest to pay back by each way; "do not compile" where every configuration with MIN_N
     processes or more is slower."""
     if not [b for b in per_batch(ctx) if b["top"]]:

@@ -17,8 +17,9 @@ from compile_study.core import disturbance, record, vocab
 from compile_study.core.config import grid
 from compile_study.core.intervals import BAND_SDS, LEVEL, MIN_N
 from compile_study.report import numbers as n
+from compile_study.report.advice import payback
 from compile_study.report.document import Column, Figure, Para, Table, Text, plain
-from compile_study.report.findings import Context, config, data_facts, model, once, payback, value
+from compile_study.report.findings import Context, config, data_facts, model, once, value
 
 
 @once

@@ -57,8 +57,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from compile_study.aggregate.compare import hosts, measured
 from compile_study.aggregate import summary
+from compile_study.aggregate.compare import hosts, measured
 from compile_study.core import record, stats
 from compile_study.core.dataset.data import read_facts
 from compile_study.core.layout import Layout, is_stored_study

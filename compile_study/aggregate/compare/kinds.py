@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from compile_study.aggregate.compare import rejudge
 from compile_study.aggregate.columns import interval_of, key
+from compile_study.aggregate.compare import rejudge
 from compile_study.aggregate.decide import interval_json
 from compile_study.core import digits, vocab
 from compile_study.core.io import write_text_atomic

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from compile_study.aggregate import spread
 from compile_study.aggregate.compare import compare as cmp
 from compile_study.aggregate.compare import hosts, measured, pool
-from compile_study.aggregate import spread
 from compile_study.core import compile_record, record
 from compile_study.core.layout import PROJECT, STORED, Layout, is_stored_study, stored_studies
 

@@ -31,11 +31,11 @@ from pathlib import Path
 from compile_study.aggregate.estimate import costs, schedule, snakemake_time
 from compile_study.aggregate.estimate.at_once import AT_ONCE, MEASURED_DIR, factor_at
 from compile_study.aggregate.estimate.at_once import checks as at_once_checks
-from compile_study.measure.checks.spec import method_checks
-from compile_study.core.config import grid
 from compile_study.core import record, vocab
+from compile_study.core.config import grid
 from compile_study.core.errors import count
 from compile_study.core.layout import STORED, Layout, study_root
+from compile_study.measure.checks.spec import method_checks
 from compile_study.measure.process import isolation
 
 # Seconds, where nothing was measured yet; each says where it comes from.

@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from compile_study.aggregate.figures import drawing
 from compile_study.aggregate.columns import WAYS, break_even_prefix, interval_of, start_prefix
+from compile_study.aggregate.figures import drawing
 from compile_study.core import record, vocab
 from compile_study.core.compile_stages import STAGES
 

@@ -19,13 +19,13 @@ from pathlib import Path
 import yaml
 
 from compile_study.core.config import grid, sizes
-from compile_study.core.dataset.ag_news_csv import CSV_LAYOUT, KNOWN_SHA256, csv_files, csv_sha256, read_ag_news_csv
 from compile_study.core.config.config_problem import Problem
 from compile_study.core.config.config_schema import source_of
-from compile_study.core.dataset.corpus import DataError
 from compile_study.core.config.data_check import csv_dir_named, named_csv_dir_problems
 from compile_study.core.config.grid_errors import grid_errors
 from compile_study.core.config.plug_errors import model_errors, plug_grid_errors
+from compile_study.core.dataset.ag_news_csv import CSV_LAYOUT, KNOWN_SHA256, csv_files, csv_sha256, read_ag_news_csv
+from compile_study.core.dataset.corpus import DataError
 from compile_study.core.dataset.sources import split_labels
 from compile_study.core.dataset.splits import check_split
 

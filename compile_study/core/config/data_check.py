@@ -20,8 +20,8 @@ from compile_study.core.config import grid
 from compile_study.core.dataset.ag_news_csv import CSV_LAYOUT, csv_files
 from compile_study.core.dataset.corpus import DataError
 from compile_study.core.dataset.data import read_facts
-from compile_study.core.layout import Layout
 from compile_study.core.dataset.sources import is_real_data, synthetic_fallback
+from compile_study.core.layout import Layout
 
 
 @functools.cache

@@ -4,8 +4,8 @@ no run, each named with the fix."""
 
 from __future__ import annotations
 
-from compile_study.core.config import grid
 from compile_study.core import vocab
+from compile_study.core.config import grid
 from compile_study.core.config.config_problem import Problem
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib.util
 import re
 
-from compile_study.core.config import grid
 from compile_study.core import vocab
+from compile_study.core.config import grid
 from compile_study.core.config.config_problem import Problem
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from compile_study.core.dataset.corpus import CLASSES
-from compile_study.core.io import DISK_FULL, _atomic, write_json_atomic, write_npy_atomic
 from compile_study.core.dataset.sources import load_corpus
+from compile_study.core.io import DISK_FULL, _atomic, write_json_atomic, write_npy_atomic
 
 # ---------------------------------------------------------------- tokenizer + encoding
 

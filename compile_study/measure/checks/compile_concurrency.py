@@ -26,9 +26,9 @@ from compile_study.core.calls import env
 from compile_study.core.calls.clock import Clock
 from compile_study.core.io import write_json_atomic
 from compile_study.core.stats import ratio_interval
-from compile_study.measure.process import isolation, launch
 from compile_study.measure import targets
 from compile_study.measure.checks.spec import MethodCheck
+from compile_study.measure.process import isolation, launch
 
 CHECK = MethodCheck(
     name="compile_concurrency", key="compile_concurrency", prior_s=150, whole=True, in_process=True,

@@ -37,11 +37,11 @@ from compile_study.core.io import write_json_atomic
 from compile_study.core.models.model import model_config_for
 from compile_study.core.record import RunConfig
 from compile_study.core.stats import speedup_interval
+from compile_study.measure.checks.spec import MethodCheck
 from compile_study.measure.compile import make_step, new_model
 from compile_study.measure.process.isolation import count_gpus
 from compile_study.measure.steps import set_precision
 from compile_study.measure.timing import synchronize, time_steps
-from compile_study.measure.checks.spec import MethodCheck
 
 CHECK = MethodCheck(
     name="concurrency", key="concurrency", prior_s=60, whole=True, shares=2, every_gpu=True,

@@ -18,14 +18,14 @@ It runs in Snakemake's own process (it launches processes; it measures none itse
 
 from __future__ import annotations
 
-from compile_study.core.calls import env
 from compile_study.core import record
+from compile_study.core.calls import env
 from compile_study.core.calls.clock import Clock
 from compile_study.core.io import write_json_atomic
 from compile_study.core.stats import speedup_interval
 from compile_study.measure import jobs, targets
-from compile_study.measure.process import launch
 from compile_study.measure.checks.spec import MethodCheck
+from compile_study.measure.process import launch
 
 CHECK = MethodCheck(
     name="launcher", key="launcher", prior_s=60, whole=True, in_process=True,

@@ -34,10 +34,10 @@ from compile_study.core.dataset.data import load_split
 from compile_study.core.io import write_json_atomic
 from compile_study.core.models.model import model_config_for
 from compile_study.core.record import RunConfig
+from compile_study.measure.checks.spec import MethodCheck
 from compile_study.measure.compile import compile_model, make_step, new_model
 from compile_study.measure.steps import set_precision
 from compile_study.measure.timing import time_steps
-from compile_study.measure.checks.spec import MethodCheck
 
 CHECK = MethodCheck(
     name="reference_drift", key="drift", prior_s=60,

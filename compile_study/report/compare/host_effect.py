@@ -15,8 +15,8 @@ import math
 import re
 from pathlib import Path
 
-from compile_study.aggregate.compare import hosts, pool, reruns
 from compile_study.aggregate import spread
+from compile_study.aggregate.compare import hosts, pool, reruns
 from compile_study.core.io import write_text_atomic
 from compile_study.core.layout import HOST_EFFECT, PROJECT, host_effect_path
 from compile_study.report import numbers

@@ -112,7 +112,7 @@ def test_the_results_quote_no_reproduction_against_a_study_no_longer_stored(tmp_
     study = next(p.parent for p in sorted((REPO / "reference").glob("*/reproduction.md")))
     yardstick, _ = reproduction_verdict((study / "reproduction.md").read_text())
     assert project_docs._reproduced(study, tmp_path) == []
-    (tmp_path / yardstick).mkdir(parents=True)
+    (tmp_path / yardstick / "runs").mkdir(parents=True)
     (tmp_path / yardstick / "config.yaml").write_text("{}\n")
     assert project_docs._reproduced(study, tmp_path)[0].startswith(
         f"Its [reproduction report]({Layout(str(study)).reproduction('md')}) against `{yardstick}`: ")

@@ -21,7 +21,7 @@ from compile_study.aggregate.compare import models
 from compile_study.aggregate.compare import opening as found_opening
 from compile_study.aggregate.estimate import walltime
 from compile_study.core.io import write_text_atomic
-from compile_study.core.layout import STORED, Layout, stored_studies
+from compile_study.core.layout import STORED, Layout, is_stored_study, stored_studies
 from compile_study.report.compare import across_kinds, host_effect, reproduction
 from compile_study.report.docs import opening, reproduced, times
 from compile_study.report.docs.readme import reproduction_verdict, test_line
@@ -182,7 +182,7 @@ def _reproduced(study: Path, project: Path) -> list[str]:
     if not report.is_file():
         return []
     yardstick, verdict = reproduction_verdict(report.read_text())
-    if not (project / yardstick / "config.yaml").is_file():
+    if not is_stored_study(project / yardstick):
         return []
     return [f"Its [reproduction report]({report.as_posix()}) against `{yardstick}`: {verdict}"]
 

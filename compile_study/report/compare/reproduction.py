@@ -24,7 +24,6 @@ from compile_study.aggregate.compare import measured, rejudge
 from compile_study.core import digits
 from compile_study.core.intervals import LEVEL, Interval
 from compile_study.core.io import write_text_atomic
-from compile_study.core.layout import host_effect_path
 from compile_study.report import numbers
 from compile_study.report.compare import pool_report, rejudged
 

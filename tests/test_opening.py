@@ -116,3 +116,20 @@ def test_the_results_quote_no_reproduction_against_a_study_no_longer_stored(tmp_
     (tmp_path / yardstick / "config.yaml").write_text("{}\n")
     assert project_docs._reproduced(study, tmp_path)[0].startswith(
         f"Its [reproduction report]({Layout(str(study)).reproduction('md')}) against `{yardstick}`: ")
+
+
+def test_the_readme_s_line_on_the_host_effect_gives_each_kind_s_largest_class_and_the_leave_one_out_counts():
+    from compile_study.aggregate.compare import hosts
+    from compile_study.core.layout import host_effect_path
+    from compile_study.report.docs import reproduced
+
+    stored = hosts.load(host_effect_path(REPO))
+    line = reproduced.hosts_line(stored)
+    names = opening.short_names(list(stored["kinds"]))
+    for kind, k in stored["kinds"].items():
+        largest = max(v["sd_ratio"] for v in k["classes"].values() if v["sd"] is not None and v["sd"] == v["sd"])
+        shown = f"{float(f'{100 * (largest - 1):.2g}'):g}"  # two significant digits, as numbers.percent2
+        assert f"±{shown}% on {names[kind]} ({len(k['studies'])} stored studies)" in line
+        assert f"{k['leave_one_out']['changed']} of {k['leave_one_out']['judged']}" in line
+    assert line in (REPO / "README.md").read_text() and all(len(s.split()) <= 40 for s in line.split(". "))
+    assert reproduced.hosts_line({}).startswith("No kind has two stored studies of the built-in model")

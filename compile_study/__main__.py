@@ -8,7 +8,7 @@
     python -m compile_study rebuild reference/<name>
     python -m compile_study readme README.md reference/<name>
     python -m compile_study compare reference/<name> results/cuda    # did results/cuda reproduce reference/<name>?
-    python -m compile_study host-effect --readme README.md          # how much hosts differ (reference/host-effect.json)
+    python -m compile_study host-effect                             # how much hosts differ (reference/host-effect.json)
     python -m compile_study spread reference/<a> reference/<b> --configuration static bf16 512 default module
     python -m compile_study model config.yaml configs/hf-bert.yaml   # check the configured model, print its facts
     python -m compile_study compare-models reference/<plugged> reference/<built-in>

@@ -346,20 +346,31 @@ def test_the_readme_block_quotes_the_headline_and_the_table(tmp_path, stored):
 
 
 @pytest.mark.unit
-def test_rebuild_judges_the_readmes_quoted_pair_again_with_the_stored_host_effect(tmp_path):
-    """A block made under another host effect (here: none) is stale; refresh_readme judges the pair it quotes
-    again, with the project's reference/host-effect.json, as rebuild --all does: the project README's block."""
+def test_the_readme_command_judges_the_quoted_pair_again_with_the_stored_host_effect(tmp_path):
+    """A block made under another host effect (here: none) is stale; reproduced.refresh judges the pair it quotes
+    again, with the project's reference/host-effect.json, as `python -m compile_study readme` does: the block of
+    docs/reproduction.md, and the README's line on it gives the same counts."""
+    from compile_study.report.docs import reproduced
+
     from .conftest import REPO
 
-    pair = reproduction.quoted_pair(REPO / "README.md")
+    doc = (REPO / reproduced.DOC).read_text()
+    pair = reproduced.pair_in(doc)
     assert pair is not None and all((REPO / name / "config.yaml").is_file() for name in pair)
+    assert reproduction.BEGIN not in (REPO / "README.md").read_text()  # the README keeps one line on it
     stale = cmp.compare(cmp.load(REPO / pair[0]), cmp.load(REPO / pair[1]), pair, host_effect={})
-    readme = tmp_path / "README.md"
+    readme = tmp_path / "reproduction.md"
     readme.write_text(f"# Title\n{reproduction.BEGIN}\nold\n{reproduction.END}\n")
     reproduction.update_readme(readme, stale, pair)
     assert "host effect between" not in readme.read_text()  # no host effect: the rule before it
-    assert reproduction.refresh_readme(readme, REPO) == pair
+    assert reproduced.refresh(readme, REPO) == pair
     block = lambda text: text[text.index(reproduction.BEGIN):text.index(reproduction.END)]  # noqa: E731
-    assert block(readme.read_text()) == block((REPO / "README.md").read_text())
+    assert block(readme.read_text()) == block(doc)
+    judged = reproduced.judge_pair(pair, REPO)
+    c, line = judged[0].counts(), reproduced.pair_line(pair, judged)
+    assert f"{c['reproduced']} of {c['shared']} shared configurations reproduced, {c['differs']} differ" in line
+    assert line in (REPO / "README.md").read_text()
     readme.write_text("no block\n")
-    assert reproduction.quoted_pair(readme) is None and reproduction.refresh_readme(readme, REPO) is None
+    assert reproduced.pair_in(readme.read_text()) is None and reproduced.refresh(readme, REPO) is None
+    with pytest.raises(ValueError, match="quotes no pair"):
+        reproduced.pair_block(None, None)

@@ -119,10 +119,11 @@ def built() -> dict:
 
 @pytest.mark.golden
 def test_the_stored_estimate_is_what_the_stored_studies_give_today(built):
-    """reference/host-effect.json is current (rerun `python -m compile_study host-effect --readme README.md`, or
-    `rebuild --all`, after a stored study is added or the estimate changes), and so is the README's block."""
+    """reference/host-effect.json is current (rerun `python -m compile_study host-effect` and `python -m compile_study
+    readme README.md`, or `rebuild --all`, after a stored study is added or the estimate changes), and so is
+    docs/reproduction.md's block, made from it."""
     assert json.loads(host_effect_path(REPO).read_text()) == json.loads(digits.dumps(built))
-    assert f"{host_effect.BEGIN}\n{host_effect.block(built)}\n{host_effect.END}" in (REPO / "README.md").read_text()
+    assert f"{host_effect.BEGIN}\n{host_effect.block(built)}\n{host_effect.END}" in (REPO / "docs" / "reproduction.md").read_text()
 
 
 @pytest.mark.golden

@@ -65,10 +65,12 @@ def test_rebuild_refuses_a_directory_that_is_not_a_stored_study(tmp_path):
 
 @pytest.mark.golden
 def test_the_project_readme_quotes_the_stored_study_as_generated():
-    """README.md's and docs/'s generated blocks (results, the commands' times, the studies' times, the tier records,
-    the portable starts) are what compile_study.report.docs.project_docs makes from the stored studies today (rerun
-    `python -m compile_study readme README.md` after a study or the summary changes)."""
-    from compile_study.report.docs import project_docs
+    """README.md's and docs/'s generated blocks (the findings, results, the commands' times, the studies' times, the
+    tier records, the portable starts, the columns, docs/reproduction.md's quoted pair and host effect and the
+    README's line on each) are what compile_study.report.docs.project_docs makes from the stored studies today
+    (rerun `python -m compile_study readme README.md` after a study or the summary changes)."""
+    from compile_study.report.compare import host_effect, reproduction
+    from compile_study.report.docs import opening, project_docs, reproduced
 
     study = project_docs.quoted_study(REPO)
     made = project_docs.update_documents(REPO, study.relative_to(REPO))
@@ -78,6 +80,9 @@ def test_the_project_readme_quotes_the_stored_study_as_generated():
     current = made[REPO / "README.md"]
     assert f"reference/{study.name}/README.md" in current and "| 512 | `reduce-overhead` |" in current
     assert "<!-- commands:" in current and "<!-- times:" in (REPO / "docs" / "running.md").read_text()
+    moved = made[REPO / "docs" / "reproduction.md"]
+    assert all(b in moved and b not in current for b in (reproduction.BEGIN, host_effect.BEGIN))
+    assert current.index(opening.FINDINGS[0]) < current.index("## ") and reproduced.SUMMARY[0] in current
 
 
 def _nudged(obj):

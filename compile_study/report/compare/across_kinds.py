@@ -13,7 +13,7 @@ from compile_study.core.layout import Layout
 from compile_study.report import numbers
 from compile_study.report.compare.rejudged import WORDS
 
-SHOWN = 8  # claims named that do not hold on every kind, before "and N more"
+SHOWN = 2  # claims named that do not hold on every kind, before "and N more" (a sentence of at most 40 words)
 
 
 def lines(found: dict | None) -> list[str]:
@@ -30,9 +30,9 @@ def lines(found: dict | None) -> list[str]:
         out.append(f"| {label(r.to_dict())} | " + " | ".join(numbers.interval(r[k]) for k in names) + " |")
     every = [c for c in found["claims"] if c["everywhere"]]
     others = [f"{c['id']} ({_codes(c)})" for c in found["claims"] if not c["everywhere"]]
-    out += ["", f"Of the {len(found['claims'])} claims the kinds' papers state (each judged on every kind's study by its "
-            f"own rule: `python -m compile_study compare`), {len(every)} hold on every kind"
-            + (f"; all but: {_some(others)}" if others else "") + "."]
+    out += ["", f"Of the {len(found['claims'])} claims the kinds' papers state, {len(every)} hold on every kind, each "
+            "judged on every kind's study by its own rule (`python -m compile_study compare`)."
+            + (f" Those that do not: {_some(others)}." if others else "")]
     return out
 
 

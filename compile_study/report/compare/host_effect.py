@@ -1,8 +1,8 @@
-"""How much hosts of one kind differ, as the project README's "Checking a reproduction" quotes it, and the command
-that makes the estimate every reproduction verdict carries.
+"""How much hosts of one kind differ, as docs/reproduction.md quotes it (its block, remade from the stored estimate by
+`python -m compile_study readme`), and the command that makes the estimate every reproduction verdict carries.
 
     python -m compile_study host-effect                 # reference/host-effect.json from the stored studies
-    python -m compile_study host-effect --readme README.md   # and the README's host-effect block
+    python -m compile_study host-effect --readme docs/reproduction.md   # and that document's host-effect block
 
 The numbers come from aggregate/compare/reruns.py (the stored studies judged against each other, the leave-one-study-out
 check) and aggregate/compare/hosts.py (the estimate and its method); this module writes them down. Torch-free.

@@ -2,7 +2,7 @@
 
     python -m compile_study compare reference/<name> results/cuda                        # the report, printed
     python -m compile_study compare reference/<name> results/cuda --out results/cuda     # reproduction.md, .csv
-    python -m compile_study compare reference/<name> results/cuda --readme README.md     # quote it in the README
+    python -m compile_study compare reference/<name> results/cuda --readme docs/reproduction.md  # quote it there
     python -m compile_study compare reference/<name> results/cuda --allow-different-data # verdicts on other data
     snakemake --cores all results/cuda/reproduction.md     (rule reproduction, when config `yardstick` names one)
 
@@ -24,7 +24,6 @@ from compile_study.aggregate.compare import measured, rejudge
 from compile_study.core import digits
 from compile_study.core.intervals import LEVEL, Interval
 from compile_study.core.io import write_text_atomic
-from compile_study.core.layout import host_effect_path
 from compile_study.report import numbers
 from compile_study.report.compare import pool_report, rejudged
 
@@ -316,30 +315,6 @@ def update_readme(path: str | Path, result: cmp.Comparison, names: tuple[str, st
         raise SystemExit(f"{path}: no reproduction block (a line {BEGIN} and, below it, {END})")
     block = f"{BEGIN}\n{readme_block(result, names, judged, against)}\n{END}"
     write_text_atomic(path, pattern.sub(lambda _: block, text, count=1))
-
-
-def quoted_pair(path: str | Path) -> tuple[str, str] | None:
-    """The (stored, study) pair a README's reproduction block quotes (its command), None where it quotes none."""
-    text = Path(path).read_text()
-    block = re.search(re.escape(BEGIN) + r"(.*?)" + re.escape(END), text, re.S)
-    pair = re.search(r"`python -m compile_study compare (\S+) (\S+)`", block.group(1)) if block else None
-    return (pair.group(1), pair.group(2)) if pair else None
-
-
-def refresh_readme(path: str | Path, project: str | Path) -> tuple[str, str] | None:
-    """Judge the pair the README's block quotes again (their records, the project's host effect, today's rule)
-    and rewrite the block: rebuild --all keeps it in step with the stored studies -> the pair, None where the
-    block quotes none."""
-    names = quoted_pair(path)
-    if names is None:
-        return None
-    project = Path(project)
-    stored, study = (cmp.load(project / name) for name in names)
-    effect = host_estimate.load(host_effect_path(project))
-    result = cmp.compare(stored, study, names, host_effect=effect)
-    update_readme(path, result, names, rejudged.judge_dirs(*(project / name for name in names)),
-                  pool_report.judge(study.records, effect, names[1]))
-    return names
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,12 +1,15 @@
 """The generated blocks of the project's README.md and docs/*.md, made from the stored studies under reference/,
-never typed: the results (the quoted study's headline cells), the commands' and studies' times (times.py), the
-tier records, the portable starts and the dictionary of summary.csv's columns. Each block sits between its two marker lines.
+never typed: the findings the README opens with (opening.py), the results (the quoted study's headline cells), the
+commands' and studies' times (times.py), the tier records, the portable starts, the dictionary of summary.csv's
+columns, and docs/reproduction.md's quoted pair and host effect with the README's line on each (reproduced.py). Each
+block sits between its two marker lines, in whichever document holds them.
 
     python -m compile_study readme README.md [reference/<name>]     # tests/test_rebuild.py checks they are current
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -15,11 +18,12 @@ import yaml
 
 from compile_study.aggregate import column_dictionary
 from compile_study.aggregate.compare import models
+from compile_study.aggregate.compare import opening as found_opening
 from compile_study.aggregate.estimate import walltime
 from compile_study.core.io import write_text_atomic
-from compile_study.core.layout import STORED, Layout, stored_studies
-from compile_study.report.compare import across_kinds
-from compile_study.report.docs import times
+from compile_study.core.layout import STORED, Layout, is_stored_study, stored_studies
+from compile_study.report.compare import across_kinds, host_effect, reproduction
+from compile_study.report.docs import opening, reproduced, times
 from compile_study.report.docs.readme import reproduction_verdict, test_line
 from compile_study.report.docs.times import study_link
 
@@ -65,7 +69,7 @@ def project_block(study: Path, project: Path) -> str:
         f"That study ran {done} of the {len(runs)} runs of its own GPU grid in {len(calls)} call(s), "
         f"{wall:.1f} min on {gpus}; how long studies take is in [docs/running.md](docs/running.md#how-long).",
         *_not_clean(env),
-        *_reproduced(study),
+        *_reproduced(study, project),
         *kinds_lines(project),
         *across_kinds.section(project),
         *_plugged(project),
@@ -156,12 +160,12 @@ def _plugged(project: Path) -> list[str]:
         if not got or not got["cells"]:
             continue
         lo, hi = got["lowest"]["ratio"], got["highest"]["ratio"]
-        overlap = (f"; in {got['intervals_overlap']} of the {got['with_intervals']} cell(s) with an interval on both sides "
-                   "the two intervals overlap" if got["with_intervals"] else "; no cell has an interval on both sides")
+        overlap = (f"In {got['intervals_overlap']} of the {got['with_intervals']} cell(s) with an interval on both sides "
+                   "the two intervals overlap" if got["with_intervals"] else "No cell has an interval on both sides")
         lines.append(f"A plugged model, `{got['plugged_model']}` ({study_link(study, project)}): on the "
                      f"{got['cells']} compiled cells it shares with {study_link(builtin, project)}, its speedups are {lo:.2f} to {hi:.2f} times the built-in "
                      f"model's (median {got['median_ratio']:.2f}; higher in {got['plugged_higher']} of "
-                     f"{got['cells']}){overlap} (`python -m compile_study compare-models`).")
+                     f"{got['cells']}). {overlap} (`python -m compile_study compare-models`).")
     return ["", *lines] if lines else []
 
 
@@ -172,12 +176,14 @@ def _device(study: Path) -> tuple[str | None, str | None]:
     return env.get("device_type"), env.get("device_name")
 
 
-def _reproduced(study: Path) -> list[str]:
-    """The verdict of the study's reproduction report, where it has one."""
+def _reproduced(study: Path, project: Path) -> list[str]:
+    """The verdict of the study's reproduction report, where it has one against a study still stored."""
     report = Path(Layout(str(study)).reproduction("md"))
     if not report.is_file():
         return []
     yardstick, verdict = reproduction_verdict(report.read_text())
+    if not is_stored_study(project / yardstick):
+        return []
     return [f"Its [reproduction report]({report.as_posix()}) against `{yardstick}`: {verdict}"]
 
 
@@ -249,9 +255,10 @@ def portable_block(project: Path) -> str:
             f"in {p.get('starts', 0)} starts. " if size else "")
     return "\n".join([
         PORTABLE[0],
-        f"Measured in the stored study {study_link(study, project)} ({env.get('device_name')}, torch {env.get('torch')}; "
-        "seconds to the first compiled step net of eager's first-epoch costs, 95% intervals where three or more "
-        "processes ran; a portable start ran among the compile phase's others and counts as timed):", "",
+        f"Measured in the stored study {study_link(study, project)} ({env.get('device_name')}, torch {env.get('torch')}). "
+        "A start is the seconds to the first compiled step net of eager's first-epoch costs, with a 95% interval "
+        "where three or more processes ran; a portable start ran among the compile phase's others and counts as "
+        "timed:", "",
         *head, "", said + "A break-even is the start's seconds over the time a step saves against eager; its paper's "
         "\"When does compiling pay?\" says how each was charged.", PORTABLE[1]])
 
@@ -262,15 +269,22 @@ def documents(project: Path) -> list[Path]:
 
 
 def update_documents(project: Path, study: Path) -> dict[Path, str]:
-    """Each document (documents) with the generated blocks it holds replaced: the results (project_block), the
-    commands' times (times.commands_block), the studies' times (times.block), the tier records (tested_block), the
-    portable starts (portable_block) and summary.csv's columns (aggregate/column_dictionary.py block).
-    Every block must be in one document."""
-    blocks = ((BEGIN, END, lambda: project_block(study, project)),
+    """Each document (documents) with the generated blocks it holds replaced: the findings (opening.block), the
+    results (project_block), the commands' times (times.commands_block), the studies' times (times.block), the tier
+    records (tested_block), the portable starts (portable_block), summary.csv's columns (aggregate/column_dictionary.py
+    block), the quoted pair judged again and the host effect (reproduced.pair_block, hosts_block) and the line on
+    each (reproduced.summary_block). Every block must be in one document."""
+    texts = {path: path.read_text() for path in documents(project)}
+    names = next((p for p in map(reproduced.pair_in, texts.values()) if p), None)
+    judged = functools.cache(lambda: reproduced.judge_pair(names, project) if names else None)
+    blocks = ((*opening.FINDINGS, lambda: opening.block(found_opening.from_project(project))),
+              (BEGIN, END, lambda: project_block(study, project)),
               (times.COMMANDS[0], times.COMMANDS[1], lambda: times.commands_block(project)),
               (times.BEGIN, times.END, lambda: times.block(project)), (*TESTED, lambda: tested_block(project)),
-              (*PORTABLE, lambda: portable_block(project)), (*column_dictionary.COLUMNS, column_dictionary.block))
-    texts = {path: path.read_text() for path in documents(project)}
+              (*PORTABLE, lambda: portable_block(project)), (*column_dictionary.COLUMNS, column_dictionary.block),
+              (reproduction.BEGIN, reproduction.END, lambda: reproduced.pair_block(names, judged())),
+              (host_effect.BEGIN, host_effect.END, lambda: reproduced.hosts_block(project)),
+              (*reproduced.SUMMARY, lambda: reproduced.summary_block(names, judged(), project)))
     for begin, end, make in blocks:
         holders = [path for path, text in texts.items() if begin in text and end in text]
         if not holders:

@@ -3,7 +3,7 @@
     python -m compile_study rebuild reference/<name>
     # the same as: snakemake --cores 1 --directory reference/<name> --forcerun summarize
     python -m compile_study rebuild --all
-    # every golden file: reference/host-effect.json, each stored study under reference/, the README's blocks
+    # every golden file: reference/host-effect.json, each stored study under reference/, README's and docs/'s blocks
 
 A stored study is a directory laid out as compile_study/core/layout.py says (config.yaml, facts.json, runs/, and
 whatever parity/, peak.json, claims/mlp.json and measure/checks/ the study produced); nothing is rerun. After an
@@ -42,20 +42,20 @@ def stored_studies(project: Path = PROJECT) -> list[Path]:
 
 
 def rebuild_all(project: Path = PROJECT) -> list[Path]:
-    """Every golden file: the host-effect estimate the reproduction reports read (and its README block), the
-    README's reproduction block judged again with it, the finding across GPU kinds (kinds.json, layout.KINDS), each
-    stored study rebuilt, then the README's results block -> the files rewritten."""
+    """Every golden file: the host-effect estimate the reproduction reports read, the finding across GPU kinds
+    (kinds.json, layout.KINDS), each stored study rebuilt, then the generated blocks of README.md and docs/ (among
+    them docs/reproduction.md's quoted pair, judged again with the estimate, and its host effect) -> the files
+    rewritten."""
     from compile_study.aggregate.compare import kinds
     from compile_study.core.layout import host_effect_path
-    from compile_study.report.compare import host_effect, reproduction
+    from compile_study.report.compare import host_effect
     from compile_study.report.docs import project_docs
 
-    host_effect.main(["--project", str(project), "--readme", str(project / "README.md")])
-    reproduction.refresh_readme(project / "README.md", project)
+    host_effect.main(["--project", str(project)])
     found = kinds.write(project)  # what each GPU study's paper quotes across kinds
     papers = [rebuild(study) for study in stored_studies(project)]
     project_docs.main([str(project / "README.md")])
-    return [host_effect_path(project), found] + papers + [project / "README.md"]
+    return [host_effect_path(project), found] + papers + project_docs.documents(project)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,8 +24,8 @@ rule cold_compile:
             P.data_dir,
             output[0],
             log[0],
-            P.timed.progress,
-            P.compile.expected_seconds(wildcards),
+            T.progress,
+            C.expected_seconds(wildcards),
         )
 
 
@@ -51,8 +51,8 @@ rule portable_start:
             P.data_dir,
             output[0],
             log[0],
-            P.timed.progress,
-            expected_s=P.compile.expected_portable_seconds(wildcards),
+            T.progress,
+            expected_s=C.expected_portable_seconds(wildcards),
         )
 
 
@@ -81,5 +81,5 @@ rule parity:
             log[0],
             threads,
             P.device,
-            expected_s=P.timed.expected_job_seconds("parity"),
+            expected_s=T.expected_job_seconds("parity"),
         )

@@ -24,5 +24,5 @@ rule check_model:
             output[0],
             log[0],
             threads,
-            expected_s=P.timed.expected_job_seconds("check_model"),
+            expected_s=T.expected_job_seconds("check_model"),
         )

@@ -41,8 +41,8 @@ rule train_run:
             *output,
             log[0],
             threads,
-            P.timed.progress,
-            expected_s=P.timed.expected_seconds(wildcards),
+            T.progress,
+            expected_s=T.expected_seconds(wildcards),
         )
 
 
@@ -67,7 +67,7 @@ rule measure_peak:
             threads,
             P.device,
             host_env=True,
-            expected_s=P.timed.expected_job_seconds("measure_peak"),
+            expected_s=T.expected_job_seconds("measure_peak"),
         )
 
 
@@ -92,7 +92,7 @@ rule mlp_claim:
             threads,
             P.device,
             host_env=True,
-            expected_s=P.timed.expected_job_seconds("mlp_claim"),
+            expected_s=T.expected_job_seconds("mlp_claim"),
         )
 
 

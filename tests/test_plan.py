@@ -225,5 +225,5 @@ def test_every_job_that_holds_the_device_or_a_compile_slot_checks_the_time_limit
     holding = {name for name, body in rules.items() if "timed_run=" in body or "P.compile.job" in body}
     assert {"train_run", "cold_compile", "parity", "method_check", "measure_peak", "mlp_claim"} <= holding
     for name in holding:
-        asks = ("expected_s=", "P.compile.expected_seconds(", "P.checks.run(")
+        asks = ("expected_s=", "C.expected_seconds(", "P.checks.run(")
         assert any(a in rules[name] for a in asks), name

@@ -60,9 +60,16 @@ def slurm_state() -> str | None:
     return None
 
 
-WHY_NOT = slurm_state()
-pytestmark = [pytest.mark.slurm, pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT)),
-              pytest.mark.xdist_group("slurm")]  # its fixture runs the study once for every test here
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]  # its fixture runs the study once for every test here
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slurm_up() -> None:
+    """Asked only where a test of this file runs (not at collection: asking SLURM takes seconds, and the other
+    tiers' runs collect this file too)."""
+    why = slurm_state()
+    if why is not None:
+        pytest.skip(why)
 
 
 def snakemake_cmd(study: Path) -> list[str]:

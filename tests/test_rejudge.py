@@ -372,11 +372,11 @@ def _assert_sentence_has_its_records(t, ids: set[str]) -> int:
 def test_each_claim_sentence_of_the_abstract_and_conclusions_has_its_record(study):
     """The stored studies' abstracts and conclusions, built from decisions with the claims' records: each sentence
     that says something holds carries the records of what it says, and they are decisions.json's."""
-    from compile_study.report import abstract, conclusions
+    from compile_study.report import conclusions, front
 
     ctx, decisions = _context(study)
     ids = {c["id"] for c in decisions["claims"]}
-    texts = [t for t in abstract.abstract(ctx) + conclusions.items(ctx) if (t.file, t.macro) in CLAIMING]
+    texts = [t for t in front.abstract(ctx) + conclusions.items(ctx) if (t.file, t.macro) in CLAIMING]
     carried = sum(_assert_sentence_has_its_records(t, ids) for t in texts)
     assert carried > 0 or {c["rule"] for c in decisions["claims"]} <= {"common"}  # the CPU study's: its claims section
 

@@ -25,7 +25,7 @@ from compile_study.aggregate.columns import WAYS
 from compile_study.core import vocab
 from compile_study.core.intervals import BREAK_EVEN_SIDE
 from compile_study.measure.checks import spec as check_spec
-from compile_study.report import abstract, advice, appendix, conclusions, findings, method, method_checks, stages
+from compile_study.report import advice, appendix, conclusions, findings, front, method, method_checks, stages
 from compile_study.report import numbers as n
 from compile_study.report.document import Column, Figure, Items, Para, Report, Section, Table, Text
 from compile_study.report.findings import Context, config, ordered, regime_rows
@@ -253,7 +253,7 @@ def build(summary: pd.DataFrame, parity: pd.DataFrame, claims: pd.DataFrame | No
     numbers: dict[str, int] = {}
     _number(main + extra, numbers)
     return Report(title=words(Text("head", "title", {"model": findings.model(ctx)})),
-                  byline=conclusions.byline(ctx), notices=conclusions.notices(ctx), abstract=abstract.abstract(ctx),
+                  byline=conclusions.byline(ctx), notices=conclusions.notices(ctx), abstract=front.abstract(ctx),
                   main=main, appendix=extra, numbers=numbers)
 
 

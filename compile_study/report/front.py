@@ -1,5 +1,5 @@
-"""The abstract: its takeaway first, then what was timed, the headline cells (MIN_N processes or more), shapes,
-what a cold start costs against an epoch and how many common claims held, as numbers and codes.
+"""The paper's front: its abstract, the takeaway first, then what was timed, the headline cells (MIN_N processes or
+more), shapes, what a cold start costs against an epoch and how many common claims held, as numbers and codes.
 """
 
 from __future__ import annotations

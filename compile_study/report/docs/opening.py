@@ -42,14 +42,19 @@ def _studies(kind: dict, keys: list[tuple], names: dict[str, str]) -> str:
 
 
 def _on_other(kind: dict, keys: list[tuple], names: dict[str, str]) -> str:
-    """Another kind's cells of the quoted configurations: the speedup where its pool finds it faster, else the
-    pool's verdict beside it."""
+    """Another kind's cells of the quoted configurations: the speedup and where a new host should fall where its
+    pool finds it faster, else the pool's verdict beside it."""
     said = []
     for key in keys:
         c = kind["cells"].get(key)
-        said.append("none pooled" if c is None else numbers.times(c["speedup"]) if c["verdict"] == "faster"
-                    else f"{numbers.times(c['speedup'])} ({c['verdict']})")
+        said.append("none pooled" if c is None else f"{numbers.times(c['speedup'])} ({_room(c)})"
+                    if c["verdict"] == "faster" else f"{numbers.times(c['speedup'])} ({c['verdict']})")
     return f"on {_studies(kind, keys, names)}, {_and(said)}"
+
+
+def _room(cell: dict) -> str:
+    """The prediction interval for a new host, as the sentence gives it: 2.66–3.52×."""
+    return f"{numbers.fixed(cell['low'])}–{numbers.times(cell['high'])}"
 
 
 def bought(found: dict, names: dict[str, str]) -> str:
@@ -63,7 +68,7 @@ def bought(found: dict, names: dict[str, str]) -> str:
             said.append(f"no configuration makes a batch-{batch} step faster than eager on a new host")
             continue
         c = lead["cells"][key]
-        room = f"{numbers.fixed(c['low'])}–{numbers.times(c['high'])}"
+        room = _room(c)
         label = "" if key[1:] == last else f"compiling with {_label(key)} makes "
         said.append(f"{label}a batch-{batch} training step {numbers.times(c['speedup'])} faster"
                     + (f" than eager (a new host: {room})" if not said else f" ({room})"))

@@ -120,6 +120,14 @@ def test_estimate_on_an_invalid_overlay_is_the_dry_runs_message(tmp_path, run):
 
 
 @pytest.mark.unit
+def test_estimate_refuses_a_method_check_no_module_declares_as_the_dry_run_does(tmp_path, run):
+    (tmp_path / "checks.yaml").write_text("checks: {cuda: [timer_check, timer_chek]}\n")
+    rc, err = run("estimate", REPO / "config.yaml", tmp_path / "checks.yaml", "--device", "cuda")
+    assert rc == 2 and err.startswith(f"{tmp_path / 'checks.yaml'} is invalid:\n  - checks.cuda: no method check "
+                                      "'timer_chek' (measure/checks/ declares compile_concurrency, concurrency,")
+
+
+@pytest.mark.unit
 def test_walltime_refuses_a_directory_that_is_no_study_and_a_log_that_is_not_there(tmp_path, run):
     assert run("walltime", tmp_path) == (2, f"{tmp_path}: not a study directory (it has no runs/ and no calls.jsonl)")
     study = study_copy(tmp_path)

@@ -15,7 +15,6 @@ import yaml
 from compile_study.aggregate import decide
 from compile_study.core.config import config_schema
 from compile_study.measure.checks import concurrency, launcher, spec, timer_check
-from compile_study.plan.checks import config_errors
 from compile_study.report import method_checks, paper
 
 from .conftest import REPO, TINY_MODEL
@@ -67,9 +66,9 @@ def test_every_declared_check_is_one_a_config_may_turn_on_and_no_other_is():
     checks = list(spec.method_checks())
     assert {"compile_concurrency", "concurrency", "launcher", "reference_drift", "timer_check"} <= set(checks)
     config = yaml.safe_load((REPO / "config.yaml").read_text()) | {"checks": {"cuda": checks}}
-    assert config_schema.schema_errors(config, schema) == [] and config_errors(config) == []
+    assert config_schema.schema_errors(config, schema) == [] and spec.config_problems(config) == []
     bad = config | {"checks": {"cuda": ["timer_check", "timer_chek"], "cpu": ["launcher"]}}
-    (problem,) = config_errors(bad)
+    (problem,) = spec.config_problems(bad)
     assert problem.startswith("checks.cuda: no method check 'timer_chek' (measure/checks/ declares compile_concurrency,")
     assert problem.keys == (("checks", "cuda"),)
 

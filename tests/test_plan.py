@@ -121,6 +121,9 @@ def test_bad_config_stops_the_plan_with_the_key_named(tmp_path, monkeypatch):
     bad["grids"]["cpu"][0]["batch_size"] = [0]
     with pytest.raises(SystemExit, match=r"batch_size"):
         Plan(workflow(), bad)
+    unknown = copy.deepcopy(SHIPPED) | {"device": "cpu", "checks": {"cpu": ["timer_check", "timer_chek"]}}
+    with pytest.raises(SystemExit, match=r"checks.cpu: no method check 'timer_chek' \(measure/checks/ declares "):
+        Plan(workflow(), unknown)
 
 
 def damaged_study(root: Path) -> tuple[Layout, dict, str]:

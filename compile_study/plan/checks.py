@@ -6,19 +6,11 @@ and for rule method_check each one's inputs, threads, `timed_run` slots and job.
 from __future__ import annotations
 
 from compile_study.core.config import grid
-from compile_study.core.config.config_problem import Problem
 from compile_study.core.record import RunKey
 from compile_study.measure import jobs
 from compile_study.measure.checks import targets
-from compile_study.measure.checks.spec import method_checks, unknown
+from compile_study.measure.checks.spec import method_checks
 from compile_study.measure.process import isolation
-
-
-def config_errors(config: dict) -> list[Problem]:
-    """Config `checks` naming a check no module declares, for every device (before any job)."""
-    known = ", ".join(method_checks())
-    return [Problem(f"checks.{device}: no method check {name!r} (measure/checks/ declares {known})", ("checks", device))
-            for device, names in (config.get("checks") or {}).items() for name in unknown(names or [])]
 
 
 class Checks:

@@ -34,7 +34,7 @@ from compile_study.core.layout import (
 )
 from compile_study.core.models.model import for_device
 from compile_study.core.record import RunKey
-from compile_study.measure.checks.spec import method_checks
+from compile_study.measure.checks.spec import config_problems, method_checks
 from compile_study.measure.process import launch
 from compile_study.measure.process.isolation import count_gpus
 from compile_study.plan import checks, repairs, workflow_report
@@ -113,7 +113,7 @@ class Plan:
         validate(config, schema=self.schema)  # fills in the defaults
         self.device = self.resolve_device()  # the semantic checks concern the grid about to run
         config["model"] = for_device(config["model"], self.device)  # a value given per device: this device's
-        errors = config_check.semantic_errors(config, devices=[self.device]) + checks.config_errors(config)
+        errors = config_check.semantic_errors(config, devices=[self.device]) + config_problems(config)
         if errors:
             sys.exit(config_schema.format_errors(errors, self._sources))
         # device: cuda without a GPU: a dry run still plans the GPU study; a run stops before its first job

@@ -35,7 +35,7 @@ from compile_study.core import record, vocab
 from compile_study.core.config import grid
 from compile_study.core.errors import count
 from compile_study.core.layout import STORED, Layout, study_root
-from compile_study.measure.checks.spec import method_checks
+from compile_study.measure.checks.spec import config_problems, method_checks
 from compile_study.measure.process import isolation
 
 # Seconds, where nothing was measured yet; each says where it comes from.
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cores", type=count(65536), default=None,
                         help="the study host's cores (default: 16 for cuda, as the H200 hosts; this machine's for cpu)")
     args = parser.parse_args(argv)
-    config = grid.load_config(args.configs)
+    config = grid.load_config(args.configs, more=config_problems)  # a check the workflow would refuse, too
     e, slots = config_estimate(config, args.device, Layout(study_root(args.device, config.get("model"))), args.gpus, args.cores)
     print(message(e, args.device, args.gpus, slots))
 

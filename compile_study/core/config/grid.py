@@ -163,9 +163,10 @@ def read_config_file(path: str | Path) -> dict:
     return load_yaml(Path(path).read_text())
 
 
-def load_config(paths) -> dict:
+def load_config(paths, more=None) -> dict:
     """config.yaml, then overlays, merged as Snakemake merges them and validated (the schema's defaults filled in);
-    a bad value stops with the dry run's message, under the file that set it."""
+    a bad value stops with the dry run's message, under the file that set it. `more`: a check of the layers above
+    (config -> its Problems, e.g. measure/checks/spec.py config_problems), run after the schema's."""
     from snakemake.utils import validate
 
     from compile_study.core.config.config_schema import format_errors, schema_errors
@@ -175,6 +176,7 @@ def load_config(paths) -> dict:
     for _, content in sources:
         merge(config, copy.deepcopy(content))
     errors = schema_errors(config, SCHEMA)
+    errors = errors or (more(config) if more else [])
     if errors:
         raise SystemExit(format_errors(errors, sources))
     validate(config, str(SCHEMA))

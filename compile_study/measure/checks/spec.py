@@ -25,6 +25,8 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compile_study.core.config.config_problem import Problem
+
 HERE = Path(__file__).resolve().parent
 PACKAGE = "compile_study.measure.checks"
 
@@ -85,3 +87,11 @@ def report_keys() -> dict[str, str]:
 def unknown(names: list[str]) -> list[str]:
     """The names config `checks` gives that no module of this folder declares."""
     return [n for n in names if n not in method_checks()]
+
+
+def config_problems(config: dict) -> list[Problem]:
+    """Config `checks` naming a check no module declares, for every device (the plan's and the estimate's check,
+    before any job)."""
+    known = ", ".join(method_checks())
+    return [Problem(f"checks.{device}: no method check {name!r} (measure/checks/ declares {known})", ("checks", device))
+            for device, names in (config.get("checks") or {}).items() for name in unknown(names or [])]

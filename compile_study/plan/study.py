@@ -34,7 +34,7 @@ from compile_study.core.layout import (
 )
 from compile_study.core.models.model import for_device
 from compile_study.core.record import RunKey
-from compile_study.measure.checks.spec import config_problems, method_checks
+from compile_study.measure.checks.spec import config_problems
 from compile_study.measure.process import launch
 from compile_study.measure.process.isolation import count_gpus
 from compile_study.plan import checks, repairs, workflow_report
@@ -259,7 +259,7 @@ class Plan:
         base = {"peak": L.peak, "mlp": L.mlp, "model": L.model}
         if not self.stored:
             return base | {name: L.check(name) for name in self.checks.on}
-        there = base | {name: L.check(name) for name in method_checks()}
+        there = base | {name: L.check(name) for name in self.checks.names}
         return {k: v for k, v in there.items() if os.path.exists(v)}
 
     def compiled_cache(self, wildcards) -> list[str]:

@@ -31,13 +31,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from compile_study.core.calls.env import collect
 from compile_study.core.dataset.batches import make_batches
 from compile_study.core.dataset.data import load_split
-from compile_study.core.calls.env import collect
-from compile_study.core.models.flops import step_flops
-from compile_study.core.io import write_json_atomic
-from compile_study.core.models.model import ModelConfig
 from compile_study.core.dataset.packing import make_packed_batches, real_lengths
+from compile_study.core.io import write_json_atomic
+from compile_study.core.models.flops import step_flops
+from compile_study.core.models.model import ModelConfig
 from compile_study.core.models.plug import build_model
 from compile_study.measure.compile import compile_model
 from compile_study.measure.compile_stats import unique_graphs

@@ -6,7 +6,9 @@ from compile_study.measure import jobs
 from compile_study.plan.study import Plan
 
 P = Plan(workflow, config)
-C, T = P.compile, P.timed  # the compile phase and the timed runs, as the run: blocks call them
+# the compile phase and the timed runs, as the run: blocks call them
+C = P.compile
+T = P.timed
 L = P.layout  # where every file of the study lives (compile_study/core/layout.py)
 
 

@@ -3,9 +3,9 @@
 import sys
 
 from compile_study.aggregate.summary import write
-from compile_study.measure.checks.spec import method_checks
 from compile_study.core.logs import redirect_output
 from compile_study.core.record import RecordError
+from compile_study.measure.checks.spec import method_checks
 
 redirect_output(snakemake.log[0])
 inp = snakemake.input

@@ -141,11 +141,14 @@ def test_with_a_grace_the_sessions_interrupt_reaches_the_command_in_its_own_proc
     import signal
     import subprocess
 
+    from .conftest import interruptible
+
     study, started = tmp_path / "results" / "cuda", tmp_path / "started"
     sleeper = f"import time; open({str(started)!r}, 'w'); time.sleep(60)"
     proc = subprocess.Popen([sys.executable, "-m", "compile_study", "session", "--time-limit", "60", "--grace", "5",
                              str(study), "--", sys.executable, "-c", sleeper], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=os.environ | {"PYTHONPATH": str(session.env.CODE)})
+                            stderr=subprocess.STDOUT, text=True, env=os.environ | {"PYTHONPATH": str(session.env.CODE)},
+                            preexec_fn=interruptible)  # a session started with SIGINT ignored would pass that on
     began = time.time()
     while not started.exists() and proc.poll() is None and time.time() - began < 120:
         time.sleep(0.05)

@@ -33,9 +33,9 @@ def ready(folder: str, clock: Clock, set_threads: Callable[[int], None], started
     `load_phase` (from the process's start) and `timed_part`."""
     load_cores, end = sorted(os.sched_getaffinity(0)), time.time()
     parts = dict(clock.parts)  # where the job's time went up to here: its load phase (and the wait before it)
-    _write(Path(folder) / READY, {"load_s": end - started_unix})
     with clock.part("gpu_wait_s"):  # the wait itself timed inside its booked part, which therefore holds it all
-        waiting = time.perf_counter()
+        waiting = time.perf_counter()  # before the word goes out: the gate's wait then lies wholly inside it
+        _write(Path(folder) / READY, {"load_s": end - started_unix})
         go = _wait_for(Path(folder) / GO, lambda: True)
         waited = time.perf_counter() - waiting
     if go["cores"]:

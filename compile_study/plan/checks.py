@@ -5,6 +5,8 @@ and for rule method_check each one's inputs, threads, `timed_run` slots and job.
 
 from __future__ import annotations
 
+import importlib
+
 from compile_study.core.config import grid
 from compile_study.core.record import RunKey
 from compile_study.measure import jobs
@@ -35,7 +37,7 @@ class Checks:
             return base | {"phase": self.concurrency_phase()}
         if wildcards.check == "timer_check":
             return base | {"warm": [self.layout.compile_record(cell, 0) for cell in self.timer_cells()]}
-        cell = self.launcher_cell() if wildcards.check == "launcher" else None
+        cell = self.cell_of("launcher") if wildcards.check == "launcher" else None
         return base if cell not in self.runs else base | {"cell": self.layout.record(self.last_repeat(cell))}
 
     def threads(self, wildcards) -> int:
@@ -49,10 +51,10 @@ class Checks:
     def last_repeat(self, cell: RunKey) -> RunKey:
         return cell.with_repeat(max(k.repeat for k in self.runs if k.same_configuration(cell)))
 
-    def launcher_cell(self) -> RunKey:
-        from compile_study.measure.checks.launcher import CELLS  # (its statistics cost this process a second to import)
-
-        mode, batch, precision = CELLS[self.device]
+    def cell_of(self, check: str) -> RunKey:
+        """The one configuration a check measures on this device (its module's CELLS: the module is imported here,
+        not when the workflow loads, since its statistics cost this process a second to import)."""
+        mode, batch, precision = importlib.import_module(method_checks()[check].module).CELLS[self.device]
         return RunKey(mode, "module", batch, "static", precision, 0)
 
     def timer_cells(self) -> list[RunKey]:
@@ -61,16 +63,9 @@ class Checks:
                  for mode, batch in method_checks()["timer_check"].cases[self.device] if mode != "eager"]
         return [cell for cell in cells if cell in self.compile.compiles]
 
-    def concurrency_cell(self) -> RunKey:
-        """The configuration the compile-concurrency check compiles alone (measure/checks/compile_concurrency.py)."""
-        from compile_study.measure.checks.compile_concurrency import CELLS
-
-        mode, batch, precision = CELLS[self.device]
-        return RunKey(mode, "module", batch, "static", precision, 0)
-
     def concurrency_phase(self) -> list[str]:
         """The compile phase's cold compiles of the compile-concurrency check's cell (none where the grid lacks it)."""
-        cell = self.concurrency_cell()
+        cell = self.cell_of("compile_concurrency")
         c = self.compile.compiles.get(cell)
         return [self.layout.compile_record(cell, i) for i in range(c["n"])] if c else []
 
@@ -90,7 +85,7 @@ class Checks:
         from compile_study.measure.checks import compile_concurrency
         from compile_study.measure.checks import launcher as launcher_check
 
-        cell = {"launcher": self.launcher_cell(), "compile_concurrency": self.concurrency_cell()}[check]
+        cell = self.cell_of(check)
         steps = self.runs.get(cell) or grid.grid_defaults()
         settings = {k: steps[k] for k in grid.STEP_KEYS if k in steps} | self.config["train"]
         if check == "compile_concurrency":  # its compiles run on every core: it holds every lane
